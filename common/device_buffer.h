@@ -1,0 +1,78 @@
+// Device memory owned by RAII buffers, all allocated through one tracker.
+//
+// Every byte of device memory that a stage, a test or a benchmark uses is
+// allocated through DeviceBuffer (or, for the cuBLAS workspace, through the
+// tracker directly), so the current and peak device bytes of a run are known
+// exactly, not estimated from cudaMemGetInfo. What is counted: inputs, outputs,
+// every stage's scratch buffers and the cuBLAS workspace (cuBLAS is handed a
+// tracked workspace with cublasSetWorkspace, see cublas_handle.h). What is not:
+// the CUDA context and the module images of the kernels, which do not depend on
+// N, D or V.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace cce {
+
+class AllocationTracker {
+ public:
+  static void* allocate(size_t bytes);  // cudaMalloc, counted; throws on failure
+  static void release(void* ptr, size_t bytes);
+  static size_t current_bytes();
+  static size_t peak_bytes();
+  // Starts a new measurement window: peak := current.
+  static void reset_peak();
+};
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t count) : count_(count) {
+    if (count_ > 0) ptr_ = static_cast<T*>(AllocationTracker::allocate(count_ * sizeof(T)));
+  }
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : ptr_(std::exchange(other.ptr_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      count_ = std::exchange(other.count_, 0);
+    }
+    return *this;
+  }
+
+  void reset() {
+    if (ptr_ != nullptr) AllocationTracker::release(ptr_, count_ * sizeof(T));
+    ptr_ = nullptr;
+    count_ = 0;
+  }
+  T* get() const { return ptr_; }
+  size_t size() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t count_ = 0;
+};
+
+// Fills `bytes` bytes at `ptr` with 0xFF: every float and bf16 then reads as NaN,
+// so an output element a kernel forgot to write fails the comparison.
+void poison_device(void* ptr, size_t bytes, cudaStream_t stream = nullptr);
+
+// Copies between host vectors and device buffers (checked, synchronous).
+void copy_to_device(void* dst, const void* src, size_t bytes);
+void copy_to_host(void* dst, const void* src, size_t bytes);
+
+// True when at least one CUDA device can be used; `why` says why not otherwise.
+bool cuda_device_available(std::string* why = nullptr);
+
+}  // namespace cce

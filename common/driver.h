@@ -1,0 +1,22 @@
+// The command line every stage executable shares:
+//   stageNN_name [--n --d --v --dtype bf16|fp32 --seed --data random|realistic
+//                 --ignore-frac --ignore-index --softcap --reduction mean|sum|none
+//                 --backward --check --iters --load DIR --save DIR] + stage flags
+// Exit codes: 0 success, 1 failed check, 2 bad input, 77 no CUDA device.
+#pragma once
+
+#include "common/stage.h"
+
+namespace cce {
+
+constexpr int kExitOk = 0;
+constexpr int kExitCheckFailed = 1;
+constexpr int kExitBadInput = 2;
+constexpr int kExitSkipped = 77;  // ctest's SKIP_RETURN_CODE
+
+int run_stage_main(StageFactory factory, int argc, char** argv);
+
+// "1234.5 MB" (MB = 10^6 bytes, as in the anchors and PyTorch's reports: MiB differ by 5%)
+std::string format_mb(size_t bytes);
+
+}  // namespace cce

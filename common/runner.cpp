@@ -1,0 +1,157 @@
+#include "common/runner.h"
+
+#include <algorithm>
+#include <random>
+
+#include "common/check.h"
+#include "common/cublas_handle.h"
+#include "common/timer.h"
+
+namespace cce {
+
+std::vector<float> default_upstream(const Problem& p, uint64_t seed) {
+  if (p.reduction != Reduction::kNone) return {1.0f};
+  std::mt19937_64 rng(seed ^ 0x5EEDull);
+  std::uniform_real_distribution<float> dist(0.5f, 1.5f);
+  std::vector<float> g(p.n);
+  for (float& x : g) x = dist(rng);
+  return g;
+}
+
+StageRunner::StageRunner(Stage& stage, const Problem& problem, const HostInputs& inputs, std::vector<float> upstream)
+    : stage_(stage), problem_(problem), upstream_(std::move(upstream)) {
+  cublas_handle();  // its workspace is a fixed, process-wide cost: keep it out of the stage's numbers
+  baseline_bytes_ = AllocationTracker::current_bytes();
+  AllocationTracker::reset_peak();
+  inputs_ = DeviceInputs::upload(problem, inputs);
+  size_t per_token = problem.reduction == Reduction::kNone ? problem.n : 1;
+  if (upstream_.size() != per_token)
+    throw InputError("upstream gradient must have " + std::to_string(per_token) + " values");
+  loss_ = DeviceBuffer<float>(per_token);
+  lse_ = DeviceBuffer<float>(problem.n);
+  if (stage_.has_backward()) {
+    upstream_dev_ = DeviceBuffer<float>(per_token);
+    copy_to_device(upstream_dev_.get(), upstream_.data(), per_token * 4);
+    de_ = DeviceBuffer<uint8_t>(problem.n * problem.d * problem.element_bytes());
+    dc_ = DeviceBuffer<uint8_t>(problem.v * problem.d * problem.element_bytes());
+  }
+}
+
+void StageRunner::poison_outputs() {
+  poison_device(loss_.get(), loss_.bytes());
+  poison_device(lse_.get(), lse_.bytes());
+  if (de_.get()) poison_device(de_.get(), de_.bytes());
+  if (dc_.get()) poison_device(dc_.get(), dc_.bytes());
+  synchronize();
+}
+
+void StageRunner::forward() { stage_.forward(inputs_, loss_.get(), lse_.get(), nullptr); }
+
+void StageRunner::forward_backward() {
+  if (!stage_.has_backward()) throw InputError("stage " + stage_.name() + " has no backward (it comes in a later stage)");
+  forward();
+  stage_.backward(inputs_, lse_.get(), upstream_dev_.get(), de_.get(), dc_.get(), nullptr);
+}
+
+void StageRunner::synchronize() { CCE_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+HostOutputs StageRunner::download() const {
+  CCE_CUDA_CHECK(cudaDeviceSynchronize());
+  HostOutputs out;
+  out.loss.resize(loss_.size());
+  out.lse.resize(lse_.size());
+  copy_to_host(out.loss.data(), loss_.get(), loss_.bytes());
+  copy_to_host(out.lse.data(), lse_.get(), lse_.bytes());
+  auto fetch = [&](const DeviceBuffer<uint8_t>& src, std::vector<float>& dst) {
+    if (!src.get()) return;
+    dst.resize(src.bytes() / problem_.element_bytes());
+    if (problem_.dtype == Dtype::kFloat32) {
+      copy_to_host(dst.data(), src.get(), src.bytes());
+    } else {
+      std::vector<uint16_t> bits(dst.size());
+      copy_to_host(bits.data(), src.get(), src.bytes());
+      for (size_t i = 0; i < bits.size(); ++i) dst[i] = bf16_bits_to_float(bits[i]);
+    }
+  };
+  fetch(de_, out.de);
+  fetch(dc_, out.dc);
+  return out;
+}
+
+double StageRunner::time_forward_ms(int iters, int warmup) {
+  return time_median_ms([&] { forward(); }, iters, warmup);
+}
+
+double StageRunner::time_forward_backward_ms(int iters, int warmup) {
+  return time_median_ms([&] { forward_backward(); }, iters, warmup);
+}
+
+size_t StageRunner::peak_beyond_inputs() const {
+  return AllocationTracker::peak_bytes() - baseline_bytes_ - inputs_.bytes();
+}
+
+void StageRunner::reset_peak_memory() {
+  stage_.release_workspace();
+  AllocationTracker::reset_peak();
+}
+
+std::vector<MemoryItem> StageRunner::memory_model(bool backward) const {
+  // The runner allocates dE, dC and the upstream buffer whenever the stage has
+  // a backward, so they count in forward-only runs of such a stage too.
+  std::vector<MemoryItem> items = output_memory(problem_, stage_.has_backward());
+  for (auto& item : stage_.workspace(problem_, backward)) items.push_back(item);
+  return items;
+}
+
+bool CheckReport::passed() const {
+  if (comparisons.empty()) return false;
+  for (const auto& c : comparisons)
+    if (!c.passed()) return false;
+  return true;
+}
+
+CheckReport check_outputs(const Problem& p, const HostInputs& in, const HostOutputs& out,
+                          const std::vector<float>& upstream, bool backward, int64_t full_limit, int sampled_rows) {
+  CheckReport report;
+  const bool bf16 = p.dtype == Dtype::kBFloat16;
+  ReferenceOptions opt;
+  opt.backward = backward;
+  opt.upstream = upstream;
+  const bool sampled = p.n * p.v > full_limit && p.n > sampled_rows;
+  if (sampled) {
+    std::mt19937_64 rng(p.n * 31 + p.v);
+    opt.rows = {0, p.n - 1};
+    while (static_cast<int>(opt.rows.size()) < sampled_rows) {
+      int64_t r = static_cast<int64_t>(rng() % p.n);
+      if (std::find(opt.rows.begin(), opt.rows.end(), r) == opt.rows.end()) opt.rows.push_back(r);
+    }
+    std::sort(opt.rows.begin(), opt.rows.end());
+    report.note = "sampled check: " + std::to_string(sampled_rows) + " of " + std::to_string(p.n) +
+                  " rows (LSE" + (p.reduction == Reduction::kNone ? ", loss" : "") + (backward ? ", dE rows" : "") +
+                  "); the reduced loss" + (backward ? " and dC" : "") + " need every row and are not compared";
+  } else {
+    report.note = "full check: every output element";
+  }
+  ReferenceResult ref = reference_cross_entropy(p, in, opt);
+
+  auto pick = [&](const std::vector<float>& all, int64_t width) {
+    std::vector<float> rows;
+    for (int64_t r : ref.rows) rows.insert(rows.end(), all.begin() + r * width, all.begin() + (r + 1) * width);
+    return rows;
+  };
+  Tolerance ftol = forward_tolerance(bf16);
+  report.comparisons.push_back(compare("lse", pick(out.lse, 1), ref.lse, ftol));
+  if (p.reduction == Reduction::kNone)
+    report.comparisons.push_back(compare("loss", pick(out.loss, 1), ref.loss_per_token, ftol));
+  else if (ref.all_rows)
+    report.comparisons.push_back(compare("loss", out.loss, {ref.loss}, ftol));
+  if (backward) {
+    report.comparisons.push_back(
+        compare("dE", pick(out.de, p.d), ref.de, gradient_tolerance(bf16, max_abs(ref.de)), p.d));
+    if (ref.all_rows)
+      report.comparisons.push_back(compare("dC", out.dc, ref.dc, gradient_tolerance(bf16, max_abs(ref.dc)), p.d));
+  }
+  return report;
+}
+
+}  // namespace cce

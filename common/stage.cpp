@@ -1,0 +1,50 @@
+#include "common/stage.h"
+
+#include "common/check.h"
+
+namespace cce {
+
+DeviceInputs DeviceInputs::upload(const Problem& problem, const HostInputs& inputs) {
+  validate_inputs(problem, inputs);
+  DeviceInputs d;
+  d.problem = problem;
+  d.e = DeviceBuffer<uint8_t>(inputs.e.size() * problem.element_bytes());
+  d.c = DeviceBuffer<uint8_t>(inputs.c.size() * problem.element_bytes());
+  d.targets = DeviceBuffer<int64_t>(inputs.targets.size());
+  auto put = [&](DeviceBuffer<uint8_t>& dst, const std::vector<float>& src) {
+    if (problem.dtype == Dtype::kFloat32) {
+      copy_to_device(dst.get(), src.data(), src.size() * 4);
+    } else {
+      std::vector<uint16_t> bits(src.size());
+      for (size_t i = 0; i < src.size(); ++i) bits[i] = float_to_bf16_bits(src[i]);
+      copy_to_device(dst.get(), bits.data(), bits.size() * 2);
+    }
+  };
+  put(d.e, inputs.e);
+  put(d.c, inputs.c);
+  copy_to_device(d.targets.get(), inputs.targets.data(), inputs.targets.size() * 8);
+  return d;
+}
+
+std::vector<MemoryItem> output_memory(const Problem& p, bool backward) {
+  size_t per_token = p.reduction == Reduction::kNone ? static_cast<size_t>(p.n) : 1;
+  std::vector<MemoryItem> items = {{"loss", per_token * 4}, {"LSE", static_cast<size_t>(p.n) * 4}};
+  if (backward) {
+    items.push_back({"upstream gradient", per_token * 4});
+    items.push_back({"dE", static_cast<size_t>(p.n * p.d) * p.element_bytes()});
+    items.push_back({"dC", static_cast<size_t>(p.v * p.d) * p.element_bytes()});
+  }
+  return items;
+}
+
+size_t total_bytes(const std::vector<MemoryItem>& items) {
+  size_t total = 0;
+  for (const auto& item : items) total += item.second;
+  return total;
+}
+
+size_t input_bytes(const Problem& p) {
+  return static_cast<size_t>(p.n * p.d + p.v * p.d) * p.element_bytes() + static_cast<size_t>(p.n) * 8;
+}
+
+}  // namespace cce

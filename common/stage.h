@@ -1,0 +1,72 @@
+// The interface every stage implements, so that the stage executables, the
+// tests, the tour and the benchmarks all loop over one table of stages.
+//
+// Device data layout (row-major throughout):
+//   E [N,D] and C [V,D] in the problem's dtype (fp32, or bf16 as __nv_bfloat16),
+//   targets [N] int64, loss [1] (mean, sum) or [N] (none), LSE [N] fp32,
+//   upstream gradient [1] (mean, sum) or [N] (none) fp32,
+//   dE [N,D] and dC [V,D] in the problem's dtype.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/device_buffer.h"
+#include "common/host_data.h"
+#include "common/options.h"
+#include "common/problem.h"
+
+namespace cce {
+
+// Inputs on the device, owned (and counted by the allocation tracker).
+struct DeviceInputs {
+  Problem problem;
+  DeviceBuffer<uint8_t> e;  // [N,D] dtype
+  DeviceBuffer<uint8_t> c;  // [V,D] dtype
+  DeviceBuffer<int64_t> targets;
+
+  static DeviceInputs upload(const Problem& problem, const HostInputs& inputs);
+  size_t bytes() const { return e.bytes() + c.bytes() + targets.bytes(); }
+};
+
+// One named block of device memory in a stage's memory model.
+using MemoryItem = std::pair<std::string, size_t>;
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  virtual std::string name() const = 0;     // "01_materialized"
+  virtual std::string summary() const = 0;  // what is new, one line
+  virtual bool has_backward() const = 0;
+
+  // The device memory the stage itself allocates for this problem (its
+  // scratch, beyond inputs and the caller's outputs), item by item. Exact: the
+  // drivers compare it with the allocation tracker.
+  virtual std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const = 0;
+
+  // loss: [1] or [N]; lse: [N]. Outputs must be written completely.
+  virtual void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) = 0;
+  // Needs the LSE of forward(); writes dE and dC completely.
+  virtual void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
+                        cudaStream_t stream) = 0;
+
+  // Stage-specific flags and report lines (e.g. stage 07's filtering).
+  virtual void add_options(OptionParser&) {}
+  virtual std::vector<std::string> report_lines() const { return {}; }
+  // Releases scratch kept between calls (e.g. stage 01's logits).
+  virtual void release_workspace() {}
+};
+
+using StageFactory = std::unique_ptr<Stage> (*)();
+
+// Bytes of the caller-owned outputs: loss, LSE, upstream, and dE + dC with backward.
+std::vector<MemoryItem> output_memory(const Problem& problem, bool backward);
+size_t total_bytes(const std::vector<MemoryItem>& items);
+size_t input_bytes(const Problem& problem);
+
+}  // namespace cce

@@ -1,0 +1,168 @@
+#include "stages/01_materialized/materialized.h"
+
+#include <cuda_bf16.h>
+
+#include "common/check.h"
+#include "common/cublas_handle.h"
+#include "common/device_math.cuh"
+#include "common/token_reduction.h"
+
+namespace cce::s01 {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+cudaDataType_t cuda_type(Dtype dtype) { return dtype == Dtype::kBFloat16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// One block per row: a pass for the max, a pass for Σexp(z − max), then the
+// target logit. Three reads of a V-wide row: stage 02 does it in one.
+__global__ void cross_entropy_rows_kernel(const float* __restrict__ logits, const int64_t* __restrict__ targets,
+                                          int64_t v, int64_t ignore_index, float softcap, float* __restrict__ lse,
+                                          float* __restrict__ loss_per_token) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const float* z_row = logits + row * v;
+  float row_max = -INFINITY;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) row_max = fmaxf(row_max, apply_softcap(z_row[j], softcap));
+  row_max = block_reduce_max(row_max, scratch);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) sum += __expf(apply_softcap(z_row[j], softcap) - row_max);
+  sum = block_reduce_sum(sum, scratch);
+  if (threadIdx.x == 0) {
+    const float row_lse = row_max + logf(sum);
+    lse[row] = row_lse;
+    const int64_t t = targets[row];
+    loss_per_token[row] = t == ignore_index ? 0.0f : row_lse - apply_softcap(z_row[t], softcap);
+  }
+}
+
+__device__ __forceinline__ float dlogit_value(float logit, int64_t j, int64_t target, float row_lse, float g,
+                                              float softcap) {
+  const float z = apply_softcap(logit, softcap);
+  const float p = __expf(z - row_lse);
+  return g * (p - (j == target ? 1.0f : 0.0f)) * softcap_derivative(z, softcap);
+}
+
+// fp32: dlogit overwrites each logit in place.
+__global__ void dlogits_fp32_kernel(float* __restrict__ logits, const int64_t* __restrict__ targets,
+                                    const float* __restrict__ lse, const float* __restrict__ grad_scale, int64_t v,
+                                    float softcap) {
+  const int64_t row = blockIdx.x;
+  const float g = grad_scale[row], row_lse = lse[row];
+  const int64_t t = targets[row];
+  float* z_row = logits + row * v;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) z_row[j] = dlogit_value(z_row[j], j, t, row_lse, g, softcap);
+}
+
+// bf16: dlogit_ij lands at bf16 index j of the row's own storage, i.e. in the
+// first half of the fp32 row. In a chunk of 2·blockDim logits, every thread
+// reads its two floats, the block syncs, then writes them as two bf16 values:
+// the writes of a chunk only touch bytes that this or an earlier chunk has
+// already read, so one barrier per chunk makes the in-place rewrite safe.
+__global__ void dlogits_bf16_packed_kernel(float* __restrict__ logits, const int64_t* __restrict__ targets,
+                                           const float* __restrict__ lse, const float* __restrict__ grad_scale,
+                                           int64_t v, float softcap) {
+  const int64_t row = blockIdx.x;
+  const float g = grad_scale[row], row_lse = lse[row];
+  const int64_t t = targets[row];
+  float* z_row = logits + row * v;
+  __nv_bfloat16* out_row = reinterpret_cast<__nv_bfloat16*>(z_row);
+  for (int64_t chunk = 0; chunk < v; chunk += 2 * blockDim.x) {
+    const int64_t j = chunk + 2 * threadIdx.x;
+    float a = 0.0f, b = 0.0f;
+    if (j < v) a = dlogit_value(z_row[j], j, t, row_lse, g, softcap);
+    if (j + 1 < v) b = dlogit_value(z_row[j + 1], j + 1, t, row_lse, g, softcap);
+    __syncthreads();
+    if (j + 1 < v)
+      *reinterpret_cast<__nv_bfloat162*>(out_row + j) = __floats2bfloat162_rn(a, b);
+    else if (j < v)
+      out_row[j] = __float2bfloat16(a);
+  }
+}
+
+}  // namespace
+
+void gemm_logits(const DeviceInputs& in, float* logits, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const float one = 1.0f, zero = 0.0f;
+  const cudaDataType_t t = cuda_type(p.dtype);
+  CCE_CUBLAS_CHECK(cublasSetStream(cublas_handle(), stream));
+  // Row-major logits [N,V] is column-major [V,N] = C·Eᵀ in column-major terms,
+  // where row-major C [V,D] reads as column-major Cᵀ [D,V] (hence OP_T).
+  CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.v),
+                                static_cast<int>(p.n), static_cast<int>(p.d), &one, in.c.get(), t,
+                                static_cast<int>(p.d), in.e.get(), t, static_cast<int>(p.d), &zero, logits,
+                                CUDA_R_32F, static_cast<int>(p.v), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_gradients(const DeviceInputs& in, const void* dlogit, int64_t dlogit_pitch, void* de, void* dc,
+                    cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const float one = 1.0f, zero = 0.0f;
+  const cudaDataType_t t = cuda_type(p.dtype);
+  const int n = static_cast<int>(p.n), d = static_cast<int>(p.d), v = static_cast<int>(p.v);
+  const int pitch = static_cast<int>(dlogit_pitch);
+  CCE_CUBLAS_CHECK(cublasSetStream(cublas_handle(), stream));
+  // dE [N,D] row-major = column-major [D,N] = Cᵀ[D,V] · dlogitᵀ[V,N].
+  CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, d, n, v, &one, in.c.get(), t, d, dlogit,
+                                t, pitch, &zero, de, t, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  // dC [V,D] row-major = column-major [D,V] = Eᵀ[D,N] · dlogit[N,V].
+  CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, d, v, n, &one, in.e.get(), t, d, dlogit,
+                                t, pitch, &zero, dc, t, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+int64_t logits_to_dlogits_in_place(const DeviceInputs& in, float* logits, const float* lse, const float* grad_scale,
+                                   cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const unsigned rows = static_cast<unsigned>(p.n);
+  if (p.dtype == Dtype::kFloat32) {
+    dlogits_fp32_kernel<<<rows, kRowThreads, 0, stream>>>(logits, in.targets.get(), lse, grad_scale, p.v, p.softcap);
+    CCE_CHECK_LAUNCH();
+    return p.v;
+  }
+  dlogits_bf16_packed_kernel<<<rows, kRowThreads, 0, stream>>>(logits, in.targets.get(), lse, grad_scale, p.v,
+                                                              p.softcap);
+  CCE_CHECK_LAUNCH();
+  return 2 * p.v;
+}
+
+std::vector<MemoryItem> MaterializedStage::workspace(const Problem& p, bool backward) const {
+  std::vector<MemoryItem> items = {{"logits fp32 [N,V]", static_cast<size_t>(p.n) * p.v * 4}};
+  if (p.reduction != Reduction::kNone) items.push_back({"per-token loss", static_cast<size_t>(p.n) * 4});
+  if (backward) items.push_back({"per-token grad scale", static_cast<size_t>(p.n) * 4});
+  return items;
+}
+
+void MaterializedStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  if (logits_.size() != static_cast<size_t>(p.n * p.v)) logits_ = DeviceBuffer<float>(p.n * p.v);
+  const bool reduce = p.reduction != Reduction::kNone;
+  if (reduce && loss_per_token_.size() != static_cast<size_t>(p.n)) loss_per_token_ = DeviceBuffer<float>(p.n);
+  gemm_logits(in, logits_.get(), stream);
+  float* per_token = reduce ? loss_per_token_.get() : loss;
+  cross_entropy_rows_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
+      logits_.get(), in.targets.get(), p.v, p.ignore_index, p.softcap, lse, per_token);
+  CCE_CHECK_LAUNCH();
+  if (reduce) reduce_token_losses(p, per_token, in.targets.get(), loss, stream);
+}
+
+void MaterializedStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
+                                 cudaStream_t stream) {
+  const Problem& p = in.problem;
+  if (logits_.size() != static_cast<size_t>(p.n * p.v)) throw InputError("stage 01: backward() before forward()");
+  if (grad_scale_.size() != static_cast<size_t>(p.n)) grad_scale_ = DeviceBuffer<float>(p.n);
+  compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale_.get(), stream);
+  // The logits buffer now holds dlogit: a second forward must recompute it.
+  int64_t pitch = logits_to_dlogits_in_place(in, logits_.get(), lse, grad_scale_.get(), stream);
+  gemm_gradients(in, logits_.get(), pitch, de, dc, stream);
+}
+
+void MaterializedStage::release_workspace() {
+  logits_.reset();
+  loss_per_token_.reset();
+  grad_scale_.reset();
+}
+
+std::unique_ptr<Stage> make_stage() { return std::make_unique<MaterializedStage>(); }
+
+}  // namespace cce::s01
