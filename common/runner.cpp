@@ -29,12 +29,17 @@ StageRunner::StageRunner(Stage& stage, const Problem& problem, const HostInputs&
     throw InputError("upstream gradient must have " + std::to_string(per_token) + " values");
   loss_ = DeviceBuffer<float>(per_token);
   lse_ = DeviceBuffer<float>(problem.n);
-  if (stage_.has_backward()) {
-    upstream_dev_ = DeviceBuffer<float>(per_token);
-    copy_to_device(upstream_dev_.get(), upstream_.data(), per_token * 4);
-    de_ = DeviceBuffer<uint8_t>(problem.n * problem.d * problem.element_bytes());
-    dc_ = DeviceBuffer<uint8_t>(problem.v * problem.d * problem.element_bytes());
-  }
+}
+
+void StageRunner::allocate_gradients() {
+  if (de_.get()) return;
+  const size_t per_token = upstream_.size();
+  upstream_dev_ = DeviceBuffer<float>(per_token);
+  copy_to_device(upstream_dev_.get(), upstream_.data(), per_token * 4);
+  de_ = DeviceBuffer<uint8_t>(problem_.n * problem_.d * problem_.element_bytes());
+  dc_ = DeviceBuffer<uint8_t>(problem_.v * problem_.d * problem_.element_bytes());
+  poison_device(de_.get(), de_.bytes());
+  poison_device(dc_.get(), dc_.bytes());
 }
 
 void StageRunner::poison_outputs() {
@@ -49,6 +54,7 @@ void StageRunner::forward() { stage_.forward(inputs_, loss_.get(), lse_.get(), n
 
 void StageRunner::forward_backward() {
   if (!stage_.has_backward()) throw InputError("stage " + stage_.name() + " has no backward (it comes in a later stage)");
+  allocate_gradients();
   forward();
   stage_.backward(inputs_, lse_.get(), upstream_dev_.get(), de_.get(), dc_.get(), nullptr);
 }
@@ -96,9 +102,7 @@ void StageRunner::reset_peak_memory() {
 }
 
 std::vector<MemoryItem> StageRunner::memory_model(bool backward) const {
-  // The runner allocates dE, dC and the upstream buffer whenever the stage has
-  // a backward, so they count in forward-only runs of such a stage too.
-  std::vector<MemoryItem> items = output_memory(problem_, stage_.has_backward());
+  std::vector<MemoryItem> items = output_memory(problem_, backward);
   for (auto& item : stage_.workspace(problem_, backward)) items.push_back(item);
   return items;
 }

@@ -26,7 +26,7 @@ class StageRunner {
  public:
   StageRunner(Stage& stage, const Problem& problem, const HostInputs& inputs, std::vector<float> upstream);
 
-  void poison_outputs();
+  void poison_outputs();  // loss, LSE and (once allocated) dE, dC
   void forward();
   void forward_backward();
   void synchronize();
@@ -47,6 +47,7 @@ class StageRunner {
   std::vector<MemoryItem> memory_model(bool backward) const;
 
  private:
+  void allocate_gradients();  // on the first forward_backward(): forward-only runs don't pay for dE, dC
   Stage& stage_;
   Problem problem_;
   std::vector<float> upstream_;
