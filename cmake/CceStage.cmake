@@ -1,4 +1,4 @@
-# cce_add_stage(NN name SOURCES file.cu ... [BACKWARD] [CHECK_ARGS ...])
+# cce_add_stage(NN name SOURCES file.cu ... [BACKWARD] [USES NN_name ...] [CHECK_ARGS ...])
 #
 # Adds one stage of stages/NN_name/:
 #   - stageNN_name_lib: the stage's kernels (the GPU tests and benchmarks link it),
@@ -8,13 +8,17 @@
 #     so that a machine without a GPU reports them as skipped,
 #   - an entry in the stage table (cce_stage_table) that tests and benchmarks loop over.
 # BACKWARD: the stage has a backward, so the checks also compare dE and dC.
+# USES: earlier stages whose building blocks this one includes (linked, never copied).
 function(cce_add_stage number name)
-  cmake_parse_arguments(ARG "BACKWARD" "" "SOURCES;CHECK_ARGS" ${ARGN})
+  cmake_parse_arguments(ARG "BACKWARD" "" "SOURCES;USES;CHECK_ARGS" ${ARGN})
   set(stage stage${number}_${name})
   set(dir ${CMAKE_CURRENT_SOURCE_DIR}/${number}_${name})
   list(TRANSFORM ARG_SOURCES PREPEND ${dir}/)
   add_library(${stage}_lib STATIC ${ARG_SOURCES})
   target_link_libraries(${stage}_lib PUBLIC cce_common)
+  foreach(used IN LISTS ARG_USES)
+    target_link_libraries(${stage}_lib PUBLIC stage${used}_lib)
+  endforeach()
   target_compile_options(${stage}_lib PRIVATE ${CCE_WARNINGS})
   add_executable(${stage} ${dir}/main.cu)
   target_link_libraries(${stage} PRIVATE ${stage}_lib)
