@@ -228,6 +228,10 @@ std::vector<std::pair<int, bool>> later_stages() {
   return out;
 }
 
+void PrintTo(const std::pair<int, bool>& p, std::ostream* os) {
+  *os << all_stages()[p.first]()->name() << (p.second ? "/backward" : "/forward");
+}
+
 std::string later_name(const testing::TestParamInfo<std::pair<int, bool>>& info) {
   return "stage" + all_stages()[info.param.first]()->name() + (info.param.second ? "_backward" : "_forward");
 }
