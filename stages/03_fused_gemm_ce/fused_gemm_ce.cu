@@ -61,8 +61,6 @@ __global__ void merge_splits_kernel(const float2* __restrict__ partial, const fl
   loss_per_token[row] = targets[row] == ignore_index ? 0.0f : row_lse - target_logit[row];
 }
 
-template <typename T>
-
 template <typename T, bool kAligned>
 int blocks_per_sm() {
   using Tile = typename TileProductFor<T>::type;
