@@ -22,7 +22,7 @@ namespace cce {
 // past N). target_logit: [N]; the one thread that sees (i, t_i) writes z there.
 template <class Tile>
 __device__ __forceinline__ void fold_tile_into_rows(Tile& tile, OnlineSoftmax (&state)[Tile::kRows],
-                                                    const int64_t (&row_target)[Tile::kRows], int64_t row0,
+                                                    const int (&row_target)[Tile::kRows], int64_t row0,
                                                     int64_t col0, int64_t v, float softcap,
                                                     float* __restrict__ target_logit) {
 #pragma unroll
@@ -30,7 +30,7 @@ __device__ __forceinline__ void fold_tile_into_rows(Tile& tile, OnlineSoftmax (&
     float tile_max = -INFINITY;
 #pragma unroll
     for (int c = 0; c < Tile::kCols; ++c) {
-      const int64_t col = col0 + Tile::col_of(c);
+      const int col = static_cast<int>(col0) + Tile::col_of(c);  // V < 2^31
       float z = col < v ? apply_softcap(tile.z(r, c), softcap) : -INFINITY;
       if (col == row_target[r]) target_logit[row0 + Tile::row_of(r)] = z;
       tile.z(r, c) = z;

@@ -13,7 +13,7 @@ namespace {
 // Grid: (token block, vocabulary range). Each block leaves, per row, the
 // (max, sum) of its range in partial[range·N + row].
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(256) fused_lse_kernel(const T* __restrict__ e, const T* __restrict__ c,
+__global__ void __launch_bounds__(256, 2) fused_lse_kernel(const T* __restrict__ e, const T* __restrict__ c,
                                                         const int64_t* __restrict__ targets, int64_t n, int64_t d,
                                                         int64_t v, float softcap, int64_t tiles_per_split,
                                                         float2* __restrict__ partial,
@@ -27,12 +27,12 @@ __global__ void __launch_bounds__(256) fused_lse_kernel(const T* __restrict__ e,
   const int64_t tile_begin = blockIdx.y * tiles_per_split;
   const int64_t tile_end = min(vocab_tiles, tile_begin + tiles_per_split);
 
-  int64_t row_target[Tile::kRows];
+  int row_target[Tile::kRows];  // V < 2^31
   OnlineSoftmax state[Tile::kRows];
 #pragma unroll
   for (int r = 0; r < Tile::kRows; ++r) {
     const int64_t row = row0 + Tile::row_of(r);
-    row_target[r] = row < n ? targets[row] : -1;  // negative: never matches a column
+    row_target[r] = row < n ? static_cast<int>(targets[row]) : -1;  // negative: never matches a column
   }
   Tile tile;
   for (int64_t t = tile_begin; t < tile_end; ++t) {

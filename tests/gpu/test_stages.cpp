@@ -181,11 +181,19 @@ INSTANTIATE_TEST_SUITE_P(AllStages, StageVsReference, testing::ValuesIn(params()
 
 // Every later stage against stage 01 at the Gemma-2 shape (D=2304, V=256000),
 // N=4096 for the forward and N=2048 for the backward, bf16, realistic data.
-class StageVsStage01 : public testing::TestWithParam<std::pair<int, bool>> {};
+struct LaterParam {
+  int stage_index;
+  bool backward;
+};
+void PrintTo(const LaterParam& p, std::ostream* os) {
+  *os << all_stages()[p.stage_index]()->name() << (p.backward ? "/backward" : "/forward");
+}
+
+class StageVsStage01 : public testing::TestWithParam<LaterParam> {};
 
 TEST_P(StageVsStage01, GemmaShape) {
   SKIP_WITHOUT_GPU();
-  const auto [stage_index, backward] = GetParam();
+  const auto [stage_index, backward] = GetParam();  // NOLINT
   auto stage = all_stages()[stage_index]();
   auto baseline = all_stages()[0]();
   Problem p;
@@ -218,8 +226,8 @@ TEST_P(StageVsStage01, GemmaShape) {
   for (const auto& c : cmps) EXPECT_TRUE(c.passed()) << stage->name() << ": " << c.summary();
 }
 
-std::vector<std::pair<int, bool>> later_stages() {
-  std::vector<std::pair<int, bool>> out;
+std::vector<LaterParam> later_stages() {
+  std::vector<LaterParam> out;
   const auto& stages = all_stages();
   for (int s = 1; s < static_cast<int>(stages.size()); ++s) {
     out.push_back({s, false});
@@ -228,12 +236,8 @@ std::vector<std::pair<int, bool>> later_stages() {
   return out;
 }
 
-void PrintTo(const std::pair<int, bool>& p, std::ostream* os) {
-  *os << all_stages()[p.first]()->name() << (p.second ? "/backward" : "/forward");
-}
-
-std::string later_name(const testing::TestParamInfo<std::pair<int, bool>>& info) {
-  return "stage" + all_stages()[info.param.first]()->name() + (info.param.second ? "_backward" : "_forward");
+std::string later_name(const testing::TestParamInfo<LaterParam>& info) {
+  return "stage" + all_stages()[info.param.stage_index]()->name() + (info.param.backward ? "_backward" : "_forward");
 }
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(StageVsStage01);
