@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds everything and runs the tour:
+#
+#   scripts/tour.sh [cce_tour args...]
+#
+# Installs missing dependencies first (scripts/install-deps.sh), configures
+# $BUILD_DIR (default build/) with Ninja in Release, builds with all cores, then
+# runs $BUILD_DIR/stages/cce_tour with the given arguments: every stage on one
+# problem, in one comparison table. Without a GPU the tour says so and prints
+# the memory each stage would need at Gemma-2's shape instead.
+# Environment: BUILD_DIR, CMAKE_CUDA_ARCHITECTURES (e.g. 86), CUDACXX.
+# Works from any directory.
+set -euo pipefail
+
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$CCE_ROOT"
+
+cce_section "dependencies"
+bash "$CCE_ROOT/scripts/install-deps.sh"
+cce_find_nvcc # puts /usr/local/cuda/bin on PATH when nvcc is only there
+
+# shellcheck disable=SC2119  # the script's arguments are the tour's, not cmake's
+cce_configure_and_build
+
+tour="$BUILD_DIR/stages/cce_tour"
+if [ ! -x "$tour" ]; then
+  cce_die "the build did not produce $tour (is it added in stages/CMakeLists.txt?)"
+fi
+cce_section "tour: $tour $*"
+exec "$tour" "$@"

@@ -1,0 +1,89 @@
+// Writes the input directories the command-line tests load (see CMakeLists.txt):
+//   <root>/good                 a valid N=7 D=5 V=13 problem
+//   <root>/<case>               the same problem with one thing wrong
+// Usage: cce_cpu_cli_fixtures <root>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/host_data.h"
+#include "common/npy.h"
+#include "tests/cpu/npy_craft.h"
+
+namespace fs = std::filesystem;
+using cce::testing::npy_bytes;
+using cce::testing::raw_bytes;
+using cce::testing::write_file;
+
+namespace {
+
+constexpr int64_t kN = 7, kD = 5, kV = 13;
+
+cce::HostInputs good_inputs() {
+  cce::Problem p;
+  p.n = kN;
+  p.d = kD;
+  p.v = kV;
+  p.dtype = cce::Dtype::kFloat32;
+  cce::GeneratorOptions gen;
+  gen.mode = cce::DataMode::kRandom;
+  gen.seed = 7;
+  return cce::generate_inputs(p, gen);
+}
+
+// A copy of the good directory, to spoil one file of.
+fs::path good_copy(const fs::path& root, const std::string& name) {
+  fs::path dir = root / name;
+  cce::save_inputs(dir.string(), good_inputs());
+  return dir;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <output directory>\n", argv[0]);
+    return 2;
+  }
+  try {
+    const fs::path root = argv[1];
+    fs::remove_all(root);
+    const cce::HostInputs in = good_inputs();
+    good_copy(root, "good");
+
+    write_file((good_copy(root, "bad_magic") / "e.npy").string(), "this is not a numpy file at all\n");
+
+    fs::remove(good_copy(root, "missing_targets") / "targets.npy");
+
+    // c.npy announces [V,D] but holds 20 floats.
+    std::vector<float> short_c(in.c.begin(), in.c.begin() + 20);
+    write_file((good_copy(root, "truncated") / "c.npy").string(),
+               npy_bytes("<f4", false, "(13, 5)", raw_bytes(short_c)));
+
+    write_file((good_copy(root, "uint8") / "e.npy").string(),
+               npy_bytes("|u1", false, "(7, 5)", std::string(kN * kD, '\x01')));
+
+    write_file((good_copy(root, "fortran") / "e.npy").string(), npy_bytes("<f4", true, "(7, 5)", raw_bytes(in.e)));
+
+    std::vector<float> float_targets(in.targets.begin(), in.targets.end());
+    write_file((good_copy(root, "float_targets") / "targets.npy").string(),
+               npy_bytes("<f4", false, "(7,)", raw_bytes(float_targets)));
+
+    std::vector<int64_t> six_targets(in.targets.begin(), in.targets.begin() + 6);
+    cce::write_npy((good_copy(root, "mismatched_n") / "targets.npy").string(), six_targets.data(), {6});
+
+    std::vector<float> c_d4(kV * 4, 0.5f);
+    cce::write_npy((good_copy(root, "mismatched_d") / "c.npy").string(), c_d4.data(), {kV, 4});
+
+    cce::write_npy((good_copy(root, "e_3d") / "e.npy").string(), in.e.data(), {kN, kD, 1});
+
+    std::vector<int64_t> bad_targets = in.targets;
+    bad_targets[4] = kV;
+    cce::write_npy((good_copy(root, "target_out_of_range") / "targets.npy").string(), bad_targets.data(), {kN});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cce_cpu_cli_fixtures: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
