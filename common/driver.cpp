@@ -35,9 +35,8 @@ void save_outputs(const std::string& dir, const Problem& p, const HostOutputs& o
   if (!out.dc.empty()) write_npy((fs::path(dir) / "dc.npy").string(), out.dc.data(), {p.v, p.d});
 }
 
-int run(StageFactory factory, int argc, char** argv) {
+int run(StageFactory factory, const std::string& program, int argc, char** argv) {
   std::unique_ptr<Stage> stage = factory();
-  const std::string program = "stage" + stage->name();
   CommonFlags f;
   OptionParser parser(program);
   parser.add_int("n", &f.n, "tokens N");
@@ -75,8 +74,10 @@ int run(StageFactory factory, int argc, char** argv) {
     throw InputError("--backward: stage " + stage->name() + " computes the forward only (the backward comes in stage 06)");
   if (!f.load.empty() && (parser.was_set("n") || parser.was_set("d") || parser.was_set("v") || parser.was_set("data")))
     throw InputError("--load takes N, D and V from the files: drop --n, --d, --v and --data");
-  if (!(gen.ignore_fraction >= 0.0 && gen.ignore_fraction <= 1.0)) throw InputError("--ignore-frac must be in [0, 1]");
+  if (!f.load.empty() && parser.was_set("ignore-frac"))
+    throw InputError("--ignore-frac applies to generated data; with --load, mark ignored tokens in targets.npy");
   p.validate();
+  if (f.load.empty()) validate_generator_options(p, gen);
 
   HostInputs inputs;
   std::string source;
@@ -155,17 +156,22 @@ int run(StageFactory factory, int argc, char** argv) {
 }  // namespace
 
 int run_stage_main(StageFactory factory, int argc, char** argv) {
+  const std::string program = "stage" + factory()->name();
+  const char* name = program.c_str();
   try {
-    return run(factory, argc, argv);
+    return run(factory, program, argc, argv);
   } catch (const InputError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return kExitBadInput;
   } catch (const CudaError& e) {
-    std::fprintf(stderr, "CUDA error: %s\n", e.what());
+    std::fprintf(stderr, "%s: CUDA error: %s\n", name, e.what());
     return kExitCheckFailed;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: out of host memory for this problem size\n");
+    std::fprintf(stderr, "%s: error: out of host memory for this problem size\n", name);
     return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return kExitCheckFailed;
   }
 }
 

@@ -89,7 +89,6 @@ constexpr double kHiddenNoise = 0.5;
 constexpr double kPriorChannel = 8.0;
 
 void generate_realistic(const Problem& p, uint64_t seed, HostInputs& out) {
-  if (p.d < 2) throw InputError("--data realistic needs D >= 2 (channel 0 carries the unigram prior)");
   const int64_t V = p.v, D = p.d;
   // Vocabulary entry token_of_rank[r] has frequency rank r.
   std::vector<int64_t> token_of_rank(V);
@@ -205,10 +204,16 @@ DataMode parse_data_mode(const std::string& text) {
 
 const char* to_string(DataMode mode) { return mode == DataMode::kRandom ? "random" : "realistic"; }
 
-HostInputs generate_inputs(const Problem& problem, const GeneratorOptions& options) {
+void validate_generator_options(const Problem& problem, const GeneratorOptions& options) {
   problem.validate();
   if (!(options.ignore_fraction >= 0.0 && options.ignore_fraction <= 1.0))
     throw InputError("--ignore-frac must be in [0, 1]");
+  if (options.mode == DataMode::kRealistic && problem.d < 2)
+    throw InputError("--data realistic needs D >= 2 (channel 0 carries the unigram prior)");
+}
+
+HostInputs generate_inputs(const Problem& problem, const GeneratorOptions& options) {
+  validate_generator_options(problem, options);
   HostInputs out;
   out.n = problem.n;
   out.d = problem.d;

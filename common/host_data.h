@@ -43,6 +43,8 @@ struct GeneratorOptions {
 //             every logit on the CPU would be a full GEMM).
 // Deterministic for a seed, independent of the number of threads used.
 HostInputs generate_inputs(const Problem& problem, const GeneratorOptions& options);
+// The checks generate_inputs makes first (InputError), to run before any work.
+void validate_generator_options(const Problem& problem, const GeneratorOptions& options);
 
 // Rounds every value to the nearest bf16 (ties to even), in place. Stages that
 // run in bf16 see exactly these values, and so does the reference.

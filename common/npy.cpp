@@ -89,11 +89,28 @@ NpyArray read_npy(const std::string& path) {
     fail(path, "header has no fortran_order");
   if (m[1] == "True") fail(path, "Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
   if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) fail(path, "header has no shape");
+  // Each dimension: digits only (no sign), no overflow, and a product that fits.
   std::string dims = m[1];
-  std::regex number(R"(\d+)");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), number); it != std::sregex_iterator(); ++it)
-    array.shape.push_back(std::stoll(it->str()));
-
+  std::regex item(R"(\s*([^,\s]+)\s*(,|$))");
+  uint64_t count = 1;
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), item); it != std::sregex_iterator(); ++it) {
+    const std::string text = (*it)[1];
+    if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+      fail(path, "bad shape dimension '" + text + "' in header");
+    const uint64_t dim = std::stoull(text);
+    if (dim != 0 && count > (uint64_t{1} << 62) / dim) fail(path, "shape too large");
+    count *= dim;
+    array.shape.push_back(static_cast<int64_t>(dim));
+  }
+  // The data must fit in what is left of the file before anything is allocated.
+  const std::streampos data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const uint64_t available = static_cast<uint64_t>(in.tellg() - data_start);
+  in.seekg(data_start);
+  if (count > available / descr_size(array.dtype))
+    fail(path, "truncated data: shape " + shape_text(array.shape) + " needs " +
+                   std::to_string(count * descr_size(array.dtype)) + " bytes, the file has " +
+                   std::to_string(available));
   size_t bytes = static_cast<size_t>(array.element_count()) * descr_size(array.dtype);
   array.data.resize(bytes);
   if (!in.read(array.data.data(), bytes))

@@ -20,27 +20,20 @@ __global__ void __launch_bounds__(256, 2) fused_lse_kernel(const T* __restrict__
                                                         float* __restrict__ target_logit) {
   using Tile = typename TileProductFor<T>::type;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
-  T* smem = reinterpret_cast<T*>(shared_bytes);
+  T* tile_smem = reinterpret_cast<T*>(shared_bytes);
+  RowStates<Tile> states(shared_bytes + Tile::kSharedBytes);
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * Tile::kBM;
   const int64_t vocab_tiles = (v + Tile::kBN - 1) / Tile::kBN;
   const int64_t tile_begin = blockIdx.y * tiles_per_split;
   const int64_t tile_end = min(vocab_tiles, tile_begin + tiles_per_split);
+  states.init(targets, row0, n);
 
-  int row_target[Tile::kRows];  // V < 2^31
-  OnlineSoftmax state[Tile::kRows];
-#pragma unroll
-  for (int r = 0; r < Tile::kRows; ++r) {
-    const int64_t row = row0 + Tile::row_of(r);
-    row_target[r] = row < n ? static_cast<int>(targets[row]) : -1;  // negative: never matches a column
-  }
   Tile tile;
-  for (int64_t t = tile_begin; t < tile_end; ++t) {
-    const int64_t col0 = t * Tile::kBN;
-    tile.template compute<kAligned>(e, n, row0, c, v, col0, d, smem);
-    fold_tile_into_rows(tile, state, row_target, row0, col0, v, softcap, target_logit);
-  }
-  const OnlineSoftmax row_state = merge_row_states<Tile>(state, reinterpret_cast<float*>(shared_bytes));
+  tile.template for_each_tile<kAligned>(e, n, row0, c, v, tile_begin, tile_end, d, tile_smem, [&](int64_t col0) {
+    fold_tile_into_rows(tile, states, row0, col0, v, softcap, target_logit);
+  });
+  const OnlineSoftmax row_state = merge_row_states(states);
   const int64_t row = row0 + threadIdx.x;
   if (threadIdx.x < Tile::kBM && row < n) partial[blockIdx.y * n + row] = make_float2(row_state.max, row_state.sum);
 }
@@ -66,19 +59,25 @@ int blocks_per_sm() {
   using Tile = typename TileProductFor<T>::type;
   auto kernel = fused_lse_kernel<T, kAligned>;
   CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(Tile::kSharedBytes)));
+                                      static_cast<int>(Tile::kSharedBytes + RowStates<Tile>::kSharedBytes)));
   int blocks = 0;
   CCE_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, Tile::kSharedBytes));
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads,
+                                                    Tile::kSharedBytes + RowStates<Tile>::kSharedBytes));
   return std::max(blocks, 1);
 }
 
 }  // namespace
 
 VocabSplit plan_vocab_split(const Problem& p) {
-  int device = 0, sms = 0;
-  CCE_CUDA_CHECK(cudaGetDevice(&device));
-  CCE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  // Without a device (the tour's memory table on a CPU-only machine) the plan
+  // assumes an H100: 132 multiprocessors, 2 resident blocks each.
+  const bool have_device = cuda_device_available();
+  int device = 0, sms = 132;
+  if (have_device) {
+    CCE_CUDA_CHECK(cudaGetDevice(&device));
+    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  }
   VocabSplit s;
   int resident = 0;
   dispatch_dtype(p.dtype, [&](auto zero) {
@@ -86,7 +85,7 @@ VocabSplit plan_vocab_split(const Problem& p) {
     using Tile = typename TileProductFor<T>::type;
     s.token_blocks = (p.n + Tile::kBM - 1) / Tile::kBM;
     s.vocab_tiles = (p.v + Tile::kBN - 1) / Tile::kBN;
-    resident = sms * blocks_per_sm<T, true>();
+    resident = sms * (have_device ? blocks_per_sm<T, true>() : 2);
   });
   // As many vocabulary ranges as fill one wave of resident blocks: more would
   // leave a partial second wave, fewer would leave multiprocessors idle.
@@ -107,10 +106,10 @@ void fused_lse_and_loss(const DeviceInputs& in, const VocabSplit& split, float2*
     // 16-byte copies need 16-byte aligned rows: D a multiple of 8 bf16.
     const bool aligned = sizeof(T) == 2 && p.d % 8 == 0;
     auto kernel = aligned ? fused_lse_kernel<T, true> : fused_lse_kernel<T, false>;
-    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(Tile::kSharedBytes)));
+    const size_t shared = Tile::kSharedBytes + RowStates<Tile>::kSharedBytes;
+    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     const dim3 grid(static_cast<unsigned>(split.token_blocks), static_cast<unsigned>(split.splits));
-    kernel<<<grid, Tile::kThreads, Tile::kSharedBytes, stream>>>(e, c, in.targets.get(), p.n, p.d, p.v, p.softcap,
+    kernel<<<grid, Tile::kThreads, shared, stream>>>(e, c, in.targets.get(), p.n, p.d, p.v, p.softcap,
                                                                  split.tiles_per_split, partial, target_logit);
     CCE_CHECK_LAUNCH();
   });

@@ -59,37 +59,56 @@ struct TileProductBf16 {
   static constexpr int kRowSharers = 16;
   __device__ __forceinline__ static int sharer_index() { return warp_n() * 4 + threadIdx.x % 4; }
 
-  // Computes the tile for rows [row0, row0+BM) of E [rows_a, d] and rows
-  // [col0, col0+BN) of C [rows_b, d]. `smem` holds kSharedBytes. Ends with a
-  // barrier, so the caller may call again at once.
-  template <bool kAligned>
-  __device__ void compute(const __nv_bfloat16* __restrict__ a, int64_t rows_a, int64_t row0,
-                          const __nv_bfloat16* __restrict__ b, int64_t rows_b, int64_t col0, int64_t d,
-                          __nv_bfloat16* smem) {
+  // For each vocabulary tile t in [tile_begin, tile_end): computes the tile
+  // of rows [row0, row0+BM) of A = E [rows_a, d] and rows [t·BN, t·BN+BN) of
+  // B = C [rows_b, d] into the accumulators, then calls on_tile(t·BN) (the
+  // accumulators hold the tile; on_tile may overwrite them). The cp.async
+  // pipeline runs across tile boundaries: while on_tile works on one tile, the
+  // first slices of the next are already on their way. `smem` holds
+  // kSharedBytes; on_tile must not touch it.
+  template <bool kAligned, class OnTile>
+  __device__ void for_each_tile(const __nv_bfloat16* __restrict__ a, int64_t rows_a, int64_t row0,
+                                const __nv_bfloat16* __restrict__ b, int64_t rows_b, int64_t tile_begin,
+                                int64_t tile_end, int64_t d, __nv_bfloat16* smem, OnTile&& on_tile) {
+    const int k_tiles = static_cast<int>((d + kBK - 1) / kBK);
+    const int64_t steps = (tile_end - tile_begin) * k_tiles;
+    auto load = [&](int64_t step) {
+      const int64_t t = tile_begin + step / k_tiles;
+      load_stage<kAligned>(a, rows_a, row0, b, rows_b, t * kBN, d, static_cast<int>(step % k_tiles),
+                           smem + (step % kStages) * kStageElems);
+    };
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < steps) load(s);
+      commit();
+    }
+    zero();
+    int kt = 0;
+    int64_t t = tile_begin;
+    for (int64_t step = 0; step < steps; ++step) {
+      wait_for_stage();  // slice `step` has landed (for this thread's copies)
+      __syncthreads();   // ... and for everyone's; the buffer of step-1 is free
+      if (step + kStages - 1 < steps) load(step + kStages - 1);
+      commit();
+      multiply_stage(smem + (step % kStages) * kStageElems);
+      if (++kt == k_tiles) {
+        on_tile(t * kBN);
+        zero();
+        kt = 0;
+        ++t;
+      }
+    }
+    wait_all();
+    __syncthreads();
+  }
+
+  __device__ __forceinline__ void zero() {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
-
-    const int k_tiles = static_cast<int>((d + kBK - 1) / kBK);
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < k_tiles) load_stage<kAligned>(a, rows_a, row0, b, rows_b, col0, d, s, smem + s * kStageElems);
-      commit();
-    }
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      wait_for_stage();  // slice kt has landed (for this thread's copies)
-      __syncthreads();   // ... and for everyone's; slice kt-1's buffer is free
-      const int next = kt + kStages - 1;
-      if (next < k_tiles)
-        load_stage<kAligned>(a, rows_a, row0, b, rows_b, col0, d, next, smem + (next % kStages) * kStageElems);
-      commit();
-      multiply_stage(smem + (kt % kStages) * kStageElems);
-    }
-    wait_all();
-    __syncthreads();
   }
 
  private:
@@ -191,6 +210,7 @@ struct TileProductFp32 {
   static constexpr int kRows = 4, kCols = 4;
   static_assert(kBM == kBN, "one loop loads both operand tiles");
   static constexpr size_t kSharedBytes = static_cast<size_t>(kBK) * (kBM + kBN + 2) * sizeof(float);
+  static_assert(kSharedBytes % 16 == 0, "callers place more shared memory after the tile's");
 
   float acc[kRows][kCols];
 
@@ -202,9 +222,20 @@ struct TileProductFp32 {
   static constexpr int kRowSharers = 16;
   __device__ __forceinline__ static int sharer_index() { return threadIdx.x % 16; }
 
-  template <bool kAligned>  // unused: fp32 loads are element-wise
-  __device__ void compute(const float* __restrict__ a, int64_t rows_a, int64_t row0, const float* __restrict__ b,
-                          int64_t rows_b, int64_t col0, int64_t d, float* smem) {
+  // Same contract as TileProductBf16::for_each_tile (kAligned is unused:
+  // the fp32 loads are element-wise), without a cross-tile pipeline.
+  template <bool kAligned, class OnTile>
+  __device__ void for_each_tile(const float* __restrict__ a, int64_t rows_a, int64_t row0,
+                                const float* __restrict__ b, int64_t rows_b, int64_t tile_begin, int64_t tile_end,
+                                int64_t d, float* smem, OnTile&& on_tile) {
+    for (int64_t t = tile_begin; t < tile_end; ++t) {
+      compute_tile(a, rows_a, row0, b, rows_b, t * kBN, d, smem);
+      on_tile(t * kBN);
+    }
+  }
+
+  __device__ void compute_tile(const float* __restrict__ a, int64_t rows_a, int64_t row0,
+                               const float* __restrict__ b, int64_t rows_b, int64_t col0, int64_t d, float* smem) {
     // Shared tiles stored k-major, [BK][BM+1] and [BK][BN+1] (padded).
     float* sa = smem;
     float* sb = smem + kBK * (kBM + 1);
