@@ -32,9 +32,18 @@
 namespace cce {
 
 // ---------------------------------------------------------------- bf16 path
+#ifndef CCE_TILE_BK
+#define CCE_TILE_BK 32
+#endif
+#ifndef CCE_TILE_STAGES
+#define CCE_TILE_STAGES 4
+#endif
+#ifndef CCE_TILE_ACROSS
+#define CCE_TILE_ACROSS 1
+#endif
 struct TileProductBf16 {
-  static constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 4, kThreads = 256;
-  static constexpr int kPitch = kBK + 8;  // bf16 elements per shared-memory row (80 bytes)
+  static constexpr int kBM = 128, kBN = 128, kBK = CCE_TILE_BK, kStages = CCE_TILE_STAGES, kThreads = 256;
+  static constexpr int kPitch = kBK + 8;  // bf16 elements per shared-memory row (+16 bytes against bank conflicts)
   static constexpr int kWarpRows = 64, kWarpCols = 32;
   static constexpr int kMTiles = kWarpRows / 16, kNTiles = kWarpCols / 8;
   // Per thread: rows (mt, half) and columns (nt, pair element).
@@ -71,33 +80,54 @@ struct TileProductBf16 {
                                 const __nv_bfloat16* __restrict__ b, int64_t rows_b, int64_t tile_begin,
                                 int64_t tile_end, int64_t d, __nv_bfloat16* smem, OnTile&& on_tile) {
     const int k_tiles = static_cast<int>((d + kBK - 1) / kBK);
-    const int64_t steps = (tile_end - tile_begin) * k_tiles;
-    auto load = [&](int64_t step) {
-      const int64_t t = tile_begin + step / k_tiles;
-      load_stage<kAligned>(a, rows_a, row0, b, rows_b, t * kBN, d, static_cast<int>(step % k_tiles),
-                           smem + (step % kStages) * kStageElems);
+#if CCE_TILE_ACROSS
+    // Loads run kStages-1 slices ahead of the products, counted by (tile, slice)
+    // pairs that advance together (no division in the loop).
+    int64_t load_tile = tile_begin;
+    int load_kt = 0, load_buffer = 0, buffer = 0;
+    auto load_next = [&] {
+      if (load_tile < tile_end) {
+        load_stage<kAligned>(a, rows_a, row0, b, rows_b, load_tile * kBN, d, load_kt, smem + load_buffer * kStageElems);
+        if (++load_kt == k_tiles) load_kt = 0, ++load_tile;
+        if (++load_buffer == kStages) load_buffer = 0;
+      }
+      commit();
     };
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < steps) load(s);
-      commit();
-    }
-    zero();
-    int kt = 0;
-    int64_t t = tile_begin;
-    for (int64_t step = 0; step < steps; ++step) {
-      wait_for_stage();  // slice `step` has landed (for this thread's copies)
-      __syncthreads();   // ... and for everyone's; the buffer of step-1 is free
-      if (step + kStages - 1 < steps) load(step + kStages - 1);
-      commit();
-      multiply_stage(smem + (step % kStages) * kStageElems);
-      if (++kt == k_tiles) {
-        on_tile(t * kBN);
-        zero();
-        kt = 0;
-        ++t;
+    for (int s = 0; s < kStages - 1; ++s) load_next();
+    for (int64_t t = tile_begin; t < tile_end; ++t) {
+      zero();
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        wait_for_stage();  // this slice has landed (for this thread's copies)
+        __syncthreads();   // ... and for everyone's; the previous slice's buffer is free
+        load_next();
+        multiply_stage(smem + buffer * kStageElems);
+        if (++buffer == kStages) buffer = 0;
       }
+      on_tile(t * kBN);
     }
+#else
+    for (int64_t t = tile_begin; t < tile_end; ++t) {
+      zero();
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) {
+        if (s < k_tiles) load_stage<kAligned>(a, rows_a, row0, b, rows_b, t * kBN, d, s, smem + s * kStageElems);
+        commit();
+      }
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        wait_for_stage();
+        __syncthreads();
+        const int next = kt + kStages - 1;
+        if (next < k_tiles)
+          load_stage<kAligned>(a, rows_a, row0, b, rows_b, t * kBN, d, next, smem + (next % kStages) * kStageElems);
+        commit();
+        multiply_stage(smem + (kt % kStages) * kStageElems);
+      }
+      on_tile(t * kBN);
+      wait_all();
+      __syncthreads();
+    }
+#endif
     wait_all();
     __syncthreads();
   }
