@@ -34,11 +34,12 @@ struct RowStates {
     targets = reinterpret_cast<int*>(shared + static_cast<size_t>(Tile::kBM) * Tile::kRowSharers *
                                                   sizeof(OnlineSoftmax));
   }
-  // Empty states and the rows' targets; ends with a barrier.
+  // Empty states and the rows' targets (none recorded when all_targets is
+  // null: the LSE-only variant); ends with a barrier.
   __device__ void init(const int64_t* __restrict__ all_targets, int64_t row0, int64_t n) {
     for (int i = threadIdx.x; i < Tile::kBM * Tile::kRowSharers; i += blockDim.x) slots[i] = OnlineSoftmax{};
     for (int i = threadIdx.x; i < Tile::kBM; i += blockDim.x)
-      targets[i] = row0 + i < n ? static_cast<int>(all_targets[row0 + i]) : -1;  // V < 2^31
+      targets[i] = all_targets != nullptr && row0 + i < n ? static_cast<int>(all_targets[row0 + i]) : -1;  // V < 2^31
     __syncthreads();
   }
   __device__ OnlineSoftmax& slot(int tile_row) { return slots[tile_row * Tile::kRowSharers + Tile::sharer_index()]; }

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(256, 2) fused_lse_kernel(const T* __restrict__
   const int64_t vocab_tiles = (v + Tile::kBN - 1) / Tile::kBN;
   const int64_t tile_begin = blockIdx.y * tiles_per_split;
   const int64_t tile_end = min(vocab_tiles, tile_begin + tiles_per_split);
-  states.init(targets, row0, n);
+  states.init(target_logit != nullptr ? targets : nullptr, row0, n);
 
   Tile tile;
   tile.template for_each_tile<kAligned>(e, n, row0, c, v, tile_begin, tile_end, d, tile_smem, [&](int64_t col0) {
@@ -51,7 +51,8 @@ __global__ void merge_splits_kernel(const float2* __restrict__ partial, const fl
   }
   const float row_lse = state.lse();
   lse[row] = row_lse;
-  loss_per_token[row] = targets[row] == ignore_index ? 0.0f : row_lse - target_logit[row];
+  if (loss_per_token != nullptr)
+    loss_per_token[row] = targets[row] == ignore_index ? 0.0f : row_lse - target_logit[row];
 }
 
 template <typename T, bool kAligned>

@@ -25,6 +25,7 @@ VocabSplit plan_vocab_split(const Problem& problem);
 
 // LSE [N] and the per-token loss [N] (0 for ignored tokens) with the fused kernel.
 // partial: [splits·N] float2 scratch; target_logit: [N] scratch.
+// LSE only (stage 04 on): pass target_logit = loss_per_token = nullptr.
 void fused_lse_and_loss(const DeviceInputs& in, const VocabSplit& split, float2* partial, float* target_logit,
                         float* lse, float* loss_per_token, cudaStream_t stream);
 
