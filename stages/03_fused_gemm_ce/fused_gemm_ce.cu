@@ -1,26 +1,26 @@
 #include "stages/03_fused_gemm_ce/fused_gemm_ce.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <cstdio>
 
 #include "common/check.h"
 #include "common/token_reduction.h"
 #include "stages/03_fused_gemm_ce/fused_ce.cuh"
+#include "stages/03_fused_gemm_ce/tile_product_wgmma.cuh"
 
 namespace cce::s03 {
 namespace {
 
 // Grid: (token block, vocabulary range). Each block leaves, per row, the
 // (max, sum) of its range in partial[range·N + row].
-template <typename T, bool kAligned>
+template <class Tile, typename T, bool kAligned>
 __global__ void __launch_bounds__(256, 2) fused_lse_kernel(const T* __restrict__ e, const T* __restrict__ c,
                                                         const int64_t* __restrict__ targets, int64_t n, int64_t d,
                                                         int64_t v, float softcap, int64_t tiles_per_split,
                                                         float2* __restrict__ partial,
                                                         float* __restrict__ target_logit) {
-  using Tile = typename TileProductFor<T>::type;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
-  T* tile_smem = reinterpret_cast<T*>(shared_bytes);
   RowStates<Tile> states(shared_bytes + Tile::kSharedBytes);
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * Tile::kBM;
@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(256, 2) fused_lse_kernel(const T* __restrict__
   states.init(target_logit != nullptr ? targets : nullptr, row0, n);
 
   Tile tile;
-  tile.template for_each_tile<kAligned>(e, n, row0, c, v, tile_begin, tile_end, d, tile_smem, [&](int64_t col0) {
+  tile.template for_each_tile<kAligned>(e, n, row0, c, v, tile_begin, tile_end, d, shared_bytes, [&](int64_t col0) {
     fold_tile_into_rows(tile, states, row0, col0, v, softcap, target_logit);
   });
   const OnlineSoftmax row_state = merge_row_states(states);
@@ -55,17 +55,59 @@ __global__ void merge_splits_kernel(const float2* __restrict__ partial, const fl
     loss_per_token[row] = targets[row] == ignore_index ? 0.0f : row_lse - target_logit[row];
 }
 
-template <typename T, bool kAligned>
-int blocks_per_sm() {
-  using Tile = typename TileProductFor<T>::type;
-  auto kernel = fused_lse_kernel<T, kAligned>;
+enum class TilePath { kFp32, kMmaSync, kMmaSyncUnaligned, kWgmma };
+
+const char* to_string(TilePath path) {
+  switch (path) {
+    case TilePath::kFp32: return "fp32 FFMA tiles";
+    case TilePath::kMmaSync: return "bf16 mma.sync tiles";
+    case TilePath::kMmaSyncUnaligned: return "bf16 mma.sync tiles, element loads (D % 8 != 0)";
+    case TilePath::kWgmma: return "bf16 wgmma tiles (sm_90a)";
+  }
+  return "?";
+}
+
+// wgmma needs an sm_90a build and a compute capability 9.0 device; 16-byte
+// copies need D to be a multiple of 8.
+TilePath choose_tile_path(const Problem& p, bool have_device) {
+  if (p.dtype == Dtype::kFloat32) return TilePath::kFp32;
+  if (p.d % 8 != 0) return TilePath::kMmaSyncUnaligned;
+#ifdef CCE_HAVE_WGMMA
+  int device = 0, major = 9, minor = 0;  // without a device, plan for an H100
+  if (have_device) {
+    CCE_CUDA_CHECK(cudaGetDevice(&device));
+    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  }
+  if (major == 9 && minor == 0) return TilePath::kWgmma;
+#else
+  (void)have_device;
+#endif
+  return TilePath::kMmaSync;
+}
+
+// Calls f(Tile{}, T{}, aligned constant) for the path.
+template <typename F>
+void dispatch_tile_path(TilePath path, F&& f) {
+  switch (path) {
+    case TilePath::kFp32: f(TileProductFp32{}, float{}, std::false_type{}); break;
+    case TilePath::kMmaSync: f(TileProductBf16{}, __nv_bfloat16{}, std::true_type{}); break;
+    case TilePath::kMmaSyncUnaligned: f(TileProductBf16{}, __nv_bfloat16{}, std::false_type{}); break;
+    case TilePath::kWgmma: f(TileProductWgmma{}, __nv_bfloat16{}, std::true_type{}); break;
+  }
+}
+
+template <class Tile>
+constexpr size_t kernel_shared_bytes() {
+  return Tile::kSharedBytes + RowStates<Tile>::kSharedBytes;
+}
+
+template <class Tile, typename T, bool kAligned>
+auto prepared_kernel() {
+  auto kernel = fused_lse_kernel<Tile, T, kAligned>;
   CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(Tile::kSharedBytes + RowStates<Tile>::kSharedBytes)));
-  int blocks = 0;
-  CCE_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads,
-                                                    Tile::kSharedBytes + RowStates<Tile>::kSharedBytes));
-  return std::max(blocks, 1);
+                                      static_cast<int>(kernel_shared_bytes<Tile>())));
+  return kernel;
 }
 
 }  // namespace
@@ -74,44 +116,44 @@ VocabSplit plan_vocab_split(const Problem& p) {
   // Without a device (the tour's memory table on a CPU-only machine) the plan
   // assumes an H100: 132 multiprocessors, 2 resident blocks each.
   const bool have_device = cuda_device_available();
-  int device = 0, sms = 132;
-  if (have_device) {
-    CCE_CUDA_CHECK(cudaGetDevice(&device));
-    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  }
+  int device = 0, sms = 132, per_sm = 2;
   VocabSplit s;
-  int resident = 0;
-  dispatch_dtype(p.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    using Tile = typename TileProductFor<T>::type;
+  s.path = static_cast<int>(choose_tile_path(p, have_device));
+  dispatch_tile_path(choose_tile_path(p, have_device), [&](auto tile, auto zero, auto aligned) {
+    using Tile = decltype(tile);
     s.token_blocks = (p.n + Tile::kBM - 1) / Tile::kBM;
     s.vocab_tiles = (p.v + Tile::kBN - 1) / Tile::kBN;
-    resident = sms * (have_device ? blocks_per_sm<T, true>() : 2);
+    if (have_device) {
+      CCE_CUDA_CHECK(cudaGetDevice(&device));
+      CCE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      auto kernel = prepared_kernel<Tile, decltype(zero), decltype(aligned)::value>();
+      CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Tile::kThreads,
+                                                                   kernel_shared_bytes<Tile>()));
+      per_sm = std::max(per_sm, 1);
+    }
   });
   // As many vocabulary ranges as fill one wave of resident blocks: more would
   // leave a partial second wave, fewer would leave multiprocessors idle.
+  const int64_t resident = static_cast<int64_t>(sms) * per_sm;
   s.splits = std::clamp<int64_t>(resident / s.token_blocks, 1, s.vocab_tiles);
   s.tiles_per_split = (s.vocab_tiles + s.splits - 1) / s.splits;
   s.splits = (s.vocab_tiles + s.tiles_per_split - 1) / s.tiles_per_split;  // no empty range
   return s;
 }
 
+std::string describe_path(const VocabSplit& split) { return to_string(static_cast<TilePath>(split.path)); }
+
 void fused_lse_and_loss(const DeviceInputs& in, const VocabSplit& split, float2* partial, float* target_logit,
                         float* lse, float* loss_per_token, cudaStream_t stream) {
   const Problem& p = in.problem;
-  dispatch_dtype(p.dtype, [&](auto zero) {
+  dispatch_tile_path(static_cast<TilePath>(split.path), [&](auto tile, auto zero, auto aligned) {
+    using Tile = decltype(tile);
     using T = decltype(zero);
-    using Tile = typename TileProductFor<T>::type;
-    const T* e = reinterpret_cast<const T*>(in.e.get());
-    const T* c = reinterpret_cast<const T*>(in.c.get());
-    // 16-byte copies need 16-byte aligned rows: D a multiple of 8 bf16.
-    const bool aligned = sizeof(T) == 2 && p.d % 8 == 0;
-    auto kernel = aligned ? fused_lse_kernel<T, true> : fused_lse_kernel<T, false>;
-    const size_t shared = Tile::kSharedBytes + RowStates<Tile>::kSharedBytes;
-    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    auto kernel = prepared_kernel<Tile, T, decltype(aligned)::value>();
     const dim3 grid(static_cast<unsigned>(split.token_blocks), static_cast<unsigned>(split.splits));
-    kernel<<<grid, Tile::kThreads, shared, stream>>>(e, c, in.targets.get(), p.n, p.d, p.v, p.softcap,
-                                                                 split.tiles_per_split, partial, target_logit);
+    kernel<<<grid, Tile::kThreads, kernel_shared_bytes<Tile>(), stream>>>(
+        reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()), in.targets.get(), p.n, p.d,
+        p.v, p.softcap, split.tiles_per_split, partial, target_logit);
     CCE_CHECK_LAUNCH();
   });
   constexpr int kThreads = 256;
@@ -146,9 +188,9 @@ void FusedGemmCeStage::backward(const DeviceInputs&, const float*, const float*,
 
 std::vector<std::string> FusedGemmCeStage::report_lines() const {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "grid         %lld token blocks x %lld vocabulary ranges of %lld tiles",
+  std::snprintf(buf, sizeof buf, "grid         %lld token blocks x %lld vocabulary ranges of %lld tiles; %s",
                 static_cast<long long>(split_.token_blocks), static_cast<long long>(split_.splits),
-                static_cast<long long>(split_.tiles_per_split));
+                static_cast<long long>(split_.tiles_per_split), describe_path(split_).c_str());
   return {buf};
 }
 

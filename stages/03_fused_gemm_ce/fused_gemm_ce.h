@@ -20,8 +20,10 @@ namespace cce::s03 {
 // How the vocabulary is split for a problem on the current device.
 struct VocabSplit {
   int64_t token_blocks = 0, vocab_tiles = 0, splits = 0, tiles_per_split = 0;
+  int path = 0;  // which tile product runs (see describe_path)
 };
 VocabSplit plan_vocab_split(const Problem& problem);
+std::string describe_path(const VocabSplit& split);
 
 // LSE [N] and the per-token loss [N] (0 for ignored tokens) with the fused kernel.
 // partial: [splits·N] float2 scratch; target_logit: [N] scratch.
