@@ -15,7 +15,7 @@ namespace {
 // Grid: (token block, vocabulary range). Each block leaves, per row, the
 // (max, sum) of its range in partial[range·N + row].
 template <class Tile, typename T, bool kAligned>
-__global__ void __launch_bounds__(256, 2) fused_lse_kernel(const T* __restrict__ e, const T* __restrict__ c,
+__global__ void __launch_bounds__(256, Tile::kMinBlocksPerSm) fused_lse_kernel(const T* __restrict__ e, const T* __restrict__ c,
                                                         const int64_t* __restrict__ targets, int64_t n, int64_t d,
                                                         int64_t v, float softcap, int64_t tiles_per_split,
                                                         float2* __restrict__ partial,

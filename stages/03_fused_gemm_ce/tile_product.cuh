@@ -33,7 +33,7 @@ namespace cce {
 
 // ---------------------------------------------------------------- bf16 path
 struct TileProductBf16 {
-  static constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 4, kThreads = 256;
+  static constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 4, kThreads = 256, kMinBlocksPerSm = 2;
   static constexpr int kPitch = kBK + 8;  // bf16 elements per shared-memory row (+16 bytes against bank conflicts)
   static constexpr int kWarpRows = 64, kWarpCols = 32;
   static constexpr int kMTiles = kWarpRows / 16, kNTiles = kWarpCols / 8;
@@ -198,7 +198,7 @@ struct TileProductBf16 {
 
 // ---------------------------------------------------------------- fp32 path
 struct TileProductFp32 {
-  static constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
+  static constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256, kMinBlocksPerSm = 2;
   static constexpr int kRows = 4, kCols = 4;
   static_assert(kBM == kBN, "one loop loads both operand tiles");
   static constexpr size_t kSharedBytes = static_cast<size_t>(kBK) * (kBM + kBN + 2) * sizeof(float);

@@ -25,8 +25,19 @@
 
 namespace cce {
 
+#ifndef CCE_WGMMA_STAGES
+#define CCE_WGMMA_STAGES 3
+#endif
+#ifndef CCE_WGMMA_IN_FLIGHT
+#define CCE_WGMMA_IN_FLIGHT 0
+#endif
 struct TileProductWgmma {
-  static constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 3, kThreads = 256;
+  static constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = CCE_WGMMA_STAGES, kThreads = 256;
+  // wgmma groups left running while the next slice is prepared (0 or 1); the
+  // loads then run kStages − 1 − kInFlight slices ahead.
+  static constexpr int kInFlight = CCE_WGMMA_IN_FLIGHT, kAhead = kStages - 1 - kInFlight;
+  static_assert(kAhead >= 1, "at least one slice must load ahead");
+  static constexpr int kMinBlocksPerSm = kStages <= 3 ? 2 : 1;
   static constexpr int kRows = 2, kCols = 32;  // per thread: rows lane/4 (+8), 16 n8 blocks × 2
   static constexpr int kRowSharers = 4;        // the 4 lanes of a quad hold pieces of one row
   static constexpr int kRowBytes = kBK * 2;    // 128: one swizzle row
@@ -66,12 +77,12 @@ struct TileProductWgmma {
       asm volatile("cp.async.commit_group;\n" ::);
     };
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) load_next();
+    for (int s = 0; s < kAhead; ++s) load_next();
     for (int64_t t = tile_begin; t < tile_end; ++t) {
 #pragma unroll
       for (int i = 0; i < 64; ++i) d[i] = 0.0f;
       for (int kt = 0; kt < k_tiles; ++kt) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(kAhead - 1));
         // cp.async wrote through the generic proxy; wgmma reads through the async one.
         asm volatile("fence.proxy.async.shared::cta;\n" ::);
         __syncthreads();
@@ -83,7 +94,12 @@ struct TileProductWgmma {
 #pragma unroll
         for (int ks = 0; ks < kBK / 16; ++ks) mma(desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes per 16 columns
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        // The buffer the next load overwrites was read kInFlight + 1 slices
+        // ago; the tile's accumulators are complete only when nothing runs.
+        if (kInFlight > 0 && kt + 1 < k_tiles)
+          asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kInFlight) : "memory");
+        else
+          asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
         if (++buffer == kStages) buffer = 0;
       }
       on_tile(t * kBN);
