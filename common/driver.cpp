@@ -56,6 +56,7 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
   parser.add_string("save", &f.save, "write the inputs and loss/lse/de/dc .npy to this directory");
   stage->add_options(parser);
   if (!parser.parse(argc, argv)) return kExitOk;
+  stage->validate_options();
 
   Problem p;
   p.n = f.n;

@@ -57,6 +57,9 @@ class Stage {
 
   // Stage-specific flags and report lines (e.g. stage 07's filtering).
   virtual void add_options(OptionParser&) {}
+  // Throws InputError for bad stage flags; called right after parsing, so
+  // that bad input is refused before any GPU work.
+  virtual void validate_options() const {}
   virtual std::vector<std::string> report_lines() const { return {}; }
   // Releases scratch kept between calls (e.g. stage 01's logits).
   virtual void release_workspace() {}
