@@ -70,7 +70,7 @@ auto prepared_kernel() {
 
 }  // namespace
 
-VocabSplit plan_vocab_split(const Problem& p) {
+VocabSplit plan_vocab_split(const Problem& p, int64_t splits) {
   // Without a device (the tour's memory table on a CPU-only machine) the plan
   // assumes an H100: 132 multiprocessors, 2 resident blocks each.
   const bool have_device = cuda_device_available();
@@ -93,7 +93,7 @@ VocabSplit plan_vocab_split(const Problem& p) {
   // As many vocabulary ranges as fill one wave of resident blocks: more would
   // leave a partial second wave, fewer would leave multiprocessors idle.
   const int64_t resident = static_cast<int64_t>(sms) * per_sm;
-  s.splits = std::clamp<int64_t>(resident / s.token_blocks, 1, s.vocab_tiles);
+  s.splits = std::clamp<int64_t>(splits > 0 ? splits : resident / s.token_blocks, 1, s.vocab_tiles);
   s.tiles_per_split = (s.vocab_tiles + s.splits - 1) / s.splits;
   s.splits = (s.vocab_tiles + s.tiles_per_split - 1) / s.tiles_per_split;  // no empty range
   return s;
@@ -120,8 +120,17 @@ void fused_lse_and_loss(const DeviceInputs& in, const VocabSplit& split, float2*
   CCE_CHECK_LAUNCH();
 }
 
+void FusedGemmCeStage::add_options(OptionParser& parser) {
+  parser.add_int("vocab-splits", &requested_splits_,
+                 "vocabulary ranges per token block: 0 = fill one wave of the GPU, 1 = plain 1D grid");
+}
+
+void FusedGemmCeStage::validate_options() const {
+  if (requested_splits_ < 0) throw InputError("--vocab-splits must be >= 0");
+}
+
 std::vector<MemoryItem> FusedGemmCeStage::workspace(const Problem& p, bool) const {
-  const VocabSplit s = plan_vocab_split(p);
+  const VocabSplit s = plan_vocab_split(p, requested_splits_);
   std::vector<MemoryItem> items = {{"range (max, sum) S*N", static_cast<size_t>(s.splits * p.n) * sizeof(float2)},
                                    {"target logit", static_cast<size_t>(p.n) * 4}};
   if (p.reduction != Reduction::kNone) items.push_back({"per-token loss", static_cast<size_t>(p.n) * 4});
@@ -130,7 +139,7 @@ std::vector<MemoryItem> FusedGemmCeStage::workspace(const Problem& p, bool) cons
 
 void FusedGemmCeStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
   const Problem& p = in.problem;
-  split_ = plan_vocab_split(p);
+  split_ = plan_vocab_split(p, requested_splits_);
   if (partial_.size() != static_cast<size_t>(split_.splits * p.n)) partial_ = DeviceBuffer<float2>(split_.splits * p.n);
   if (target_logit_.size() != static_cast<size_t>(p.n)) target_logit_ = DeviceBuffer<float>(p.n);
   const bool reduce = p.reduction != Reduction::kNone;

@@ -22,7 +22,9 @@ struct VocabSplit {
   int64_t token_blocks = 0, vocab_tiles = 0, splits = 0, tiles_per_split = 0;
   int path = 0;  // which tile product runs (see describe_path)
 };
-VocabSplit plan_vocab_split(const Problem& problem);
+// splits = 0: as many ranges as fill one wave of resident blocks; 1: one
+// block per token block (the plain 1D grid); k: k ranges.
+VocabSplit plan_vocab_split(const Problem& problem, int64_t splits = 0);
 std::string describe_path(const VocabSplit& split);
 
 // LSE [N] and the per-token loss [N] (0 for ignored tokens) with the fused kernel.
@@ -42,8 +44,11 @@ class FusedGemmCeStage : public Stage {
                 cudaStream_t stream) override;
   std::vector<std::string> report_lines() const override;
   void release_workspace() override;
+  void add_options(OptionParser& parser) override;
+  void validate_options() const override;
 
  private:
+  int64_t requested_splits_ = 0;  // --vocab-splits
   VocabSplit split_;
   DeviceBuffer<float2> partial_;
   DeviceBuffer<float> target_logit_, loss_per_token_;
