@@ -8,6 +8,7 @@
 #include "stages/03_fused_gemm_ce/fused_gemm_ce.h"
 #include "stages/03_fused_gemm_ce/tile_dispatch.cuh"
 #include "stages/04_indexed_dot/indexed_dot.h"
+#include "stages/05_lse_locks/grouped_order.cuh"
 
 namespace cce::s05 {
 namespace {
@@ -23,20 +24,6 @@ __global__ void fill_kernel(float* __restrict__ x, int64_t n, float value) {
   if (i < n) x[i] = value;
 }
 
-// Block b of the 1D launch → (token block, vocabulary block), grouped:
-// consecutive blocks walk kGroupTokenBlocks token blocks for one vocabulary
-// block before moving to the next, so the blocks resident at one time read a
-// few tiles of C and a few tiles of E, which stay in L2.
-__device__ __forceinline__ void grouped_block(int64_t b, int64_t token_blocks, int64_t vocab_blocks,
-                                              int64_t* token_block, int64_t* vocab_block) {
-  const int64_t per_group = kGroupTokenBlocks * vocab_blocks;
-  const int64_t first = (b / per_group) * kGroupTokenBlocks;
-  const int64_t group_size = min(kGroupTokenBlocks, token_blocks - first);
-  const int64_t in_group = b % per_group;
-  *token_block = first + in_group % group_size;
-  *vocab_block = in_group / group_size;
-}
-
 template <class Tile, typename T, bool kAligned>
 __global__ void __launch_bounds__(256, Tile::kMinBlocksPerSm)
     locked_lse_kernel(const T* __restrict__ e, const T* __restrict__ c, int64_t n, int64_t d, int64_t v,
@@ -45,7 +32,7 @@ __global__ void __launch_bounds__(256, Tile::kMinBlocksPerSm)
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   RowStates<Tile> states(shared_bytes + Tile::kSharedBytes);
   int64_t token_block, vocab_block;
-  grouped_block(blockIdx.x, token_blocks, vocab_blocks, &token_block, &vocab_block);
+  grouped_block(blockIdx.x, token_blocks, vocab_blocks, kGroupTokenBlocks, &token_block, &vocab_block);
   const int64_t row0 = token_block * Tile::kBM;
   states.init(nullptr, row0, n);  // LSE only: the target term is stage 04's
 
