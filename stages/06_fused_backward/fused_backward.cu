@@ -179,7 +179,7 @@ std::vector<std::string> FusedBackwardStage::report_lines() const {
   const BackwardStats s = backward_.stats();
   if (s.tiles > 0) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "backward     %lld tiles of S, %lld with a nonzero gradient (%.1f%%)",
+    std::snprintf(buf, sizeof buf, "backward     %lld tiles, %lld ran the two products (%.1f%%; all-ignored token blocks skip)",
                   static_cast<long long>(s.tiles), static_cast<long long>(s.kept_tiles),
                   100.0 * static_cast<double>(s.kept_tiles) / static_cast<double>(s.tiles));
     lines.push_back(buf);
