@@ -43,6 +43,9 @@ struct TileProductBf16 {
   static constexpr size_t kSharedBytes = kStageElems * kStages * sizeof(__nv_bfloat16);
 
   float acc[kMTiles][kNTiles][4];
+  // Optional order of B's rows (stage 07's sorted vocabulary): tile position
+  // p reads row b_order[p] of C. Null: the natural order.
+  const int* b_order = nullptr;
 
   __device__ __forceinline__ static int warp_m() { return (threadIdx.x / 32) % 2; }
   __device__ __forceinline__ static int warp_n() { return (threadIdx.x / 32) / 2; }
@@ -76,7 +79,7 @@ struct TileProductBf16 {
       zero();
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
-        if (s < k_tiles) load_stage<kAligned>(a, rows_a, row0, b, rows_b, t * kBN, d, s, smem + s * kStageElems);
+        if (s < k_tiles) load_stage<kAligned>(a, rows_a, row0, b, rows_b, b_order, t * kBN, d, s, smem + s * kStageElems);
         commit();
       }
       for (int kt = 0; kt < k_tiles; ++kt) {
@@ -84,7 +87,8 @@ struct TileProductBf16 {
         __syncthreads();
         const int next = kt + kStages - 1;
         if (next < k_tiles)
-          load_stage<kAligned>(a, rows_a, row0, b, rows_b, t * kBN, d, next, smem + (next % kStages) * kStageElems);
+          load_stage<kAligned>(a, rows_a, row0, b, rows_b, b_order, t * kBN, d, next,
+                               smem + (next % kStages) * kStageElems);
         commit();
         multiply_stage(smem + (kt % kStages) * kStageElems);
       }
@@ -120,7 +124,8 @@ struct TileProductBf16 {
   // One BK-wide slice of both operands: (BM + BN) rows × 4 chunks of 16 bytes.
   template <bool kAligned>
   __device__ __forceinline__ static void load_stage(const __nv_bfloat16* a, int64_t rows_a, int64_t row0,
-                                                    const __nv_bfloat16* b, int64_t rows_b, int64_t col0, int64_t d,
+                                                    const __nv_bfloat16* b, int64_t rows_b, const int* order,
+                                                    int64_t col0, int64_t d,
                                                     int kt, __nv_bfloat16* stage) {
     constexpr int kChunksPerRow = kBK / 8;
     constexpr int kChunks = (kBM + kBN) * kChunksPerRow;
@@ -131,8 +136,9 @@ struct TileProductBf16 {
       const int chunk = threadIdx.x + i * kThreads;
       const int tile_row = chunk / kChunksPerRow, part = chunk % kChunksPerRow;
       const bool is_a = tile_row < kBM;
-      const int64_t row = is_a ? row0 + tile_row : col0 + (tile_row - kBM);
+      int64_t row = is_a ? row0 + tile_row : col0 + (tile_row - kBM);
       const int64_t rows = is_a ? rows_a : rows_b;
+      if (!is_a && order != nullptr && row < rows) row = order[row];
       const __nv_bfloat16* base = is_a ? a : b;
       const int64_t k = k0 + part * 8;
       __nv_bfloat16* dst = stage + tile_row * kPitch + part * 8;
@@ -205,6 +211,7 @@ struct TileProductFp32 {
   static_assert(kSharedBytes % 16 == 0, "callers place more shared memory after the tile's");
 
   float acc[kRows][kCols];
+  const int* b_order = nullptr;  // as in TileProductBf16
 
   // Thread (tx, ty) of a 16×16 grid owns rows ty + 16r and columns tx + 16c:
   // a warp's loads from shared memory then hit consecutive addresses.
@@ -241,7 +248,8 @@ struct TileProductFp32 {
         const int row = i / kBK, k = i % kBK;  // consecutive threads read consecutive k of a row
         const int64_t gr = row0 + row, gk = k0 + k;
         sa[k * (kBM + 1) + row] = (gr < rows_a && gk < d) ? a[gr * d + gk] : 0.0f;
-        const int64_t gc = col0 + row;
+        int64_t gc = col0 + row;
+        if (gc < rows_b && b_order != nullptr) gc = b_order[gc];
         sb[k * (kBN + 1) + row] = (gc < rows_b && gk < d) ? b[gc * d + gk] : 0.0f;
       }
       __syncthreads();

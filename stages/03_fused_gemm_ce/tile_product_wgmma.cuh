@@ -48,6 +48,7 @@ struct TileProductWgmma {
   static_assert(kBM == kBN, "A and B tiles share one layout");
 
   float d[64];
+  const int* b_order = nullptr;  // as in TileProductBf16
 
   __device__ __forceinline__ static int warpgroup() { return threadIdx.x / 128; }
   __device__ __forceinline__ static int row_of(int r) {
@@ -70,7 +71,8 @@ struct TileProductWgmma {
     int load_kt = 0, load_buffer = 0, buffer = 0;
     auto load_next = [&] {
       if (load_tile < tile_end) {
-        load_stage(a, rows_a, row0, b, rows_b, load_tile * kBN, dim, load_kt, base + load_buffer * kStageBytes);
+        load_stage(a, rows_a, row0, b, rows_b, b_order, load_tile * kBN, dim, load_kt,
+                   base + load_buffer * kStageBytes);
         if (++load_kt == k_tiles) load_kt = 0, ++load_tile;
         if (++load_buffer == kStages) load_buffer = 0;
       }
@@ -124,7 +126,8 @@ struct TileProductWgmma {
   // One BK-wide slice of both operands, written swizzled: (BM + BN) rows × 8
   // chunks of 16 bytes, 8 per thread; rows past N or V and columns past D are zeros.
   __device__ __forceinline__ static void load_stage(const __nv_bfloat16* a, int64_t rows_a, int64_t row0,
-                                                    const __nv_bfloat16* b, int64_t rows_b, int64_t col0, int64_t dim,
+                                                    const __nv_bfloat16* b, int64_t rows_b, const int* order,
+                                                    int64_t col0, int64_t dim,
                                                     int kt, uint32_t stage) {
     constexpr int kChunks = (kBM + kBN) * 8;
 #pragma unroll
@@ -133,9 +136,10 @@ struct TileProductWgmma {
       const int tile_row = chunk / 8, part = chunk % 8;
       const bool is_a = tile_row < kBM;
       const int r = is_a ? tile_row : tile_row - kBM;
-      const int64_t row = is_a ? row0 + r : col0 + r;
+      int64_t row = is_a ? row0 + r : col0 + r;
       const int64_t k = static_cast<int64_t>(kt) * kBK + part * 8;
       const bool valid = row < (is_a ? rows_a : rows_b) && k < dim;
+      if (!is_a && order != nullptr && valid) row = order[row];
       const __nv_bfloat16* src = valid ? (is_a ? a : b) + row * dim + k : a;
       const uint32_t dst = stage + (is_a ? 0 : kOperandBytes) + r * kRowBytes + ((part ^ (r & 7)) * 16);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));

@@ -24,13 +24,30 @@ __global__ void fill_kernel(float* __restrict__ x, int64_t n, float value) {
   if (i < n) x[i] = value;
 }
 
+// Stage 07's sorting statistic: Σ_i z_ij over the tile's valid rows, per
+// column, added into shared memory (the tile holds softcapped logits, −inf
+// past V, after fold_tile_into_rows).
+template <class Tile>
+__device__ __forceinline__ void add_column_sums(Tile& tile, int64_t row0, int64_t n, float* tile_column_sums) {
+#pragma unroll
+  for (int c = 0; c < Tile::kCols; ++c) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int r = 0; r < Tile::kRows; ++r)
+      if (row0 + Tile::row_of(r) < n && tile.z(r, c) != -INFINITY) sum += tile.z(r, c);
+    atomicAdd(&tile_column_sums[Tile::col_of(c)], sum);
+  }
+}
+
 template <class Tile, typename T, bool kAligned>
 __global__ void __launch_bounds__(256, Tile::kMinBlocksPerSm)
     locked_lse_kernel(const T* __restrict__ e, const T* __restrict__ c, int64_t n, int64_t d, int64_t v,
                       float softcap, int64_t token_blocks, int64_t vocab_blocks, float* __restrict__ lse,
-                      int* __restrict__ locks) {
+                      int* __restrict__ locks, float* __restrict__ column_sums) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   RowStates<Tile> states(shared_bytes + Tile::kSharedBytes);
+  float* tile_column_sums = reinterpret_cast<float*>(shared_bytes + Tile::kSharedBytes + RowStates<Tile>::kSharedBytes);
+  for (int i = threadIdx.x; i < Tile::kBN; i += blockDim.x) tile_column_sums[i] = 0.0f;  // init() syncs
   int64_t token_block, vocab_block;
   grouped_block(blockIdx.x, token_blocks, vocab_blocks, kGroupTokenBlocks, &token_block, &vocab_block);
   const int64_t row0 = token_block * Tile::kBM;
@@ -40,8 +57,11 @@ __global__ void __launch_bounds__(256, Tile::kMinBlocksPerSm)
   tile.template for_each_tile<kAligned>(e, n, row0, c, v, vocab_block, vocab_block + 1, d, shared_bytes,
                                         [&](int64_t col0) {
                                           fold_tile_into_rows(tile, states, row0, col0, v, softcap, nullptr);
+                                          if (column_sums != nullptr) add_column_sums(tile, row0, n, tile_column_sums);
                                         });
-  const OnlineSoftmax row_state = merge_row_states(states);
+  const OnlineSoftmax row_state = merge_row_states(states);  // its barrier also publishes the column sums
+  if (column_sums != nullptr && threadIdx.x < Tile::kBN && vocab_block * Tile::kBN + threadIdx.x < v)
+    atomicAdd(&column_sums[vocab_block * Tile::kBN + threadIdx.x], tile_column_sums[threadIdx.x]);
 
   // Merge into the global LSE of these rows under the token block's lock.
   // Acquire: one thread spins on atomicCAS, then a fence orders the reads
@@ -62,7 +82,7 @@ __global__ void __launch_bounds__(256, Tile::kMinBlocksPerSm)
 
 template <class Tile>
 constexpr size_t kernel_shared_bytes() {
-  return Tile::kSharedBytes + RowStates<Tile>::kSharedBytes;
+  return Tile::kSharedBytes + RowStates<Tile>::kSharedBytes + Tile::kBN * sizeof(float);
 }
 
 }  // namespace
@@ -79,13 +99,15 @@ LockedGrid plan_locked_grid(const Problem& p) {
   return g;
 }
 
-void locked_lse(const DeviceInputs& in, const LockedGrid& grid, int* locks, float* lse, cudaStream_t stream) {
+void locked_lse(const DeviceInputs& in, const LockedGrid& grid, int* locks, float* lse, float* column_sums,
+                cudaStream_t stream) {
   const Problem& p = in.problem;
   constexpr int kFillThreads = 256;
   fill_kernel<<<static_cast<unsigned>((p.n + kFillThreads - 1) / kFillThreads), kFillThreads, 0, stream>>>(
       lse, p.n, -INFINITY);
   CCE_CHECK_LAUNCH();
   CCE_CUDA_CHECK(cudaMemsetAsync(locks, 0, grid.token_blocks * sizeof(int), stream));
+  if (column_sums != nullptr) CCE_CUDA_CHECK(cudaMemsetAsync(column_sums, 0, p.v * sizeof(float), stream));
   dispatch_tile_path(static_cast<TilePath>(grid.path), [&](auto tile, auto zero, auto aligned) {
     using Tile = decltype(tile);
     using T = decltype(zero);
@@ -94,7 +116,7 @@ void locked_lse(const DeviceInputs& in, const LockedGrid& grid, int* locks, floa
     CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     kernel<<<static_cast<unsigned>(grid.blocks()), Tile::kThreads, shared, stream>>>(
         reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()), p.n, p.d, p.v, p.softcap,
-        grid.token_blocks, grid.vocab_blocks, lse, locks);
+        grid.token_blocks, grid.vocab_blocks, lse, locks, column_sums);
     CCE_CHECK_LAUNCH();
   });
 }
@@ -114,7 +136,7 @@ void LseLocksStage::forward(const DeviceInputs& in, float* loss, float* lse, cud
   if (dot_.size() != static_cast<size_t>(p.n)) dot_ = DeviceBuffer<float>(p.n);
   const bool reduce = p.reduction != Reduction::kNone;
   if (reduce && loss_per_token_.size() != static_cast<size_t>(p.n)) loss_per_token_ = DeviceBuffer<float>(p.n);
-  locked_lse(in, grid_, locks_.get(), lse, stream);
+  locked_lse(in, grid_, locks_.get(), lse, column_sums_, stream);
   s04::indexed_dot(in, s04::DotVariant::k2d, dot_.get(), stream);
   float* per_token = reduce ? loss_per_token_.get() : loss;
   s04::finalize_token_loss(p, in.targets.get(), lse, dot_.get(), per_token, stream);

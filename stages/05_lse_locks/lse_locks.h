@@ -28,7 +28,9 @@ struct LockedGrid {
 LockedGrid plan_locked_grid(const Problem& problem);
 
 // LSE [N] of every token; locks: [token_blocks] ints of scratch.
-void locked_lse(const DeviceInputs& in, const LockedGrid& grid, int* locks, float* lse, cudaStream_t stream);
+// column_sums: null, or [V] floats that receive Σ_i z_ij (stage 07's sorting statistic).
+void locked_lse(const DeviceInputs& in, const LockedGrid& grid, int* locks, float* lse, float* column_sums,
+                cudaStream_t stream);
 
 class LseLocksStage : public Stage {
  public:
@@ -43,8 +45,12 @@ class LseLocksStage : public Stage {
                 cudaStream_t stream) override;
   std::vector<std::string> report_lines() const override;
   void release_workspace() override;
+  // Stage 07: also accumulate Σ_i z_ij per vocabulary entry into `sums` [V]
+  // (owned by the caller) during the forward. Null turns it off.
+  void accumulate_column_sums(float* sums) { column_sums_ = sums; }
 
  private:
+  float* column_sums_ = nullptr;
   LockedGrid grid_;
   DeviceBuffer<int> locks_;
   DeviceBuffer<float> dot_, loss_per_token_;

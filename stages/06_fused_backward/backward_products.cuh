@@ -57,15 +57,17 @@ struct BackwardProductsBf16 {
   __device__ void store_s(int row, int col, float value) { s[row * kSPitch + col] = __float2bfloat16(value); }
 
   // Runs both products over all of D; the caller has written S and synced.
+  // order: null, or the vocabulary order (tile position p is row order[p] of C and dC).
   template <bool kAligned>
   __device__ void run(const __nv_bfloat16* __restrict__ e, const __nv_bfloat16* __restrict__ c, int64_t n, int64_t v,
-                      int64_t d, int64_t row0, int64_t col0, float* __restrict__ de_acc, float* __restrict__ dc_acc) {
+                      int64_t d, int64_t row0, int64_t col0, const int* __restrict__ order, float* __restrict__ de_acc,
+                      float* __restrict__ dc_acc) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = warp % 4, wn = warp / 4;  // 32-row × 32-column piece of the 128×64 chunk
     const bool pairs = d % 2 == 0;
     for (int64_t d0 = 0; d0 < d; d0 += kChunk) {
-      load_chunk<kAligned>(c, v, col0, d, d0, cc);
-      load_chunk<kAligned>(e, n, row0, d, d0, ec);
+      load_chunk<kAligned>(c, v, col0, order, d, d0, cc);
+      load_chunk<kAligned>(e, n, row0, nullptr, d, d0, ec);
       __syncthreads();
       float acc_de[2][4][4] = {}, acc_dc[2][4][4] = {};
 #pragma unroll
@@ -120,7 +122,8 @@ struct BackwardProductsBf16 {
               else atomicAdd(dst, de_pair[0]);
             }
             if (col0 + m < v) {
-              float* dst = dc_acc + (col0 + m) * d + col;
+              const int64_t vocab = order != nullptr ? order[col0 + m] : col0 + m;
+              float* dst = dc_acc + vocab * d + col;
               if (both) atomic_add_pair(dst, dc_pair[0], dc_pair[1], pairs);
               else atomicAdd(dst, dc_pair[0]);
             }
@@ -130,21 +133,24 @@ struct BackwardProductsBf16 {
   }
 
  private:
-  // Rows [first, first+128) × columns [d0, d0+64) of a [rows, d] matrix; zeros outside.
+  // Rows [first, first+128) (through `order` when given) × columns
+  // [d0, d0+64) of a [rows, d] matrix; zeros outside.
   template <bool kAligned>
-  __device__ __forceinline__ static void load_chunk(const __nv_bfloat16* src, int64_t rows, int64_t first, int64_t d,
-                                                    int64_t d0, __nv_bfloat16* dst) {
+  __device__ __forceinline__ static void load_chunk(const __nv_bfloat16* src, int64_t rows, int64_t first,
+                                                    const int* order, int64_t d, int64_t d0, __nv_bfloat16* dst) {
     for (int i = threadIdx.x; i < kBM * (kChunk / 8); i += kThreads) {
       const int r = i / (kChunk / 8), part = i % (kChunk / 8);
-      const int64_t row = first + r, k = d0 + part * 8;
+      const int64_t position = first + r, k = d0 + part * 8;
+      const bool in_rows = position < rows;
+      const int64_t row = in_rows && order != nullptr ? order[position] : position;
       __nv_bfloat16* out = dst + r * kChunkPitch + part * 8;
       if constexpr (kAligned) {
         uint4 value = make_uint4(0, 0, 0, 0);
-        if (row < rows && k < d) value = *reinterpret_cast<const uint4*>(src + row * d + k);
+        if (in_rows && k < d) value = *reinterpret_cast<const uint4*>(src + row * d + k);
         *reinterpret_cast<uint4*>(out) = value;
       } else {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) out[j] = (row < rows && k + j < d) ? src[row * d + k + j] : __float2bfloat16(0.0f);
+        for (int j = 0; j < 8; ++j) out[j] = (in_rows && k + j < d) ? src[row * d + k + j] : __float2bfloat16(0.0f);
       }
     }
   }
@@ -188,13 +194,15 @@ struct BackwardProductsFp32 {
 
   template <bool kAligned>
   __device__ void run(const float* __restrict__ e, const float* __restrict__ c, int64_t n, int64_t v, int64_t d,
-                      int64_t row0, int64_t col0, float* __restrict__ de_acc, float* __restrict__ dc_acc) {
+                      int64_t row0, int64_t col0, const int* __restrict__ order, float* __restrict__ de_acc,
+                      float* __restrict__ dc_acc) {
     // Thread (tx, ty) of 16×16 owns rows ty + 16i and columns tx + 16j of both chunk products.
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     for (int64_t d0 = 0; d0 < d; d0 += kChunk) {
       for (int i = threadIdx.x; i < kBM * kChunk; i += kThreads) {
         const int r = i / kChunk, k = i % kChunk;
-        cc[r * kPitch + k] = (col0 + r < v && d0 + k < d) ? c[(col0 + r) * d + d0 + k] : 0.0f;
+        const int64_t vocab = col0 + r < v && order != nullptr ? order[col0 + r] : col0 + r;
+        cc[r * kPitch + k] = (col0 + r < v && d0 + k < d) ? c[vocab * d + d0 + k] : 0.0f;
         ec[r * kPitch + k] = (row0 + r < n && d0 + k < d) ? e[(row0 + r) * d + d0 + k] : 0.0f;
       }
       __syncthreads();
@@ -215,7 +223,9 @@ struct BackwardProductsFp32 {
           const int64_t col = d0 + tx + 16 * j;
           if (col >= d) continue;
           if (row0 + ty + 16 * i < n) atomicAdd(de_acc + (row0 + ty + 16 * i) * d + col, acc_de[i][j]);
-          if (col0 + ty + 16 * i < v) atomicAdd(dc_acc + (col0 + ty + 16 * i) * d + col, acc_dc[i][j]);
+          const int64_t position = col0 + ty + 16 * i;
+          if (position < v)
+            atomicAdd(dc_acc + (order != nullptr ? order[position] : position) * d + col, acc_dc[i][j]);
         }
       __syncthreads();
     }

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(256, 1)
     fused_backward_kernel(const T* __restrict__ e, const T* __restrict__ c, const int64_t* __restrict__ targets,
                           const float* __restrict__ lse, const float* __restrict__ grad_scale, int64_t n, int64_t d,
                           int64_t v, float softcap, int64_t token_blocks, int64_t vocab_blocks, float filter_eps,
-                          float* __restrict__ de_acc, float* __restrict__ dc_acc,
+                          const int* __restrict__ vocab_order, float* __restrict__ de_acc, float* __restrict__ dc_acc,
                           unsigned long long* __restrict__ kept_tiles) {
   using Products = typename BackwardProductsFor<T>::type;
   using Layout = BackwardShared<Tile, T>;
@@ -51,6 +51,7 @@ __global__ void __launch_bounds__(256, 1)
   if (!__syncthreads_or(any_gradient)) return;
 
   Tile tile;
+  tile.b_order = vocab_order;
   tile.template for_each_tile<kAligned>(e, n, row0, c, v, vocab_block, vocab_block + 1, d, shared_bytes,
                                         [](int64_t) {});
   // The tile is in the accumulators and the tile's shared memory is free.
@@ -62,20 +63,24 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
     for (int cc = 0; cc < Tile::kCols; ++cc) {
       const int tc = Tile::col_of(cc);
-      const int64_t col = col0 + tc;
+      const int64_t position = col0 + tc;
       float s = 0.0f;
-      if (col < v && row_g[tr] != 0.0f) {
+      if (position < v && row_g[tr] != 0.0f) {
+        const int64_t vocab = vocab_order != nullptr ? vocab_order[position] : position;
         const float z = apply_softcap(tile.z(r, cc), softcap);
         const float p = __expf(z - row_lse[tr]);
-        s = row_g[tr] * (p - (col == row_target[tr] ? 1.0f : 0.0f)) * softcap_derivative(z, softcap);
+        // Filtering looks at the gradient before the upstream scale g_i
+        // (1/N for mean), so that eps means the same at every batch size.
+        const float unscaled = (p - (vocab == row_target[tr] ? 1.0f : 0.0f)) * softcap_derivative(z, softcap);
+        keep |= fabsf(unscaled) >= filter_eps;
+        s = row_g[tr] * unscaled;
       }
-      keep |= fabsf(s) >= filter_eps && s != 0.0f;
       products.store_s(tr, tc, s);
     }
   }
   if (!__syncthreads_or(keep)) return;  // also publishes S
   if (threadIdx.x == 0) atomicAdd(kept_tiles, 1ull);
-  products.template run<kAligned>(e, c, n, v, d, row0, col0, de_acc, dc_acc);
+  products.template run<kAligned>(e, c, n, v, d, row0, col0, vocab_order, de_acc, dc_acc);
 }
 
 template <typename T>
@@ -124,7 +129,8 @@ void FusedBackwardRunner::run(const DeviceInputs& in, const float* lse, const fl
     CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     kernel<<<static_cast<unsigned>(tiles_), Tile::kThreads, shared, stream>>>(
         reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()), in.targets.get(), lse,
-        grad_scale_.get(), p.n, p.d, p.v, p.softcap, token_blocks, vocab_blocks, options.filter_eps, de_acc, dc_acc,
+        grad_scale_.get(), p.n, p.d, p.v, p.softcap, token_blocks, vocab_blocks, options.filter_eps,
+        options.vocab_order, de_acc, dc_acc,
         kept_.get());
     CCE_CHECK_LAUNCH();
   });

@@ -23,8 +23,11 @@
 namespace cce::s06 {
 
 struct BackwardOptions {
-  float filter_eps = 0.0f;            // 0: no filtering
-  const int* vocab_order = nullptr;   // reserved for stage 07; null: natural order
+  // Stage 07: skip a tile's two products when every |(p − onehot)·softcap'|
+  // in it is below filter_eps (the gradient before the upstream scale g_i).
+  float filter_eps = 0.0f;  // 0: no filtering
+  // Stage 07: tile position p holds vocabulary entry vocab_order[p]. Null: natural order.
+  const int* vocab_order = nullptr;
 };
 
 struct BackwardStats {
