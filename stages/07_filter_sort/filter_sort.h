@@ -1,0 +1,60 @@
+// Stage 07: gradient filtering and vocabulary sorting on top of stage 06.
+//
+// Filtering: in the backward, a (token block × vocabulary block) tile whose
+// every |(p − onehot)·softcap'| is below eps skips its two products, dE and
+// dC. A realistic softmax puts almost all of a row's mass on a few dozen
+// entries, so most tiles skip. The dropped terms are each below eps (times
+// g_i), which bounds the error (see README.md).
+// Sorting: the forward also sums each vocabulary entry's logit over the batch;
+// the backward visits the vocabulary in descending order of that average, so
+// the entries that matter for many tokens share tiles and the rest form whole
+// tiles that filtering skips. The order is a permutation of tile row indices
+// into C and dC: C is never copied.
+#pragma once
+
+#include <memory>
+
+#include "common/stage.h"
+#include "stages/05_lse_locks/lse_locks.h"
+#include "stages/06_fused_backward/fused_backward.h"
+
+namespace cce::s07 {
+
+// Default eps: 2^-12 for bf16 inputs, 2^-28 for fp32.
+float default_filter_eps(Dtype dtype);
+
+class FilterSortStage : public Stage {
+ public:
+  std::string name() const override { return "07_filter_sort"; }
+  std::string summary() const override { return "gradient filtering and vocabulary sorting"; }
+  bool has_backward() const override { return true; }
+  std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
+  void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override;
+  void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
+                cudaStream_t stream) override;
+  void add_options(OptionParser& parser) override;
+  void validate_options() const override;
+  std::vector<std::string> report_lines() const override;
+  void release_workspace() override;
+
+  // After a synchronized backward: tiles in all, and those that ran the products.
+  s06::BackwardStats stats() const { return backward_.stats(); }
+  float filter_eps(Dtype dtype) const;  // 0 when filtering is off
+
+ private:
+  void sort_vocabulary(const Problem& problem, cudaStream_t stream);
+
+  double filter_eps_flag_ = 0.0;  // --filter-eps; 0 = the dtype's default
+  bool no_filter_ = false, no_sort_ = false;
+  Dtype last_dtype_ = Dtype::kBFloat16;
+
+  s05::LseLocksStage forward_stage_;
+  s06::FusedBackwardRunner backward_;
+  DeviceBuffer<float> column_sums_, sorted_sums_;
+  DeviceBuffer<int> identity_, order_;
+  DeviceBuffer<uint8_t> sort_temp_;
+};
+
+std::unique_ptr<Stage> make_stage();
+
+}  // namespace cce::s07
