@@ -1,0 +1,636 @@
+// cce_bench: every stage of the stage table against the cuBLAS floor, in one
+// Google Benchmark binary (see bench/README.md for the counters and the rules).
+//
+// Benchmarks are named <impl>/<mode>/<shape>:
+//   impl  = stageNN_name (every stage of all_stages()) or cublas_floor,
+//   mode  = loss (forward) or loss_grad (forward + backward; stages with a backward only),
+//   shape = small | gpt2 | llama3 | gemma2 (bf16, realistic data, mean reduction, seed 1234).
+// Google Benchmark appends /iterations:K/repeats:5/manual_time to the names it
+// reports; bench/results_table.py keeps the first three components.
+//
+// Each case is set up once (inputs uploaded, one measured run, warm-up) and kept
+// across its repetitions; the next case frees it first. Times are CUDA-event
+// times of each iteration (manual time); the JSON keeps mean, median, stddev
+// and cv over 5 repetitions.
+//
+// Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2] [--iters=K] [Google Benchmark flags:
+//                   --benchmark_filter=REGEX --benchmark_out=FILE --benchmark_out_format=json ...]
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "common/cublas_handle.h"
+#include "common/device_buffer.h"
+#include "common/driver.h"
+#include "common/runner.h"
+#include "common/stage_table.h"
+#include "common/timer.h"
+
+#ifndef CCE_SOURCE_DIR
+#define CCE_SOURCE_DIR ""
+#endif
+
+namespace {
+
+using namespace cce;
+
+// --- Shapes and cases ---------------------------------------------------------
+
+struct Shape {
+  const char* name;
+  int64_t n, d, v;
+};
+
+// small fits a 16 GB GPU for every stage, stage 01's fp32 logits [N,V] included.
+constexpr Shape kShapes[] = {
+    {"small", 4096, 2304, 32000},
+    {"gpt2", 20480, 768, 50257},
+    {"llama3", 8192, 4096, 128256},
+    {"gemma2", 8192, 2304, 256000},
+};
+
+constexpr uint64_t kSeed = 1234;
+constexpr int kRepetitions = 5;
+constexpr int kWarmupRuns = 2;  // untimed, after the measured first run of a case
+
+enum class Mode { kLoss, kLossGrad };
+const char* to_string(Mode mode) { return mode == Mode::kLoss ? "loss" : "loss_grad"; }
+
+Problem make_problem(const Shape& shape, Dtype dtype) {
+  Problem p;
+  p.n = shape.n;
+  p.d = shape.d;
+  p.v = shape.v;
+  p.dtype = dtype;
+  p.reduction = Reduction::kMean;
+  return p;
+}
+
+// The stage number, from the name ("06_..." -> 6); -1 when the name has none.
+int stage_number(const std::string& name) {
+  if (name.size() < 2 || name[0] < '0' || name[0] > '9' || name[1] < '0' || name[1] > '9') return -1;
+  return (name[0] - '0') * 10 + (name[1] - '0');
+}
+
+// GEMM flops a case really does (bench/README.md, "Flop counting"):
+//   loss: the logits, 2·N·D·V;
+//   loss_grad: logits, dE = dlogit·C and dC = dlogitᵀ·E, 6·N·D·V, for stages that keep the
+//   logits (01-05); stages from 06 on recompute the logits in the backward: 8·N·D·V.
+//   The floor's loss_grad does the four products: 8·N·D·V.
+double gemm_flops(const Problem& p, Mode mode, int stage) {
+  const double ndv = static_cast<double>(p.n) * static_cast<double>(p.d) * static_cast<double>(p.v);
+  if (mode == Mode::kLoss) return 2.0 * ndv;
+  const bool recompute = stage < 0 || stage >= 6;  // stage < 0: the floor
+  return (recompute ? 8.0 : 6.0) * ndv;
+}
+
+struct CaseSpec {
+  std::string name;       // <impl>/<mode>/<shape>
+  Shape shape;
+  Mode mode;
+  StageFactory factory;   // nullptr: the cuBLAS floor
+  std::string floor_key;  // <mode>/<shape>
+};
+
+// --- Host data of one shape, kept while that shape's cases run -----------------
+
+struct Reference {  // stage 01 in fp32 on the same (bf16-rounded) inputs
+  bool available = false;
+  std::string why_not;
+  float loss = 0.0f;
+  std::vector<float> de, dc;
+};
+
+struct ShapeData {
+  std::string name;
+  Problem problem;  // bf16
+  HostInputs inputs;
+  std::vector<float> upstream;
+  bool reference_tried = false;
+  Reference reference;
+};
+
+std::unique_ptr<ShapeData> g_shape;
+
+ShapeData& shape_data(const Shape& shape) {
+  if (g_shape && g_shape->name == shape.name) return *g_shape;
+  g_shape.reset();  // one shape's host data at a time (gemma2: ~2.4 GB of fp32 inputs)
+  auto sd = std::make_unique<ShapeData>();
+  sd->name = shape.name;
+  sd->problem = make_problem(shape, Dtype::kBFloat16);
+  GeneratorOptions gen;  // realistic data
+  gen.seed = kSeed;
+  sd->inputs = generate_inputs(sd->problem, gen);  // bf16 problem: E and C come rounded to bf16
+  sd->upstream = default_upstream(sd->problem, kSeed);
+  g_shape = std::move(sd);
+  return *g_shape;
+}
+
+size_t free_device_bytes() {
+  cublas_handle();  // its workspace is allocated once, before any case: already off the free bytes
+  size_t free_bytes = 0, total = 0;
+  CCE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return free_bytes;
+}
+
+// Empty when `need` bytes fit in the free device memory; otherwise the reason.
+std::string does_not_fit(size_t need) {
+  const size_t free_bytes = free_device_bytes();
+  if (need <= free_bytes) return "";
+  return "needs " + format_mb(need) + ", the GPU has " + format_mb(free_bytes) + " free";
+}
+
+// The fp32 reference of a shape: stage 01 (all_stages()[0]) with dtype fp32 on the
+// bf16-rounded inputs, forward and backward. Computed once per shape; needs the
+// device memory free of any case (~13 GB at gemma2).
+// Empty when the reference was computed; otherwise why not.
+std::string try_reference(const ShapeData& sd, Reference& ref) {
+  try {
+    auto stage = all_stages().at(0)();
+    if (!stage->has_backward()) return "stage " + stage->name() + " has no backward";
+    Problem p = sd.problem;
+    p.dtype = Dtype::kFloat32;
+    const size_t need = input_bytes(p) + total_bytes(output_memory(p, true)) + total_bytes(stage->workspace(p, true));
+    if (std::string why = does_not_fit(need); !why.empty()) return "the fp32 reference " + why;
+    StageRunner runner(*stage, p, sd.inputs, sd.upstream);
+    runner.forward_backward();
+    HostOutputs out = runner.download();
+    ref.loss = out.loss.at(0);
+    ref.de = std::move(out.de);
+    ref.dc = std::move(out.dc);
+    ref.available = true;
+    return "";
+  } catch (const std::exception& e) {
+    ref = Reference();
+    return std::string("the fp32 reference failed: ") + e.what();
+  }
+}
+
+void compute_reference(ShapeData& sd) {
+  sd.reference_tried = true;
+  sd.reference.why_not = try_reference(sd, sd.reference);
+  if (!sd.reference.available)
+    std::fprintf(stderr, "cce_bench: %s: no accuracy counters: %s\n", sd.name.c_str(), sd.reference.why_not.c_str());
+}
+
+// ‖x − ref‖ / ‖ref‖ (‖x − ref‖ when ref is all zeros), in double.
+double rel_l2_error(const std::vector<float>& x, const std::vector<float>& ref) {
+  if (x.size() != ref.size()) return std::nan("");
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double diff = static_cast<double>(x[i]) - static_cast<double>(ref[i]);
+    num += diff * diff;
+    den += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);
+  }
+  return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// --- The cuBLAS floor ------------------------------------------------------------
+// The products a loss (one GEMM) or a loss + gradient (four GEMMs) needs at
+// least, as cuBLAS bf16 GEMMs with bf16 output and fp32 accumulation (the
+// handle's default math mode). Nothing else: no softmax, no reduction. The
+// gradient products read the logits buffer as dlogit: the same products as a
+// real backward, not a correct gradient.
+
+struct FloorBuffers {
+  Problem p;
+  DeviceBuffer<uint16_t> e, c;         // bf16 [N,D], [V,D]
+  DeviceBuffer<uint16_t> logits;       // bf16 [N,V]; also the dlogit operand
+  DeviceBuffer<uint16_t> de, dc;       // bf16 [N,D], [V,D] (loss_grad only)
+
+  // Row-major matrices seen by column-major cuBLAS as their transposes.
+  void gemm_logits() const {  // logits[N,V] = E·Cᵀ
+    const float one = 1.0f, zero = 0.0f;
+    CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, i(p.v), i(p.n), i(p.d), &one, c.get(),
+                                  CUDA_R_16BF, i(p.d), e.get(), CUDA_R_16BF, i(p.d), &zero, logits.get(), CUDA_R_16BF,
+                                  i(p.v), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  void gemm_de() const {  // dE[N,D] = dlogit[N,V]·C[V,D]
+    const float one = 1.0f, zero = 0.0f;
+    CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, i(p.d), i(p.n), i(p.v), &one, c.get(),
+                                  CUDA_R_16BF, i(p.d), logits.get(), CUDA_R_16BF, i(p.v), &zero, de.get(), CUDA_R_16BF,
+                                  i(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  void gemm_dc() const {  // dC[V,D] = dlogitᵀ[V,N]·E[N,D]
+    const float one = 1.0f, zero = 0.0f;
+    CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, i(p.d), i(p.v), i(p.n), &one, e.get(),
+                                  CUDA_R_16BF, i(p.d), logits.get(), CUDA_R_16BF, i(p.v), &zero, dc.get(), CUDA_R_16BF,
+                                  i(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  static int i(int64_t x) { return static_cast<int>(x); }  // Problem::validate keeps N, D, V below 2^31
+};
+
+size_t floor_bytes(const Problem& p, Mode mode) {  // inputs + outputs of the floor, bf16
+  size_t elems = static_cast<size_t>(p.n * p.d + p.v * p.d + p.n * p.v);
+  if (mode == Mode::kLossGrad) elems += static_cast<size_t>(p.n * p.d + p.v * p.d);
+  return elems * 2;
+}
+
+std::vector<uint16_t> to_bf16_bits(const std::vector<float>& values) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t k = 0; k < values.size(); ++k) bits[k] = float_to_bf16_bits(values[k]);
+  return bits;
+}
+
+// --- The active case, kept across its repetitions ----------------------------------
+
+struct ActiveCase {
+  std::string name;
+  std::string error;  // non-empty: the case cannot run; every repetition reports it
+  // Stage cases (the runner refers to the stage: declared after it, destroyed first).
+  std::unique_ptr<Stage> stage;
+  std::unique_ptr<StageRunner> runner;
+  // Floor cases.
+  std::unique_ptr<FloorBuffers> floor;
+  std::function<void()> work;
+  std::unique_ptr<CudaEventTimer> timer;
+  double flops = 0.0;
+  std::map<std::string, double> fixed_counters;  // peak_MB and the errors: measured once per case
+  bool is_floor = false;
+  std::vector<double> floor_times_ms;  // floor cases: every timed iteration so far
+
+  void release_device() {
+    work = nullptr;
+    runner.reset();
+    stage.reset();
+    floor.reset();
+    timer.reset();
+  }
+};
+
+std::unique_ptr<ActiveCase> g_case;
+std::map<std::string, double> g_floor_ms;  // <mode>/<shape> -> median ms of the floor in this run
+int g_iterations = 10;
+
+void setup_floor(ActiveCase& c, const CaseSpec& spec) {
+  ShapeData& sd = shape_data(spec.shape);
+  const Problem& p = sd.problem;
+  c.is_floor = true;
+  c.flops = gemm_flops(p, spec.mode, -1);
+  c.error = does_not_fit(floor_bytes(p, spec.mode));
+  if (!c.error.empty()) return;
+  auto f = std::make_unique<FloorBuffers>();
+  f->p = p;
+  {
+    std::vector<uint16_t> e = to_bf16_bits(sd.inputs.e), cc = to_bf16_bits(sd.inputs.c);
+    f->e = DeviceBuffer<uint16_t>(e.size());
+    f->c = DeviceBuffer<uint16_t>(cc.size());
+    copy_to_device(f->e.get(), e.data(), e.size() * 2);
+    copy_to_device(f->c.get(), cc.data(), cc.size() * 2);
+  }
+  const size_t baseline = AllocationTracker::current_bytes();  // cuBLAS workspace and the inputs
+  AllocationTracker::reset_peak();
+  f->logits = DeviceBuffer<uint16_t>(static_cast<size_t>(p.n * p.v));
+  const FloorBuffers* fp = f.get();
+  if (spec.mode == Mode::kLoss) {
+    c.work = [fp] { fp->gemm_logits(); };
+  } else {
+    f->de = DeviceBuffer<uint16_t>(static_cast<size_t>(p.n * p.d));
+    f->dc = DeviceBuffer<uint16_t>(static_cast<size_t>(p.v * p.d));
+    c.work = [fp] {
+      fp->gemm_logits();  // forward
+      fp->gemm_logits();  // the backward's recompute
+      fp->gemm_de();
+      fp->gemm_dc();
+    };
+  }
+  c.floor = std::move(f);
+  c.work();
+  CCE_CUDA_CHECK(cudaDeviceSynchronize());
+  c.fixed_counters["peak_MB"] = static_cast<double>(AllocationTracker::peak_bytes() - baseline) / 1e6;
+}
+
+void setup_stage(ActiveCase& c, const CaseSpec& spec) {
+  ShapeData& sd = shape_data(spec.shape);
+  if (!sd.reference_tried) compute_reference(sd);  // before this case allocates anything
+  const Problem& p = sd.problem;
+  const bool backward = spec.mode == Mode::kLossGrad;
+  c.stage = spec.factory();
+  c.stage->validate_options();
+  c.flops = gemm_flops(p, spec.mode, stage_number(c.stage->name()));
+  const size_t need =
+      input_bytes(p) + total_bytes(output_memory(p, backward)) + total_bytes(c.stage->workspace(p, backward));
+  c.error = does_not_fit(need);
+  if (!c.error.empty()) return;
+  c.runner = std::make_unique<StageRunner>(*c.stage, p, sd.inputs, sd.upstream);
+  StageRunner* r = c.runner.get();
+  if (backward)
+    c.work = [r] { r->forward_backward(); };
+  else
+    c.work = [r] { r->forward(); };
+  // The measured first run: peak memory and accuracy.
+  r->poison_outputs();
+  c.work();
+  r->synchronize();
+  c.fixed_counters["peak_MB"] = static_cast<double>(r->peak_beyond_inputs()) / 1e6;
+  const Reference& ref = sd.reference;
+  if (ref.available) {
+    HostOutputs out = r->download();
+    c.fixed_counters["loss_rel_err"] =
+        std::fabs(static_cast<double>(out.loss.at(0)) - ref.loss) / std::max(std::fabs(static_cast<double>(ref.loss)), 1e-30);
+    if (backward) {
+      c.fixed_counters["dE_rel_err"] = rel_l2_error(out.de, ref.de);
+      c.fixed_counters["dC_rel_err"] = rel_l2_error(out.dc, ref.dc);
+    }
+  }
+}
+
+ActiveCase& activate(const CaseSpec& spec) {
+  if (g_case && g_case->name == spec.name) return *g_case;
+  g_case.reset();  // frees the previous case's device memory first
+  g_case = std::make_unique<ActiveCase>();
+  ActiveCase& c = *g_case;
+  c.name = spec.name;
+  try {
+    if (spec.factory == nullptr)
+      setup_floor(c, spec);
+    else
+      setup_stage(c, spec);
+    if (c.error.empty()) {
+      for (int k = 0; k < kWarmupRuns; ++k) c.work();
+      CCE_CUDA_CHECK(cudaDeviceSynchronize());
+      c.timer = std::make_unique<CudaEventTimer>();
+    }
+  } catch (const std::exception& e) {  // CudaError (e.g. a failed cudaMalloc), InputError, bad_alloc
+    c.error = e.what();
+  }
+  if (!c.error.empty()) c.release_device();
+  return c;
+}
+
+void run_case(benchmark::State& state, const CaseSpec& spec) {
+  ActiveCase& c = activate(spec);
+  if (!c.error.empty()) {
+    state.SkipWithError(c.error.c_str());
+    return;
+  }
+  std::vector<double> times_ms;
+  times_ms.reserve(static_cast<size_t>(g_iterations));
+  for (auto _ : state) {
+    double ms = 0.0;
+    try {
+      c.timer->start();
+      c.work();
+      ms = c.timer->stop();
+    } catch (const std::exception& e) {
+      c.error = e.what();
+      c.release_device();
+      state.SkipWithError(c.error.c_str());
+      break;
+    }
+    state.SetIterationTime(ms / 1e3);
+    times_ms.push_back(ms);
+  }
+  if (!c.error.empty() || times_ms.empty()) return;
+
+  const double rep_ms = median(times_ms);  // this repetition's median
+  if (c.is_floor) {
+    c.floor_times_ms.insert(c.floor_times_ms.end(), times_ms.begin(), times_ms.end());
+    g_floor_ms[spec.floor_key] = median(c.floor_times_ms);
+  }
+  const auto floor = g_floor_ms.find(spec.floor_key);
+  const double floor_ratio = floor != g_floor_ms.end() && floor->second > 0.0 ? rep_ms / floor->second : 0.0;
+  for (const auto& [key, value] : c.fixed_counters) state.counters[key] = benchmark::Counter(value);
+  state.counters["TFLOPs"] = benchmark::Counter(c.flops / (rep_ms * 1e-3) / 1e12);
+  state.counters["floor_ratio"] = benchmark::Counter(floor_ratio);
+}
+
+// --- Registration, flags, context ------------------------------------------------
+
+std::vector<CaseSpec> make_cases(const std::vector<Shape>& shapes) {
+  struct StageInfo {
+    StageFactory factory;
+    std::string name;
+    bool backward;
+  };
+  std::vector<StageInfo> stages;
+  for (StageFactory factory : all_stages()) {
+    auto stage = factory();
+    stages.push_back({factory, "stage" + stage->name(), stage->has_backward()});
+  }
+  std::vector<CaseSpec> cases;
+  for (const Shape& shape : shapes) {
+    // The floors first: every stage case of the shape divides by them.
+    for (Mode mode : {Mode::kLoss, Mode::kLossGrad}) {
+      const std::string key = std::string(to_string(mode)) + "/" + shape.name;
+      cases.push_back({"cublas_floor/" + key, shape, mode, nullptr, key});
+    }
+    for (const StageInfo& s : stages) {
+      for (Mode mode : {Mode::kLoss, Mode::kLossGrad}) {
+        if (mode == Mode::kLossGrad && !s.backward) continue;
+        const std::string key = std::string(to_string(mode)) + "/" + shape.name;
+        cases.push_back({s.name + "/" + key, shape, mode, s.factory, key});
+      }
+    }
+  }
+  return cases;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string command_output(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return "";
+  std::string out;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
+  pclose(pipe);
+  return trim(out);
+}
+
+// CCE_COMMIT from the environment if set; otherwise the source tree's git HEAD.
+std::string commit_text() {
+  if (const char* env = std::getenv("CCE_COMMIT"); env != nullptr && *env != '\0') return env;
+  const std::string dir = CCE_SOURCE_DIR;
+  if (dir.empty() || dir.find('\'') != std::string::npos) return "unknown";
+  const std::string git = "git -C '" + dir + "' ";
+  const std::string head = command_output(git + "rev-parse --short=12 HEAD 2>/dev/null");
+  if (head.empty()) return "unknown";
+  const std::string dirty = command_output(git + "status --porcelain --untracked-files=no 2>/dev/null");
+  return dirty.empty() ? head : head + " (with uncommitted changes)";
+}
+
+std::string version_text(int v) {  // 12040 -> "12.4 (12040)"
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) + " (" + std::to_string(v) + ")";
+}
+
+void add_gpu_context(const std::vector<Shape>& shapes) {
+  int device = 0;
+  CCE_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  CCE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  auto attr = [&](cudaDeviceAttr a) {
+    int value = 0;
+    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&value, a, device));
+    return value;
+  };
+  int driver = 0, runtime = 0, cublas = 0;
+  CCE_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  CCE_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  CCE_CUBLAS_CHECK(cublasGetVersion(cublas_handle(), &cublas));
+  benchmark::AddCustomContext("gpu_name", prop.name);
+  benchmark::AddCustomContext("gpu_compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor));
+  benchmark::AddCustomContext("gpu_sm_count", std::to_string(attr(cudaDevAttrMultiProcessorCount)));
+  benchmark::AddCustomContext("gpu_l2_bytes", std::to_string(attr(cudaDevAttrL2CacheSize)));
+  benchmark::AddCustomContext("gpu_memory_bytes", std::to_string(prop.totalGlobalMem));
+  benchmark::AddCustomContext("gpu_sm_clock_max_MHz", std::to_string(attr(cudaDevAttrClockRate) / 1000));
+  benchmark::AddCustomContext("gpu_sm_clock_current",
+                              "not recorded (needs NVML, which cce_bench does not link; see nvidia-smi -q -d CLOCK)");
+  benchmark::AddCustomContext("gpu_memory_clock_max_MHz", std::to_string(attr(cudaDevAttrMemoryClockRate) / 1000));
+  benchmark::AddCustomContext("gpu_memory_bus_width_bits", std::to_string(attr(cudaDevAttrGlobalMemoryBusWidth)));
+  // The CUDA version the driver supports, not the NVIDIA driver release (that needs NVML).
+  benchmark::AddCustomContext("cuda_driver_version", version_text(driver));
+  benchmark::AddCustomContext("cuda_runtime_version", version_text(runtime));
+  benchmark::AddCustomContext("cublas_version", std::to_string(cublas));
+  benchmark::AddCustomContext("cce_commit", commit_text());
+  benchmark::AddCustomContext("cce_data", "bf16, realistic data, mean reduction, seed " + std::to_string(kSeed));
+  benchmark::AddCustomContext("cce_iterations", std::to_string(g_iterations) + " per repetition, " +
+                                                    std::to_string(kRepetitions) + " repetitions, after " +
+                                                    std::to_string(kWarmupRuns + 1) + " untimed runs per case");
+  std::string shape_text;
+  for (const Shape& s : shapes) {
+    if (!shape_text.empty()) shape_text += ", ";
+    shape_text += std::string(s.name) + " N=" + std::to_string(s.n) + " D=" + std::to_string(s.d) +
+                  " V=" + std::to_string(s.v);
+  }
+  benchmark::AddCustomContext("cce_shapes", shape_text);
+}
+
+struct BenchFlags {
+  std::vector<Shape> shapes;
+  int iterations = 10;
+  bool list_only = false;
+  bool help = false;
+};
+
+std::string known_shapes() {
+  std::string out;
+  for (const Shape& s : kShapes) out += std::string(out.empty() ? "" : ", ") + s.name;
+  return out;
+}
+
+// Takes --shapes and --iters out of argv (Google Benchmark's flags stay).
+BenchFlags parse_own_flags(int* argc, char** argv) {
+  BenchFlags flags;
+  std::string shapes_text, iters_text;
+  bool shapes_set = false, iters_set = false;
+  int out = 1;
+  for (int k = 1; k < *argc; ++k) {
+    const std::string arg = argv[k];
+    auto take = [&](const std::string& flag, std::string* value, bool* set) {
+      if (arg == flag) {
+        if (k + 1 >= *argc) throw InputError(flag + " needs a value");
+        *value = argv[++k];
+      } else if (arg.rfind(flag + "=", 0) == 0) {
+        *value = arg.substr(flag.size() + 1);
+      } else {
+        return false;
+      }
+      *set = true;
+      return true;
+    };
+    if (take("--shapes", &shapes_text, &shapes_set) || take("--iters", &iters_text, &iters_set)) continue;
+    if (arg == "--help" || arg == "-h") flags.help = true;
+    if (arg.rfind("--benchmark_list_tests", 0) == 0 && arg != "--benchmark_list_tests=false" &&
+        arg != "--benchmark_list_tests=0")
+      flags.list_only = true;
+    argv[out++] = argv[k];
+  }
+  *argc = out;
+  argv[out] = nullptr;
+
+  std::vector<bool> chosen(std::size(kShapes), !shapes_set);
+  if (shapes_set) {
+    size_t start = 0;
+    while (start <= shapes_text.size()) {
+      size_t comma = shapes_text.find(',', start);
+      if (comma == std::string::npos) comma = shapes_text.size();
+      const std::string name = shapes_text.substr(start, comma - start);
+      bool found = false;
+      for (size_t s = 0; s < std::size(kShapes); ++s)
+        if (name == kShapes[s].name) chosen[s] = found = true;
+      if (!found) throw InputError("unknown shape '" + name + "' (known: " + known_shapes() + ")");
+      start = comma + 1;
+    }
+  }
+  for (size_t s = 0; s < std::size(kShapes); ++s)
+    if (chosen[s]) flags.shapes.push_back(kShapes[s]);  // always in the canonical order
+  if (iters_set) {
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(iters_text.c_str(), &end, 10);
+    if (iters_text.empty() || *end != '\0' || errno != 0 || value < 1 || value > 1000000)
+      throw InputError("--iters expects an integer >= 1, got '" + iters_text + "'");
+    flags.iterations = static_cast<int>(value);
+  }
+  return flags;
+}
+
+int bench_main(int argc, char** argv) {
+  const BenchFlags flags = parse_own_flags(&argc, argv);
+  if (flags.help) {
+    std::printf(
+        "usage: cce_bench [--shapes=NAME,...] [--iters=K] [Google Benchmark flags]\n"
+        "  --shapes=NAME,...  shapes to run, of: %s (default: all)\n"
+        "  --iters=K          timed iterations per repetition (default 10; %d repetitions)\n"
+        "Benchmarks are named <impl>/<mode>/<shape>; see bench/README.md.\n\n",
+        known_shapes().c_str(), kRepetitions);
+  }
+  g_iterations = flags.iterations;
+  // Registered before Initialize, so that --benchmark_list_tests and --help work without a GPU.
+  for (const CaseSpec& spec : make_cases(flags.shapes)) {
+    benchmark::RegisterBenchmark(spec.name.c_str(), [spec](benchmark::State& state) { run_case(state, spec); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(g_iterations)
+        ->Repetitions(kRepetitions)
+        ->ReportAggregatesOnly(true);
+  }
+  benchmark::Initialize(&argc, argv);  // exits after printing the usage on --help
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
+  if (!flags.list_only) {
+    std::string why;
+    if (!cuda_device_available(&why)) {
+      std::printf("cce_bench: SKIPPED: no usable CUDA device (%s)\n", why.c_str());
+      benchmark::Shutdown();
+      return kExitSkipped;
+    }
+    add_gpu_context(flags.shapes);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  g_case.reset();  // device memory back before the CUDA runtime goes
+  g_shape.reset();
+  benchmark::Shutdown();
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return bench_main(argc, argv);
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "cce_bench: error: %s\n", e.what());
+    return kExitBadInput;
+  } catch (const std::exception& e) {  // CudaError outside a case (context queries)
+    std::fprintf(stderr, "cce_bench: CUDA error: %s\n", e.what());
+    return kExitCheckFailed;
+  }
+}

@@ -1,0 +1,685 @@
+#!/usr/bin/env python3
+r"""peers.py: the implementations people would use instead of these stages, timed
+on the same shapes and the same inputs as the C++ benchmark (build/bench/cce_bench),
+written as Google Benchmark JSON so that one table script reads both.
+
+Implementations (the "impl" part of each benchmark name):
+  peer_torch_eager     logits = E @ C.T in bf16, then F.cross_entropy(logits.float(), t)
+  peer_torch_compile   torch.compile of the same function
+  peer_cce             cut_cross_entropy.linear_cross_entropy(E, C, t, impl="cce")
+  peer_cce_nofilter    the same with filter_eps=None (no gradient filtering)
+  peer_cce_exact       impl="cce_exact" (only in cut-cross-entropy after 25.1.1)
+  peer_liger           Liger-Kernel's fused linear cross-entropy (fp32 accumulation
+                       of the weight gradient where the version has accum_dtype)
+A package that is missing is reported and its implementations skipped; an
+out-of-memory error skips that one case and the run goes on.
+
+Modes: "loss" (the forward, inputs without requires_grad) and "loss_grad"
+(forward and loss.backward(), producing dE and dC). Benchmark names are
+IMPL/MODE/SHAPE, e.g. peer_cce/loss_grad/gemma2; each case gets the three
+aggregate entries median, mean and stddev of Google Benchmark, times in ms,
+with the counters
+  peak_MB      device memory a call takes beyond its inputs, gradients
+               included (MB = 10^6 bytes)
+  dE_rel_err, dC_rel_err   (loss_grad) relative L2 error against an fp32
+               computation from the same bf16 inputs
+  loss_rel_err relative error of the loss against the same fp32 computation
+  floor_ratio  time / the cuBLAS floor of the C++ benchmark (with --floor-json)
+  TFLOPs       GEMM work done / time, counted like the C++ benchmark: 2·N·D·V
+               for loss; for loss_grad 6·N·D·V (logits, dE, dC), 8·N·D·V for
+               the CCE variants, whose backward computes the logits again
+
+The inputs are the files the C++ stages write: for each shape
+    build/stages/stage01_materialized --n N --d D --v V --dtype bf16 \
+        --data realistic --seed 1234 --save DIR/<shape> --iters 0
+writes DIR/<shape>/{e,c,targets}.npy (bf16-rounded values stored as float32;
+exit status 77 without a GPU is fine, the files are written first).
+bench/run_gpu.sh does all of this, then runs this script.
+
+Running on a GPU machine that has PyTorch (and Triton) but no internet:
+on a machine where pip works, fetch the wheels (all pure Python,
+py3-none-any, so they fit any platform and Python >= 3.10):
+
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --platform manylinux_2_28_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d .whl cut-cross-entropy==25.1.1 liger-kernel==0.8.5 packaging
+
+(.whl/ is in .gitignore). The declared run-time dependencies are torch and
+triton only (cut-cross-entropy 25.1.1: torch, triton; liger-kernel 0.8.5:
+torch>=2.1.2, triton>=2.3.1; the rest of their metadata is optional extras),
+but liger-kernel 0.8.5 also imports `packaging` without declaring it, hence
+the third wheel (harmless where packaging is already installed). Copy .whl/
+over, then on the GPU machine:
+
+    python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*.whl
+    PYTHONPATH=/tmp/site python3 bench/peers.py --inputs /tmp/cce-inputs \
+        --out docs/bench_peers.json --floor-json docs/bench_cpp.json
+
+impl="cce_exact" is not in the 25.1.1 wheel (the latest release); it is on
+the GitHub main branch of apple/ml-cross-entropy, for which you would build a
+wheel yourself where GitHub can be reached (python3 -m pip wheel --no-deps
+-w .whl git+https://github.com/apple/ml-cross-entropy.git; that version also
+lists setuptools as a run-time dependency). Without it peer_cce_exact is
+reported and skipped.
+
+NumPy is not needed: the .npy files are read by a small reader below.
+`python3 bench/peers.py --help` works without PyTorch; a run without it
+prints a message and exits with status 2 (77 when PyTorch sees no GPU).
+"""
+
+import argparse
+import ast
+import datetime
+import gc
+import json
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+SHAPES = {
+    # name: (N, D, V)
+    "small": (4096, 2304, 32000),
+    "gpt2": (20480, 768, 50257),
+    "llama3": (8192, 4096, 128256),
+    "gemma2": (8192, 2304, 256000),
+}
+IMPLS = [
+    "peer_torch_eager",
+    "peer_torch_compile",
+    "peer_cce",
+    "peer_cce_nofilter",
+    "peer_cce_exact",
+    "peer_liger",
+]
+MODES = ["loss", "loss_grad"]
+SEED = 1234
+WARMUP = 3
+EXIT_BAD_INPUT = 2
+EXIT_SKIPPED = 77
+
+
+# ---------------------------------------------------------------------------
+# Pure-Python parts (no torch): command line, inputs, Google Benchmark JSON.
+# ---------------------------------------------------------------------------
+
+
+def parse_list(text, allowed, what):
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if x not in allowed]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(
+            "unknown %s %s (choose from %s)" % (what, ",".join(bad) or "(none)", ",".join(allowed))
+        )
+    return items
+
+
+def make_parser():
+    p = argparse.ArgumentParser(
+        prog="peers.py",
+        description="Time PyTorch, torch.compile, Cut Cross-Entropy and Liger-Kernel on the C++ "
+        "benchmark's shapes and inputs; write Google Benchmark JSON.",
+        epilog="See the docstring at the top of bench/peers.py for running without internet.",
+    )
+    p.add_argument("--inputs", default="/tmp/cce-inputs",
+                   help="directory with one <shape>/ of e.npy, c.npy, targets.npy per shape (default %(default)s)")
+    p.add_argument("--shapes", default=",".join(SHAPES), type=lambda s: parse_list(s, list(SHAPES), "shape"),
+                   help="comma-separated subset of %s (default all)" % ",".join(SHAPES))
+    p.add_argument("--impls", default=",".join(IMPLS), type=lambda s: parse_list(s, IMPLS, "impl"),
+                   help="comma-separated subset of %s (default all)" % ",".join(IMPLS))
+    p.add_argument("--modes", default=",".join(MODES), type=lambda s: parse_list(s, MODES, "mode"),
+                   help="comma-separated subset of %s (default both)" % ",".join(MODES))
+    p.add_argument("--reps", type=int, default=10, help="timed runs per case after %d warm-up runs; "
+                   "the median is reported (default %%(default)s)" % WARMUP)
+    p.add_argument("--out", default="docs/bench_peers.json", help="JSON output file (default %(default)s)")
+    p.add_argument("--floor-json", default=None,
+                   help="the C++ benchmark's JSON: adds floor_ratio = time / cublas_floor/<mode>/<shape> median")
+    return p
+
+
+def save_command(inputs_dir, shape):
+    n, d, v = SHAPES[shape]
+    return ("build/stages/stage01_materialized --n %d --d %d --v %d --dtype bf16 --data realistic "
+            "--seed %d --save %s --iters 0" % (n, d, v, SEED, os.path.join(inputs_dir, shape)))
+
+
+def missing_inputs(inputs_dir, shapes):
+    """[(shape, message)] for every shape whose input files are not all there."""
+    out = []
+    for shape in shapes:
+        folder = os.path.join(inputs_dir, shape)
+        lacking = [f for f in ("e.npy", "c.npy", "targets.npy") if not os.path.isfile(os.path.join(folder, f))]
+        if lacking:
+            out.append((shape, "inputs for %s missing: %s lacks %s; write them with\n  %s"
+                        % (shape, folder, ", ".join(lacking), save_command(inputs_dir, shape))))
+    return out
+
+
+def read_npy_header(f):
+    """Reads the header of an .npy file; returns (descr, fortran_order, shape). f is at the data after."""
+    magic = f.read(6)
+    if magic != b"\x93NUMPY":
+        raise ValueError("not an .npy file")
+    major = f.read(2)[0]
+    size_bytes = 2 if major == 1 else 4
+    header_len = int.from_bytes(f.read(size_bytes), "little")
+    header = ast.literal_eval(f.read(header_len).decode("latin1"))
+    return header["descr"], header["fortran_order"], tuple(header["shape"])
+
+
+def load_npy_bytes(path):
+    """(descr, shape, bytearray of the data) of a C-order .npy file, without NumPy."""
+    with open(path, "rb") as f:
+        descr, fortran, shape = read_npy_header(f)
+        if fortran:
+            raise ValueError("%s: Fortran order is not supported" % path)
+        itemsize = int(descr[2:])
+        count = 1
+        for s in shape:
+            count *= s
+        data = bytearray(count * itemsize)
+        if f.readinto(data) != len(data):
+            raise ValueError("%s: file is shorter than its header says" % path)
+    return descr, shape, data
+
+
+def aggregate_entries(run_name, real_ms, cpu_ms, counters, family_index=0):
+    """Google Benchmark's median, mean and stddev aggregate entries of one case.
+
+    real_ms, cpu_ms: one time per repetition (ms). counters: name -> value
+    (the same in every repetition) or list (one value per repetition). As in
+    Google Benchmark, each counter is aggregated like the time, so a constant
+    counter has stddev 0.
+    """
+    reps = len(real_ms)
+    if reps == 0 or len(cpu_ms) != reps:
+        raise ValueError("need one real and one cpu time per repetition")
+
+    def stats(values):
+        values = [float(x) for x in values]
+        return {
+            "median": statistics.median(values),
+            "mean": statistics.fmean(values),
+            "stddev": statistics.stdev(values) if len(values) > 1 else 0.0,
+        }
+
+    per_counter = {}
+    for name, value in counters.items():
+        if value is None:
+            continue
+        values = list(value) if isinstance(value, (list, tuple)) else [value] * reps
+        per_counter[name] = stats(values)
+    real, cpu = stats(real_ms), stats(cpu_ms)
+    entries = []
+    for agg in ("median", "mean", "stddev"):
+        entry = {
+            "name": "%s_%s" % (run_name, agg),
+            "family_index": family_index,
+            "per_family_instance_index": 0,
+            "run_name": run_name,
+            "run_type": "aggregate",
+            "repetitions": reps,
+            "threads": 1,
+            "aggregate_name": agg,
+            "aggregate_unit": "time",
+            "iterations": reps,
+            "real_time": real[agg],
+            "cpu_time": cpu[agg],
+            "time_unit": "ms",
+        }
+        for name, s in per_counter.items():
+            entry[name] = s[agg]
+        entries.append(entry)
+    return entries
+
+
+def write_json(path, context, benchmarks):
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"context": context, "benchmarks": benchmarks}, f, indent=2, allow_nan=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def load_floors(path):
+    """{run_name: median real time in ms} of the cublas_floor/* benchmarks of a Google Benchmark JSON.
+
+    Names are cut to their first three components (Google Benchmark appends
+    /iterations:K/repeats:R/manual_time to the C++ names). Uses the median
+    aggregate when there is one, else the median of the iteration entries."""
+    with open(path) as f:
+        doc = json.load(f)
+    medians, runs = {}, {}
+    for b in doc.get("benchmarks", []):
+        run = "/".join(b.get("run_name", b.get("name", "")).split("/")[:3])
+        if (not run.startswith("cublas_floor/") or b.get("error_occurred") or b.get("skipped")
+                or "real_time" not in b):
+            continue
+        ms = float(b["real_time"]) * _TO_MS.get(b.get("time_unit", "ns"), 1e-6)
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                medians[run] = ms
+        else:
+            runs.setdefault(run, []).append(ms)
+    for run, values in runs.items():
+        medians.setdefault(run, statistics.median(values))
+    return medians
+
+
+def package_version(dist, module):
+    try:
+        from importlib import metadata
+        return metadata.version(dist)
+    except Exception:
+        pass
+    try:
+        return getattr(__import__(module), "__version__", "unknown")
+    except Exception:
+        return "missing"
+
+
+def driver_version():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        lines = out.stdout.strip().splitlines()
+        return lines[0].strip() if out.returncode == 0 and lines else "unknown"
+    except Exception:
+        return "unknown"
+
+
+def gemm_flops(impl, mode, shape):
+    """The GEMM FLOPs one call does (see TFLOPs in the docstring)."""
+    n, d, v = SHAPES[shape]
+    if mode == "loss":
+        return 2.0 * n * d * v
+    return (8.0 if impl.startswith("peer_cce") else 6.0) * n * d * v
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30,
+                             cwd=os.path.dirname(os.path.abspath(__file__)))
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except Exception:
+        return "unknown"
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+# ---------------------------------------------------------------------------
+# The GPU part (torch imported in main() only).
+# ---------------------------------------------------------------------------
+
+
+def is_oom(torch, exc):
+    oom = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom is not None and isinstance(exc, oom):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def free_memory(torch):
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def load_inputs(torch, folder, shape):
+    """E, C (bf16) and t (int64) on the GPU from the .npy files of one shape."""
+    dtypes = {"<f4": torch.float32, "<i8": torch.int64, "<i4": torch.int32}
+    tensors = {}
+    for name in ("e", "c", "targets"):
+        path = os.path.join(folder, name + ".npy")
+        descr, shape_, data = load_npy_bytes(path)
+        if descr not in dtypes:
+            raise ValueError("%s: dtype %s not supported (want float32 or int64)" % (path, descr))
+        host = torch.frombuffer(data, dtype=dtypes[descr]).reshape(shape_)
+        dev = host.to("cuda")
+        del host, data
+        tensors[name] = dev.to(torch.bfloat16) if name != "targets" else dev.to(torch.int64)
+        del dev
+    e, c, t = tensors["e"], tensors["c"], tensors["targets"]
+    n, d, v = SHAPES[shape]
+    if tuple(e.shape) != (n, d) or tuple(c.shape) != (v, d) or tuple(t.shape) != (n,):
+        raise ValueError("%s: e %s, c %s, targets %s do not match %s (N=%d D=%d V=%d)"
+                         % (folder, tuple(e.shape), tuple(c.shape), tuple(t.shape), shape, n, d, v))
+    free_memory(torch)
+    return e, c, t
+
+
+class Reference:
+    """fp32 loss, dE and dC from the bf16 inputs, kept on the host."""
+
+    def __init__(self, loss, de, dc):
+        self.loss, self.de, self.dc = loss, de, dc
+
+
+def compute_reference(torch, F, e, c, t):
+    old_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        ef = e.detach().float().requires_grad_(True)
+        cf = c.detach().float().requires_grad_(True)
+        loss = F.cross_entropy(ef @ cf.T, t)
+        loss.backward()
+        ref = Reference(float(loss), ef.grad.cpu(), cf.grad.cpu())
+        del loss, ef, cf
+        return ref
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old_tf32
+        free_memory(torch)
+
+
+def rel_l2(torch, x, ref_host, rows=8192):
+    """||x - ref|| / ||ref||, in float64, a block of rows at a time (little extra memory)."""
+    num = den = 0.0
+    for i in range(0, ref_host.shape[0], rows):
+        r = ref_host[i:i + rows].to(x.device, dtype=torch.float64)
+        num += float((x[i:i + rows].to(torch.float64) - r).pow(2).sum())
+        den += float(r.pow(2).sum())
+        del r
+    return math.sqrt(num / den) if den > 0 else float("nan")
+
+
+def peer_functions(torch, F, log):
+    """{impl: function(E, C, t) -> loss, or None} and {impl: reason it is skipped}."""
+    funcs, skipped = {}, {}
+
+    def torch_eager(e, c, t):
+        logits = e @ c.T
+        return F.cross_entropy(logits.float(), t)
+
+    funcs["peer_torch_eager"] = torch_eager
+    if hasattr(torch, "compile"):
+        funcs["peer_torch_compile"] = "compile"  # compiled afresh for each case (see make_case_function)
+    else:
+        skipped["peer_torch_compile"] = "torch %s has no torch.compile: skipped" % torch.__version__
+
+    try:
+        import cut_cross_entropy
+        from cut_cross_entropy import linear_cross_entropy
+    except Exception as exc:  # ImportError, or a broken install
+        absent = isinstance(exc, ImportError) and getattr(exc, "name", None) == "cut_cross_entropy"
+        reason = ("cut_cross_entropy not installed: skipped" if absent
+                  else "cut_cross_entropy failed to import (%s: %s): skipped" % (type(exc).__name__, exc))
+        for impl in ("peer_cce", "peer_cce_nofilter", "peer_cce_exact"):
+            skipped[impl] = reason
+    else:
+        funcs["peer_cce"] = lambda e, c, t: linear_cross_entropy(e, c, t, impl="cce")
+        funcs["peer_cce_nofilter"] = lambda e, c, t: linear_cross_entropy(e, c, t, impl="cce", filter_eps=None)
+        impl_enum = getattr(cut_cross_entropy, "LinearCrossEntropyImpl", None)
+        if impl_enum is not None and "CCE_EXACT" in impl_enum.__members__:
+            funcs["peer_cce_exact"] = lambda e, c, t: linear_cross_entropy(e, c, t, impl="cce_exact")
+        else:
+            skipped["peer_cce_exact"] = ("cut_cross_entropy %s has no impl='cce_exact' (it is on GitHub main, "
+                                         "after 25.1.1): skipped"
+                                         % package_version("cut-cross-entropy", "cut_cross_entropy"))
+
+    try:
+        liger, why = liger_function(torch)
+    except Exception as exc:  # an installed version whose import or API surprises us
+        liger, why = None, "liger_kernel unusable (%s: %s): skipped" % (type(exc).__name__, exc)
+    if liger is None:
+        skipped["peer_liger"] = why
+    else:
+        funcs["peer_liger"] = liger
+        log("peer_liger: " + why)
+    return funcs, skipped
+
+
+def liger_function(torch):
+    """Liger-Kernel's fused linear cross-entropy as f(E, C, t) -> loss, whichever API the version has."""
+    import inspect
+
+    def first(out):
+        return out[0] if isinstance(out, (tuple, list)) else getattr(out, "loss", out)
+
+    try:
+        from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy as fn
+    except ImportError:
+        fn = None
+    if fn is not None:
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if "accum_dtype" in params:
+            return (lambda e, c, t: first(fn(e, c, t, accum_dtype=torch.float32)),
+                    "liger_fused_linear_cross_entropy(..., accum_dtype=torch.float32)")
+        return lambda e, c, t: first(fn(e, c, t)), "liger_fused_linear_cross_entropy (no accum_dtype in this version)"
+
+    try:
+        from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction as cls
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) == "liger_kernel"
+        return None, ("liger_kernel not installed: skipped" if missing
+                      else "liger_kernel failed to import (%s): skipped" % exc)
+    # Function.apply takes positional arguments only: fill forward's defaults, set accum_dtype.
+    try:
+        names = list(inspect.signature(cls.forward).parameters.values())[1:]  # without ctx
+    except (TypeError, ValueError):
+        names = []
+    if names and "accum_dtype" in [p.name for p in names]:
+        defaults = []
+        for p in names[3:]:
+            if p.default is inspect.Parameter.empty:
+                return lambda e, c, t: first(cls.apply(e, c, t)), "LigerFusedLinearCrossEntropyFunction.apply"
+            defaults.append(torch.float32 if p.name == "accum_dtype" else p.default)
+        return (lambda e, c, t: first(cls.apply(e, c, t, *defaults)),
+                "LigerFusedLinearCrossEntropyFunction.apply(..., accum_dtype=torch.float32)")
+    return lambda e, c, t: first(cls.apply(e, c, t)), "LigerFusedLinearCrossEntropyFunction.apply (no accum_dtype)"
+
+
+def make_case_function(torch, F, funcs, impl):
+    f = funcs[impl]
+    if f == "compile":
+        import torch._dynamo
+        torch._dynamo.reset()  # a fresh compile per case: no recompile limit across shapes and modes
+
+        def loss_fn(e, c, t):
+            logits = e @ c.T
+            return F.cross_entropy(logits.float(), t)
+
+        return torch.compile(loss_fn)
+    return f
+
+
+def run_case(torch, fn, e, c, t, mode, reps):
+    """Warm-up, one run for memory, then reps timed runs. Returns (real_ms, cpu_ms, peak_bytes, loss, dE, dC)."""
+    grad = mode == "loss_grad"
+    E = e.detach().requires_grad_(grad)
+    C = c.detach().requires_grad_(grad)
+
+    def step():
+        loss = fn(E, C, t)
+        if grad:
+            loss.backward()
+        return loss
+
+    def clear():
+        E.grad = None
+        C.grad = None
+
+    for _ in range(WARMUP):
+        clear()
+        step()
+    clear()
+    torch.cuda.synchronize()
+
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    real_ms, cpu_ms = [], []
+    loss = None
+    for _ in range(reps):
+        clear()
+        loss = None
+        torch.cuda.synchronize()
+        cpu0 = time.process_time()
+        start.record()
+        loss = step()
+        end.record()
+        end.synchronize()
+        cpu_ms.append((time.process_time() - cpu0) * 1e3)
+        real_ms.append(start.elapsed_time(end))
+    loss_value = float(loss.detach().float())
+    return real_ms, cpu_ms, peak, loss_value, E.grad, C.grad
+
+
+def main(argv=None):
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.reps < 1:
+        parser.error("--reps must be >= 1")
+
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        print("peers.py: PyTorch not found: run this on a GPU machine with PyTorch", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not torch.cuda.is_available():
+        print("peers.py: PyTorch %s sees no CUDA device: nothing to time" % torch.__version__, file=sys.stderr)
+        return EXIT_SKIPPED
+
+    missing = missing_inputs(args.inputs, args.shapes)
+    if missing:
+        for _, message in missing:
+            print("peers.py: " + message, file=sys.stderr)
+        print("(bench/run_gpu.sh writes them into $INPUTS, default /tmp/cce-inputs)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    floors = None
+    if args.floor_json:
+        try:
+            floors = load_floors(args.floor_json)
+        except (OSError, ValueError) as exc:
+            print("peers.py: cannot read --floor-json %s: %s" % (args.floor_json, exc), file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if not floors:
+            print("peers.py: note: no cublas_floor/* benchmarks in %s: no floor_ratio" % args.floor_json)
+
+    def log(msg):
+        print(msg, flush=True)
+
+    funcs, skipped_impls = peer_functions(torch, F, log)
+    skipped = []
+    for impl in args.impls:
+        if impl in skipped_impls:
+            log("%s: %s" % (impl, skipped_impls[impl]))
+            skipped.append({"impl": impl, "reason": skipped_impls[impl]})
+
+    context = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "host_name": socket.gethostname(),
+        "executable": "bench/peers.py",
+        "num_cpus": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": package_version("triton", "triton"),
+        "cut_cross_entropy": package_version("cut-cross-entropy", "cut_cross_entropy"),
+        "liger_kernel": package_version("liger-kernel", "liger_kernel"),
+        "cuda": torch.version.cuda,
+        "driver": driver_version(),
+        "commit": git_commit(),
+        "inputs": os.path.abspath(args.inputs),
+        "warmup_runs": WARMUP,
+        "skipped": skipped,
+    }
+    benchmarks = []
+    log("peers.py on %s: torch %s, cut_cross_entropy %s, liger_kernel %s; %d timed runs per case (median)"
+        % (context["gpu"], context["torch"], context["cut_cross_entropy"], context["liger_kernel"], args.reps))
+
+    impls = [i for i in args.impls if i in funcs]
+    family = 0
+    for shape in args.shapes:
+        n, d, v = SHAPES[shape]
+        log("\n== %s: N=%d D=%d V=%d bf16, inputs %s" % (shape, n, d, v, os.path.join(args.inputs, shape)))
+        try:
+            e, c, t = load_inputs(torch, os.path.join(args.inputs, shape), shape)
+        except (OSError, ValueError) as exc:  # unreadable or mismatched files
+            print("peers.py: error: %s" % exc, file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except Exception as exc:
+            if not is_oom(torch, exc):
+                raise
+            log("%s: out of memory loading the inputs: shape skipped" % shape)
+            skipped.append({"shape": shape, "reason": "out of memory loading the inputs"})
+            free_memory(torch)
+            continue
+
+        ref = None
+        try:
+            ref = compute_reference(torch, F, e, c, t)
+        except Exception as exc:
+            if not is_oom(torch, exc):
+                raise
+            log("%s: the fp32 reference ran out of memory: no accuracy counters at this shape" % shape)
+            free_memory(torch)
+
+        for mode in args.modes:
+            for impl in impls:
+                run_name = "%s/%s/%s" % (impl, mode, shape)
+                fn = None
+                try:
+                    fn = make_case_function(torch, F, funcs, impl)
+                    real_ms, cpu_ms, peak, loss, de, dc = run_case(torch, fn, e, c, t, mode, args.reps)
+                    flops = gemm_flops(impl, mode, shape)
+                    counters = {"peak_MB": peak / 1e6, "TFLOPs": [flops / (ms * 1e-3) / 1e12 for ms in real_ms]}
+                    if ref is not None:
+                        counters["loss_rel_err"] = abs(loss - ref.loss) / abs(ref.loss)
+                        if mode == "loss_grad":
+                            if de is None or dc is None:
+                                raise RuntimeError("loss.backward() left E.grad or C.grad empty")
+                            counters["dE_rel_err"] = rel_l2(torch, de, ref.de)
+                            counters["dC_rel_err"] = rel_l2(torch, dc, ref.dc)
+                    del de, dc
+                    floor = (floors or {}).get("cublas_floor/%s/%s" % (mode, shape))
+                    if floor:
+                        counters["floor_ratio"] = [ms / floor for ms in real_ms]
+                    elif floors is not None:
+                        log("%s: no cublas_floor/%s/%s in %s: no floor_ratio" % (run_name, mode, shape,
+                                                                                  args.floor_json))
+                    benchmarks.extend(aggregate_entries(run_name, real_ms, cpu_ms, counters, family))
+                    family += 1
+                    med = statistics.median(real_ms)
+                    log("%-36s %9.3f ms  peak %9.1f MB  loss err %s  dE err %s  dC err %s  floor x%s"
+                        % (run_name, med, peak / 1e6, fmt(counters.get("loss_rel_err"), ".1e"),
+                           fmt(counters.get("dE_rel_err"), ".2e"), fmt(counters.get("dC_rel_err"), ".2e"),
+                           fmt(med / floor if floor else None, ".2f")))
+                except Exception as exc:
+                    if is_oom(torch, exc):
+                        reason = "out of memory"
+                    else:
+                        reason = "failed: %s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                    log("%s: %s: skipped" % (run_name, reason))
+                    skipped.append({"run_name": run_name, "reason": reason})
+                finally:
+                    del fn
+                    free_memory(torch)
+                write_json(args.out, context, benchmarks)  # partial results survive a crash
+        del e, c, t, ref
+        free_memory(torch)
+
+    write_json(args.out, context, benchmarks)
+    log("\nwrote %s (%d cases, %d skipped)" % (args.out, len(benchmarks) // 3, len(skipped)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
