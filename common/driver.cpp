@@ -129,7 +129,8 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
 
   int status = kExitOk;
   if (f.check) {
-    CheckReport report = check_outputs(p, inputs, out, upstream, f.backward);
+    CheckReport report = check_outputs(p, inputs, out, upstream, f.backward, int64_t{1} << 26, 8,
+                                       stage->gradient_tolerance_scale());
     std::printf("  check        %s\n", report.note.c_str());
     for (const auto& c : report.comparisons) {
       std::printf("    %s\n", c.summary().c_str());

@@ -132,7 +132,8 @@ TEST_P(StageVsReference, MatchesReferenceWithPoisonedOutputs) {
     runner.forward();
   HostOutputs out = runner.download();
   // Full comparison: these shapes stay under the sampling threshold.
-  CheckReport report = check_outputs(p, in, out, upstream, c.backward, int64_t{1} << 26);
+  CheckReport report =
+      check_outputs(p, in, out, upstream, c.backward, int64_t{1} << 26, 8, stage->gradient_tolerance_scale());
   EXPECT_EQ(report.note, "full check: every output element");
   for (const auto& cmp : report.comparisons) {
     EXPECT_TRUE(cmp.passed()) << stage->name() << " " << c.name << ": " << cmp.summary()
@@ -222,8 +223,13 @@ TEST_P(StageVsStage01, GemmaShape) {
                                   compare("lse", got.lse, to_double(want.lse), {2e-3, 1e-3})};
   if (backward) {
     auto de_ref = to_double(want.de), dc_ref = to_double(want.dc);
-    cmps.push_back(compare("dE", got.de, de_ref, gradient_tolerance(true, max_abs(de_ref)), p.d));
-    cmps.push_back(compare("dC", got.dc, dc_ref, gradient_tolerance(true, max_abs(dc_ref)), p.d));
+    auto tolerance = [&](const std::vector<double>& ref) {
+      Tolerance t = gradient_tolerance(true, max_abs(ref));
+      const double scale = stage->gradient_tolerance_scale();
+      return Tolerance{t.atol * scale, t.rtol * scale};
+    };
+    cmps.push_back(compare("dE", got.de, de_ref, tolerance(de_ref), p.d));
+    cmps.push_back(compare("dC", got.dc, dc_ref, tolerance(dc_ref), p.d));
   }
   for (const auto& c : cmps) EXPECT_TRUE(c.passed()) << stage->name() << ": " << c.summary();
 }
