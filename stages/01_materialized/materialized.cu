@@ -140,16 +140,22 @@ void MaterializedStage::forward(const DeviceInputs& in, float* loss, float* lse,
   if (reduce && loss_per_token_.size() != static_cast<size_t>(p.n)) loss_per_token_ = DeviceBuffer<float>(p.n);
   gemm_logits(in, logits_.get(), stream);
   float* per_token = reduce ? loss_per_token_.get() : loss;
-  cross_entropy_rows_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
-      logits_.get(), in.targets.get(), p.v, p.ignore_index, p.softcap, lse, per_token);
-  CCE_CHECK_LAUNCH();
+  row_losses(in, logits_.get(), lse, per_token, stream);
   if (reduce) reduce_token_losses(p, per_token, in.targets.get(), loss, stream);
+}
+
+void MaterializedStage::row_losses(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
+                                   cudaStream_t stream) {
+  const Problem& p = in.problem;
+  cross_entropy_rows_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
+      logits, in.targets.get(), p.v, p.ignore_index, p.softcap, lse, loss_per_token);
+  CCE_CHECK_LAUNCH();
 }
 
 void MaterializedStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                                  cudaStream_t stream) {
   const Problem& p = in.problem;
-  if (logits_.size() != static_cast<size_t>(p.n * p.v)) throw InputError("stage 01: backward() before forward()");
+  if (logits_.size() != static_cast<size_t>(p.n * p.v)) throw InputError(name() + ": backward() before forward()");
   if (grad_scale_.size() != static_cast<size_t>(p.n)) grad_scale_ = DeviceBuffer<float>(p.n);
   compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale_.get(), stream);
   // The logits buffer now holds dlogit: a second forward must recompute it.

@@ -30,6 +30,8 @@ void gemm_gradients(const DeviceInputs& in, const void* dlogit, int64_t dlogit_p
 int64_t logits_to_dlogits_in_place(const DeviceInputs& in, float* logits, const float* lse, const float* grad_scale,
                                    cudaStream_t stream);
 
+// Stage 02 derives from this class and replaces only row_losses(): the
+// logits buffer, the backward and the memory stay the same.
 class MaterializedStage : public Stage {
  public:
   std::string name() const override { return "01_materialized"; }
@@ -40,6 +42,12 @@ class MaterializedStage : public Stage {
   void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                 cudaStream_t stream) override;
   void release_workspace() override;
+
+ protected:
+  // LSE_i and loss_i (0 for ignored tokens) from the fp32 logits [N,V].
+  // Stage 01: three passes over each row (max, Σexp, target).
+  virtual void row_losses(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
+                          cudaStream_t stream);
 
  private:
   DeviceBuffer<float> logits_;          // [N,V]; kept from forward to backward

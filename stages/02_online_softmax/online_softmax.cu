@@ -2,7 +2,6 @@
 
 #include "common/check.h"
 #include "common/device_math.cuh"
-#include "common/token_reduction.h"
 #include "stages/01_materialized/materialized.h"
 #include "stages/02_online_softmax/online_softmax.cuh"
 
@@ -54,40 +53,12 @@ __global__ void online_cross_entropy_kernel(const float* __restrict__ logits, co
 
 }  // namespace
 
-std::vector<MemoryItem> OnlineSoftmaxStage::workspace(const Problem& p, bool backward) const {
-  std::vector<MemoryItem> items = {{"logits fp32 [N,V]", static_cast<size_t>(p.n) * p.v * 4}};
-  if (p.reduction != Reduction::kNone) items.push_back({"per-token loss", static_cast<size_t>(p.n) * 4});
-  if (backward) items.push_back({"per-token grad scale", static_cast<size_t>(p.n) * 4});
-  return items;
-}
-
-void OnlineSoftmaxStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
+void OnlineSoftmaxStage::row_losses(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
+                                    cudaStream_t stream) {
   const Problem& p = in.problem;
-  if (logits_.size() != static_cast<size_t>(p.n * p.v)) logits_ = DeviceBuffer<float>(p.n * p.v);
-  const bool reduce = p.reduction != Reduction::kNone;
-  if (reduce && loss_per_token_.size() != static_cast<size_t>(p.n)) loss_per_token_ = DeviceBuffer<float>(p.n);
-  s01::gemm_logits(in, logits_.get(), stream);
-  float* per_token = reduce ? loss_per_token_.get() : loss;
   online_cross_entropy_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
-      logits_.get(), in.targets.get(), p.v, p.ignore_index, p.softcap, lse, per_token);
+      logits, in.targets.get(), p.v, p.ignore_index, p.softcap, lse, loss_per_token);
   CCE_CHECK_LAUNCH();
-  if (reduce) reduce_token_losses(p, per_token, in.targets.get(), loss, stream);
-}
-
-void OnlineSoftmaxStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
-                                  cudaStream_t stream) {
-  const Problem& p = in.problem;
-  if (logits_.size() != static_cast<size_t>(p.n * p.v)) throw InputError("stage 02: backward() before forward()");
-  if (grad_scale_.size() != static_cast<size_t>(p.n)) grad_scale_ = DeviceBuffer<float>(p.n);
-  compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale_.get(), stream);
-  const int64_t pitch = s01::logits_to_dlogits_in_place(in, logits_.get(), lse, grad_scale_.get(), stream);
-  s01::gemm_gradients(in, logits_.get(), pitch, de, dc, stream);
-}
-
-void OnlineSoftmaxStage::release_workspace() {
-  logits_.reset();
-  loss_per_token_.reset();
-  grad_scale_.reset();
 }
 
 std::unique_ptr<Stage> make_stage() { return std::make_unique<OnlineSoftmaxStage>(); }

@@ -3,32 +3,27 @@
 // The logits still come from cuBLAS into an fp32 [N,V] buffer (stage 01's
 // gemm_logits), but each row is read once: every thread folds its share of the
 // row into an OnlineSoftmax state (running max, rescaled running sum), the
-// block merges the states, and the LSE is saved. The backward is stage 01's:
-// it reads the saved LSE and rewrites the logits buffer as dlogit in one pass,
-// then cuBLAS forms dE and dC. No other [N,V] buffer exists.
+// block merges the states, and the LSE is saved. Everything else — the
+// logits buffer, the backward that rewrites it as dlogit in one pass reading
+// the saved LSE, the cuBLAS products for dE and dC — is stage 01's, inherited.
+// No other [N,V] buffer exists.
 #pragma once
 
 #include <memory>
 
-#include "common/stage.h"
+#include "stages/01_materialized/materialized.h"
 
 namespace cce::s02 {
 
-class OnlineSoftmaxStage : public Stage {
+class OnlineSoftmaxStage : public s01::MaterializedStage {
  public:
   std::string name() const override { return "02_online_softmax"; }
   std::string summary() const override { return "one-pass online softmax over the logits, saved LSE"; }
-  bool has_backward() const override { return true; }
-  std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
-  void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override;
-  void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
-                cudaStream_t stream) override;
-  void release_workspace() override;
 
- private:
-  DeviceBuffer<float> logits_;          // [N,V]
-  DeviceBuffer<float> loss_per_token_;  // [N], mean and sum only
-  DeviceBuffer<float> grad_scale_;      // [N], backward
+ protected:
+  // One pass over each row with a running max and sum.
+  void row_losses(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
+                  cudaStream_t stream) override;
 };
 
 std::unique_ptr<Stage> make_stage();
