@@ -31,6 +31,31 @@
 
 namespace cce {
 
+// The two warp-level instructions of the mma.sync paths (stage 03's tile
+// product, stage 06's backward products):
+//   ldmatrix_x4: four 8×8 bf16 sub-tiles from shared memory into the fragment
+//                layout mma expects (transposed on the way with `transpose`);
+//   mma_bf16:    c[16×8] += a[16×16] · b[16×8], bf16 in, fp32 accumulate.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p, bool transpose = false) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  if (transpose)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 // ---------------------------------------------------------------- bf16 path
 struct TileProductBf16 {
   static constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 4, kThreads = 256, kMinBlocksPerSm = 2;
@@ -186,20 +211,6 @@ struct TileProductBf16 {
     }
   }
 
-  __device__ __forceinline__ static void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p) {
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-  }
-
-  __device__ __forceinline__ static void mma_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
 };
 
 // ---------------------------------------------------------------- fp32 path

@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "stages/03_fused_gemm_ce/tile_product.cuh"  // ldmatrix_x4, mma_bf16
+
 namespace cce {
 
 // Adds (x, y) into dst[0], dst[1]: one vector atomic when the address allows.
@@ -153,26 +155,6 @@ struct BackwardProductsBf16 {
         for (int j = 0; j < 8; ++j) out[j] = (in_rows && k + j < d) ? src[row * d + k + j] : __float2bfloat16(0.0f);
       }
     }
-  }
-
-  __device__ __forceinline__ static void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* p, bool transpose) {
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-    if (transpose)
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                   : "r"(addr));
-    else
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                   : "r"(addr));
-  }
-
-  __device__ __forceinline__ static void mma_bf16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
 };
 
