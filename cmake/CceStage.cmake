@@ -1,4 +1,4 @@
-# cce_add_stage(NN name SOURCES file.cu ... [BACKWARD] [WGMMA] [USES NN_name ...] [CHECK_ARGS ...])
+# cce_add_stage(NN name SOURCES file.cu ... [BACKWARD] [USES NN_name ...] [CHECK_ARGS ...])
 #
 # Adds one stage of stages/NN_name/:
 #   - stageNN_name_lib: the stage's kernels (the GPU tests and benchmarks link it),
@@ -9,22 +9,14 @@
 #   - an entry in the stage table (cce_stage_table) that tests and benchmarks loop over.
 # BACKWARD: the stage has a backward, so the checks also compare dE and dC.
 # USES: earlier stages whose building blocks this one includes (linked, never copied).
-# WGMMA: the stage has Hopper wgmma kernels; when the architectures include 90,
-#   its library is built for sm_90a instead (wgmma exists only there) and gets
-#   CCE_HAVE_WGMMA. Its other architectures are unchanged.
+# (The tile engine in common/tile/ comes with cce_common.)
 function(cce_add_stage number name)
-  cmake_parse_arguments(ARG "BACKWARD;WGMMA" "" "SOURCES;USES;CHECK_ARGS" ${ARGN})
+  cmake_parse_arguments(ARG "BACKWARD" "" "SOURCES;USES;CHECK_ARGS" ${ARGN})
   set(stage stage${number}_${name})
   set(dir ${CMAKE_CURRENT_SOURCE_DIR}/${number}_${name})
   list(TRANSFORM ARG_SOURCES PREPEND ${dir}/)
   add_library(${stage}_lib STATIC ${ARG_SOURCES})
   target_link_libraries(${stage}_lib PUBLIC cce_common)
-  if(ARG_WGMMA AND "90" IN_LIST CMAKE_CUDA_ARCHITECTURES)
-    set(archs ${CMAKE_CUDA_ARCHITECTURES})
-    list(TRANSFORM archs REPLACE "^90$" "90a")
-    set_target_properties(${stage}_lib PROPERTIES CUDA_ARCHITECTURES "${archs}")
-    target_compile_definitions(${stage}_lib PRIVATE CCE_HAVE_WGMMA=1)
-  endif()
   foreach(used IN LISTS ARG_USES)
     target_link_libraries(${stage}_lib PUBLIC stage${used}_lib)
   endforeach()

@@ -26,6 +26,44 @@ DeviceInputs DeviceInputs::upload(const Problem& problem, const HostInputs& inpu
   return d;
 }
 
+void ForwardOnlyStage::backward(const DeviceInputs&, const float*, const float*, void*, void*, cudaStream_t) {
+  throw InputError("stage " + name() + " computes the forward only (the fused backward comes in stage 06)");
+}
+
+namespace {
+
+class PartsStage : public Stage {
+ public:
+  explicit PartsStage(const StageParts& parts) : parts_(parts) {}
+  std::string name() const override { return parts_.name; }
+  std::string summary() const override { return parts_.summary; }
+  bool has_backward() const override { return parts_.backward != nullptr; }
+  std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override {
+    return parts_.workspace(problem, backward);
+  }
+  void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override {
+    last_ = in.problem;
+    parts_.forward(in, scratch_, loss, lse, stream);
+  }
+  void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
+                cudaStream_t stream) override {
+    if (parts_.backward == nullptr)
+      throw InputError("stage " + name() + " computes the forward only (the fused backward comes in stage 06)");
+    parts_.backward(in, scratch_, lse, upstream, de, dc, stream);
+  }
+  std::vector<std::string> report_lines() const override {
+    return parts_.report != nullptr && last_.n > 0 ? parts_.report(last_) : std::vector<std::string>{};
+  }
+
+ private:
+  StageParts parts_;
+  Problem last_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_stage_from(const StageParts& parts) { return std::make_unique<PartsStage>(parts); }
+
 std::vector<MemoryItem> output_memory(const Problem& p, bool backward) {
   size_t per_token = p.reduction == Reduction::kNone ? static_cast<size_t>(p.n) : 1;
   std::vector<MemoryItem> items = {{"loss", per_token * 4}, {"LSE", static_cast<size_t>(p.n) * 4}};

@@ -20,6 +20,7 @@
 #include "common/host_data.h"
 #include "common/options.h"
 #include "common/problem.h"
+#include "common/scratch.h"
 
 namespace cce {
 
@@ -33,9 +34,6 @@ struct DeviceInputs {
   static DeviceInputs upload(const Problem& problem, const HostInputs& inputs);
   size_t bytes() const { return e.bytes() + c.bytes() + targets.bytes(); }
 };
-
-// One named block of device memory in a stage's memory model.
-using MemoryItem = std::pair<std::string, size_t>;
 
 class Stage {
  public:
@@ -66,10 +64,39 @@ class Stage {
   // (its own test holds it to the derived bound, tests/gpu/test_filter_bound.cpp).
   virtual double gradient_tolerance_scale() const { return 1.0; }
   // Releases scratch kept between calls (e.g. stage 01's logits).
-  virtual void release_workspace() {}
+  virtual void release_workspace() { scratch_.release(); }
+
+ protected:
+  // The stage's scratch, allocated from the items its workspace() reports.
+  Scratch scratch_;
+};
+
+// A stage that computes the loss and LSE only: the drivers refuse --backward
+// for it, and backward() is never reached (it throws if it is).
+class ForwardOnlyStage : public Stage {
+ public:
+  bool has_backward() const final { return false; }
+  void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
+                cudaStream_t stream) final;
 };
 
 using StageFactory = std::unique_ptr<Stage> (*)();
+
+// Most stages are a few free functions; this makes a Stage of them, so that
+// a stage folder holds its kernels and functions, not interface plumbing.
+// Stages with flags of their own derive from Stage (or ForwardOnlyStage).
+struct StageParts {
+  const char* name;     // "01_materialized"
+  const char* summary;  // what is new, one line
+  std::vector<MemoryItem> (*workspace)(const Problem& problem, bool backward);
+  void (*forward)(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, cudaStream_t stream);
+  // Null for a forward-only stage.
+  void (*backward)(const DeviceInputs& in, Scratch& scratch, const float* lse, const float* upstream, void* de,
+                   void* dc, cudaStream_t stream) = nullptr;
+  // Report lines for a problem the stage has run (optional).
+  std::vector<std::string> (*report)(const Problem& problem) = nullptr;
+};
+std::unique_ptr<Stage> make_stage_from(const StageParts& parts);
 
 // Bytes of the caller-owned outputs: loss, LSE, upstream, and dE + dC with backward.
 std::vector<MemoryItem> output_memory(const Problem& problem, bool backward);

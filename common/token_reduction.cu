@@ -74,6 +74,20 @@ void reduce_token_losses(const Problem& p, const float* loss_per_token, const in
   CCE_CHECK_LAUNCH();
 }
 
+std::vector<MemoryItem> per_token_loss_scratch(const Problem& p) {
+  if (p.reduction == Reduction::kNone) return {};
+  return {{"per-token loss", static_cast<size_t>(p.n) * sizeof(float)}};
+}
+
+float* per_token_loss_buffer(const Problem& p, float* loss, const Scratch& scratch) {
+  return p.reduction == Reduction::kNone ? loss : scratch.get<float>("per-token loss");
+}
+
+void finish_loss(const Problem& p, const float* loss_per_token, const int64_t* targets, float* loss,
+                 cudaStream_t stream) {
+  if (p.reduction != Reduction::kNone) reduce_token_losses(p, loss_per_token, targets, loss, stream);
+}
+
 void compute_token_grad_scale(const Problem& p, const int64_t* targets, const float* upstream, float* grad_scale,
                               cudaStream_t stream) {
   token_grad_scale_kernel<<<1, kThreads, 0, stream>>>(targets, p.n, p.ignore_index, static_cast<int>(p.reduction),

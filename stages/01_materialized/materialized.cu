@@ -126,49 +126,52 @@ int64_t logits_to_dlogits_in_place(const DeviceInputs& in, float* logits, const 
   return 2 * p.v;
 }
 
-std::vector<MemoryItem> MaterializedStage::workspace(const Problem& p, bool backward) const {
+std::vector<MemoryItem> materialized_scratch(const Problem& p, bool backward) {
   std::vector<MemoryItem> items = {{"logits fp32 [N,V]", static_cast<size_t>(p.n) * p.v * 4}};
-  if (p.reduction != Reduction::kNone) items.push_back({"per-token loss", static_cast<size_t>(p.n) * 4});
+  items = concat(items, per_token_loss_scratch(p));
   if (backward) items.push_back({"per-token grad scale", static_cast<size_t>(p.n) * 4});
   return items;
 }
 
-void MaterializedStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
-  const Problem& p = in.problem;
-  if (logits_.size() != static_cast<size_t>(p.n * p.v)) logits_ = DeviceBuffer<float>(p.n * p.v);
-  const bool reduce = p.reduction != Reduction::kNone;
-  if (reduce && loss_per_token_.size() != static_cast<size_t>(p.n)) loss_per_token_ = DeviceBuffer<float>(p.n);
-  gemm_logits(in, logits_.get(), stream);
-  float* per_token = reduce ? loss_per_token_.get() : loss;
-  row_losses(in, logits_.get(), lse, per_token, stream);
-  if (reduce) reduce_token_losses(p, per_token, in.targets.get(), loss, stream);
-}
-
-void MaterializedStage::row_losses(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
-                                   cudaStream_t stream) {
+void cross_entropy_rows(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
+                        cudaStream_t stream) {
   const Problem& p = in.problem;
   cross_entropy_rows_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
       logits, in.targets.get(), p.v, p.ignore_index, p.softcap, lse, loss_per_token);
   CCE_CHECK_LAUNCH();
 }
 
-void MaterializedStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
-                                 cudaStream_t stream) {
+void backward_through_logits(const DeviceInputs& in, Scratch& scratch, const float* lse, const float* upstream,
+                             void* de, void* dc, cudaStream_t stream) {
   const Problem& p = in.problem;
-  if (logits_.size() != static_cast<size_t>(p.n * p.v)) throw InputError(name() + ": backward() before forward()");
-  if (grad_scale_.size() != static_cast<size_t>(p.n)) grad_scale_ = DeviceBuffer<float>(p.n);
-  compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale_.get(), stream);
+  if (!scratch.has("logits fp32 [N,V]")) throw InputError("backward() before forward()");
+  scratch.allocate(materialized_scratch(p, true));
+  float* logits = scratch.get<float>("logits fp32 [N,V]");
+  float* grad_scale = scratch.get<float>("per-token grad scale");
+  compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
   // The logits buffer now holds dlogit: a second forward must recompute it.
-  int64_t pitch = logits_to_dlogits_in_place(in, logits_.get(), lse, grad_scale_.get(), stream);
-  gemm_gradients(in, logits_.get(), pitch, de, dc, stream);
+  const int64_t pitch = logits_to_dlogits_in_place(in, logits, lse, grad_scale, stream);
+  gemm_gradients(in, logits, pitch, de, dc, stream);
 }
 
-void MaterializedStage::release_workspace() {
-  logits_.reset();
-  loss_per_token_.reset();
-  grad_scale_.reset();
+void forward_through_logits(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, RowLosses rows,
+                            cudaStream_t stream) {
+  const Problem& p = in.problem;
+  scratch.allocate(materialized_scratch(p, false));
+  float* logits = scratch.get<float>("logits fp32 [N,V]");
+  gemm_logits(in, logits, stream);
+  float* per_token = per_token_loss_buffer(p, loss, scratch);
+  rows(in, logits, lse, per_token, stream);
+  finish_loss(p, per_token, in.targets.get(), loss, stream);
 }
 
-std::unique_ptr<Stage> make_stage() { return std::make_unique<MaterializedStage>(); }
+void forward(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, cudaStream_t stream) {
+  forward_through_logits(in, scratch, loss, lse, cross_entropy_rows, stream);
+}
+
+std::unique_ptr<Stage> make_stage() {
+  return make_stage_from({"01_materialized", "cuBLAS logits [N,V] in fp32, softmax CE, backward through the logits",
+                          materialized_scratch, forward, backward_through_logits});
+}
 
 }  // namespace cce::s01

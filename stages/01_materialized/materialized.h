@@ -5,7 +5,8 @@
 // Backward: dlogit = g_i·(softmax − onehot)·softcap' written over that buffer,
 //           then dE = dlogit·C and dC = dlogitᵀ·E with cuBLAS.
 //
-// The cuBLAS calls are building blocks stage 02 reuses.
+// Uses: common/ (cuBLAS handle, token reduction). The cuBLAS calls, the
+// scratch and the backward are building blocks stage 02 reuses.
 #pragma once
 
 #include <memory>
@@ -30,30 +31,28 @@ void gemm_gradients(const DeviceInputs& in, const void* dlogit, int64_t dlogit_p
 int64_t logits_to_dlogits_in_place(const DeviceInputs& in, float* logits, const float* lse, const float* grad_scale,
                                    cudaStream_t stream);
 
-// Stage 02 derives from this class and replaces only row_losses(): the
-// logits buffer, the backward and the memory stay the same.
-class MaterializedStage : public Stage {
- public:
-  std::string name() const override { return "01_materialized"; }
-  std::string summary() const override { return "cuBLAS logits [N,V] in fp32, softmax CE, backward through the logits"; }
-  bool has_backward() const override { return true; }
-  std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
-  void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override;
-  void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
-                cudaStream_t stream) override;
-  void release_workspace() override;
+// The scratch of this stage and of stage 02: the fp32 logits [N,V] (kept
+// from forward to backward), the per-token losses (mean, sum) and, with a
+// backward, the per-token grad scale.
+std::vector<MemoryItem> materialized_scratch(const Problem& problem, bool backward);
 
- protected:
-  // LSE_i and loss_i (0 for ignored tokens) from the fp32 logits [N,V].
-  // Stage 01: three passes over each row (max, Σexp, target).
-  virtual void row_losses(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
-                          cudaStream_t stream);
+// LSE_i and loss_i (0 for ignored tokens) from the fp32 logits [N,V]: three
+// passes over each row (max, Σexp, target). Stage 02 does it in one.
+void cross_entropy_rows(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
+                        cudaStream_t stream);
 
- private:
-  DeviceBuffer<float> logits_;          // [N,V]; kept from forward to backward
-  DeviceBuffer<float> loss_per_token_;  // [N], mean and sum only
-  DeviceBuffer<float> grad_scale_;      // [N], backward
-};
+// The forward of stages 01 and 02: the logits with cuBLAS into the scratch,
+// then `rows` (this stage's cross_entropy_rows, or stage 02's one-pass
+// kernel), then the reduction of the per-token losses.
+using RowLosses = void (*)(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
+                           cudaStream_t stream);
+void forward_through_logits(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, RowLosses rows,
+                            cudaStream_t stream);
+
+// The backward of stages 01 and 02: dlogit over the logits buffer, then the
+// two cuBLAS products. The scratch holds the forward's logits.
+void backward_through_logits(const DeviceInputs& in, Scratch& scratch, const float* lse, const float* upstream,
+                             void* de, void* dc, cudaStream_t stream);
 
 std::unique_ptr<Stage> make_stage();
 

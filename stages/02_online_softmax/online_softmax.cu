@@ -53,14 +53,21 @@ __global__ void online_cross_entropy_kernel(const float* __restrict__ logits, co
 
 }  // namespace
 
-void OnlineSoftmaxStage::row_losses(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
-                                    cudaStream_t stream) {
+void online_cross_entropy_rows(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
+                               cudaStream_t stream) {
   const Problem& p = in.problem;
   online_cross_entropy_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
       logits, in.targets.get(), p.v, p.ignore_index, p.softcap, lse, loss_per_token);
   CCE_CHECK_LAUNCH();
 }
 
-std::unique_ptr<Stage> make_stage() { return std::make_unique<OnlineSoftmaxStage>(); }
+void forward(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, cudaStream_t stream) {
+  s01::forward_through_logits(in, scratch, loss, lse, online_cross_entropy_rows, stream);
+}
+
+std::unique_ptr<Stage> make_stage() {
+  return make_stage_from({"02_online_softmax", "one-pass online softmax over the logits, saved LSE",
+                          s01::materialized_scratch, forward, s01::backward_through_logits});
+}
 
 }  // namespace cce::s02

@@ -1,53 +1,57 @@
 #include "stages/03_fused_gemm_ce/fused_gemm_ce.h"
 
-#include <algorithm>
-#include <type_traits>
 #include <cstdio>
 
 #include "common/check.h"
+#include "common/tile/launch.cuh"
 #include "common/token_reduction.h"
-#include "stages/03_fused_gemm_ce/fused_ce.cuh"
-#include "stages/03_fused_gemm_ce/tile_dispatch.cuh"
+#include "stages/03_fused_gemm_ce/online_fold.cuh"
 
 namespace cce::s03 {
 namespace {
 
-// Grid: (token block, vocabulary range). Each block leaves, per row, the
-// (max, sum) of its range in partial[range·N + row].
-template <class Tile, typename T, bool kAligned>
-__global__ void __launch_bounds__(256, Tile::kMinBlocksPerSm) fused_lse_kernel(const T* __restrict__ e, const T* __restrict__ c,
-                                                        const int64_t* __restrict__ targets, int64_t n, int64_t d,
-                                                        int64_t v, float softcap, int64_t tiles_per_split,
-                                                        float2* __restrict__ partial,
-                                                        float* __restrict__ target_logit) {
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  RowStates<Tile> states(shared_bytes + Tile::kSharedBytes);
+struct SplitLseParams {
+  const int64_t* targets;
+  int64_t n, v;
+  float softcap;
+  float2* partial;      // [ranges·N]: (max, sum) of row i over range r at r·N + i
+  float* target_logit;  // [N], or null: LSE only
+};
 
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * Tile::kBM;
-  const int64_t vocab_tiles = (v + Tile::kBN - 1) / Tile::kBN;
-  const int64_t tile_begin = blockIdx.y * tiles_per_split;
-  const int64_t tile_end = min(vocab_tiles, tile_begin + tiles_per_split);
-  states.init(target_logit != nullptr ? targets : nullptr, row0, n);
+// The epilogue: begin a unit with empty row states, fold each tile, leave
+// the unit's (max, sum) per row in `partial`.
+template <class Frag>
+struct SplitLseEpilogue {
+  using Params = SplitLseParams;
+  static constexpr size_t kSharedBytes = RowStates<Frag>::kSharedBytes;
+  Params p;
+  RowStates<Frag> states;
 
-  Tile tile;
-  tile.template for_each_tile<kAligned>(e, n, row0, c, v, tile_begin, tile_end, d, shared_bytes, [&](int64_t col0) {
-    fold_tile_into_rows(tile, states, row0, col0, v, softcap, target_logit);
-  });
-  const OnlineSoftmax row_state = merge_row_states(states);
-  const int64_t row = row0 + threadIdx.x;
-  if (threadIdx.x < Tile::kBM && row < n) partial[blockIdx.y * n + row] = make_float2(row_state.max, row_state.sum);
-}
+  __device__ SplitLseEpilogue(const Params& params, unsigned char* shared) : p(params), states(shared) {}
+  __device__ void begin(const Unit& unit) {
+    states.init(p.target_logit != nullptr ? p.targets : nullptr, unit.token_block * Frag::kBM, p.n);
+  }
+  __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
+    fold_tile_into_rows(frag, states, unit.token_block * Frag::kBM, col0, p.v, p.softcap, p.target_logit);
+  }
+  __device__ void end(const Unit& unit) {
+    const OnlineSoftmax state = merge_row_states(states);
+    const int tile_row = merged_row<Frag>();
+    const int64_t row = unit.token_block * Frag::kBM + tile_row;
+    if (tile_row >= 0 && row < p.n) p.partial[unit.range * p.n + row] = make_float2(state.max, state.sum);
+  }
+};
 
-// One thread per row: merge the S range states into the LSE; loss = LSE − z_t.
-__global__ void merge_splits_kernel(const float2* __restrict__ partial, const float* __restrict__ target_logit,
-                                    const int64_t* __restrict__ targets, int64_t n, int64_t splits,
+// One thread per row: merge the ranges' states into the LSE; loss = LSE − z_t.
+__global__ void merge_ranges_kernel(const float2* __restrict__ partial, const float* __restrict__ target_logit,
+                                    const int64_t* __restrict__ targets, int64_t n, int64_t ranges,
                                     int64_t ignore_index, float* __restrict__ lse, float* __restrict__ loss_per_token) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= n) return;
   OnlineSoftmax state;
-  for (int64_t s = 0; s < splits; ++s) {
-    const float2 p = partial[s * n + row];
-    state.merge(OnlineSoftmax{p.x, p.y});
+  for (int64_t r = 0; r < ranges; ++r) {
+    const float2 pair = partial[r * n + row];
+    state.merge(OnlineSoftmax{pair.x, pair.y});
   }
   const float row_lse = state.lse();
   lse[row] = row_lse;
@@ -55,117 +59,71 @@ __global__ void merge_splits_kernel(const float2* __restrict__ partial, const fl
     loss_per_token[row] = targets[row] == ignore_index ? 0.0f : row_lse - target_logit[row];
 }
 
-template <class Tile>
-constexpr size_t kernel_shared_bytes() {
-  return Tile::kSharedBytes + RowStates<Tile>::kSharedBytes;
-}
-
-template <class Tile, typename T, bool kAligned>
-auto prepared_kernel() {
-  auto kernel = fused_lse_kernel<Tile, T, kAligned>;
-  CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(kernel_shared_bytes<Tile>())));
-  return kernel;
-}
-
 }  // namespace
 
-VocabSplit plan_vocab_split(const Problem& p, int64_t splits) {
-  // Without a device (the tour's memory table on a CPU-only machine) the plan
-  // assumes an H100: 132 multiprocessors, 2 resident blocks each.
-  const bool have_device = cuda_device_available();
-  int device = 0, sms = 132, per_sm = 2;
-  VocabSplit s;
-  s.path = static_cast<int>(choose_tile_path(p, have_device));
-  dispatch_tile_path(choose_tile_path(p, have_device), [&](auto tile, auto zero, auto aligned) {
-    using Tile = decltype(tile);
-    s.token_blocks = (p.n + Tile::kBM - 1) / Tile::kBM;
-    s.vocab_tiles = (p.v + Tile::kBN - 1) / Tile::kBN;
-    if (have_device) {
-      CCE_CUDA_CHECK(cudaGetDevice(&device));
-      CCE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-      auto kernel = prepared_kernel<Tile, decltype(zero), decltype(aligned)::value>();
-      CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Tile::kThreads,
-                                                                   kernel_shared_bytes<Tile>()));
-      per_sm = std::max(per_sm, 1);
-    }
-  });
-  // As many vocabulary ranges as fill one wave of resident blocks: more would
-  // leave a partial second wave, fewer would leave multiprocessors idle.
-  const int64_t resident = static_cast<int64_t>(sms) * per_sm;
-  s.splits = std::clamp<int64_t>(splits > 0 ? splits : resident / s.token_blocks, 1, s.vocab_tiles);
-  s.tiles_per_split = (s.vocab_tiles + s.splits - 1) / s.splits;
-  s.splits = (s.vocab_tiles + s.tiles_per_split - 1) / s.tiles_per_split;  // no empty range
-  return s;
+FusedPlan plan_fused(const Problem& p, int64_t requested_ranges) {
+  FusedPlan plan;
+  plan.path = choose_forward_path(p);
+  UnitPolicy policy;
+  policy.ranges = requested_ranges;
+  policy.fill_wave = true;
+  policy.max_ranges = 64;  // the partials take ranges·N·8 bytes
+  plan.units = plan_tile_units(p, plan.path, policy);
+  return plan;
 }
 
-std::string describe_path(const VocabSplit& split) { return to_string(static_cast<TilePath>(split.path)); }
+std::vector<MemoryItem> fused_lse_scratch(const Problem& p, const FusedPlan& plan, bool with_loss) {
+  std::vector<MemoryItem> items = {
+      {"range (max, sum) S*N", static_cast<size_t>(plan.units.ranges * p.n) * sizeof(float2)}};
+  if (with_loss) items.push_back({"target logit", static_cast<size_t>(p.n) * sizeof(float)});
+  return items;
+}
 
-void fused_lse_and_loss(const DeviceInputs& in, const VocabSplit& split, float2* partial, float* target_logit,
-                        float* lse, float* loss_per_token, cudaStream_t stream) {
+void fused_lse(const DeviceInputs& in, const FusedPlan& plan, const Scratch& scratch, float* lse,
+               float* loss_per_token, cudaStream_t stream) {
   const Problem& p = in.problem;
-  dispatch_tile_path(static_cast<TilePath>(split.path), [&](auto tile, auto zero, auto aligned) {
-    using Tile = decltype(tile);
-    using T = decltype(zero);
-    auto kernel = prepared_kernel<Tile, T, decltype(aligned)::value>();
-    const dim3 grid(static_cast<unsigned>(split.token_blocks), static_cast<unsigned>(split.splits));
-    kernel<<<grid, Tile::kThreads, kernel_shared_bytes<Tile>(), stream>>>(
-        reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()), in.targets.get(), p.n, p.d,
-        p.v, p.softcap, split.tiles_per_split, partial, target_logit);
-    CCE_CHECK_LAUNCH();
-  });
+  SplitLseParams params{in.targets.get(), p.n, p.v, p.softcap, scratch.get<float2>("range (max, sum) S*N"),
+                        loss_per_token != nullptr ? scratch.get<float>("target logit") : nullptr};
+  launch_tile_units<SplitLseEpilogue>(in, plan.path, plan.units, params, stream);
   constexpr int kThreads = 256;
-  merge_splits_kernel<<<static_cast<unsigned>((p.n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      partial, target_logit, in.targets.get(), p.n, split.splits, p.ignore_index, lse, loss_per_token);
+  merge_ranges_kernel<<<static_cast<unsigned>((p.n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      params.partial, params.target_logit, in.targets.get(), p.n, plan.units.ranges, p.ignore_index, lse,
+      loss_per_token);
   CCE_CHECK_LAUNCH();
 }
 
+std::string describe_plan(const FusedPlan& plan) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%lld token blocks x %lld vocabulary ranges of %lld tiles on %lld blocks; %s",
+                static_cast<long long>(plan.units.token_blocks), static_cast<long long>(plan.units.ranges),
+                static_cast<long long>(plan.units.tiles_per_range), static_cast<long long>(plan.units.grid),
+                to_string(plan.path));
+  return buf;
+}
+
 void FusedGemmCeStage::add_options(OptionParser& parser) {
-  parser.add_int("vocab-splits", &requested_splits_,
-                 "vocabulary ranges per token block: 0 = fill one wave of the GPU, 1 = plain 1D grid");
+  parser.add_int("vocab-splits", &requested_ranges_,
+                 "vocabulary ranges per token block: 0 = the tile engine's choice, 1 = plain 1D grid");
 }
 
 void FusedGemmCeStage::validate_options() const {
-  if (requested_splits_ < 0) throw InputError("--vocab-splits must be >= 0");
+  if (requested_ranges_ < 0) throw InputError("--vocab-splits must be >= 0");
 }
 
 std::vector<MemoryItem> FusedGemmCeStage::workspace(const Problem& p, bool) const {
-  const VocabSplit s = plan_vocab_split(p, requested_splits_);
-  std::vector<MemoryItem> items = {{"range (max, sum) S*N", static_cast<size_t>(s.splits * p.n) * sizeof(float2)},
-                                   {"target logit", static_cast<size_t>(p.n) * 4}};
-  if (p.reduction != Reduction::kNone) items.push_back({"per-token loss", static_cast<size_t>(p.n) * 4});
-  return items;
+  return concat(fused_lse_scratch(p, plan_fused(p, requested_ranges_), true), per_token_loss_scratch(p));
 }
 
 void FusedGemmCeStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
   const Problem& p = in.problem;
-  split_ = plan_vocab_split(p, requested_splits_);
-  if (partial_.size() != static_cast<size_t>(split_.splits * p.n)) partial_ = DeviceBuffer<float2>(split_.splits * p.n);
-  if (target_logit_.size() != static_cast<size_t>(p.n)) target_logit_ = DeviceBuffer<float>(p.n);
-  const bool reduce = p.reduction != Reduction::kNone;
-  if (reduce && loss_per_token_.size() != static_cast<size_t>(p.n)) loss_per_token_ = DeviceBuffer<float>(p.n);
-  float* per_token = reduce ? loss_per_token_.get() : loss;
-  fused_lse_and_loss(in, split_, partial_.get(), target_logit_.get(), lse, per_token, stream);
-  if (reduce) reduce_token_losses(p, per_token, in.targets.get(), loss, stream);
+  plan_ = plan_fused(p, requested_ranges_);
+  scratch_.allocate(workspace(p, false));
+  float* per_token = per_token_loss_buffer(p, loss, scratch_);
+  fused_lse(in, plan_, scratch_, lse, per_token, stream);
+  finish_loss(p, per_token, in.targets.get(), loss, stream);
 }
 
-void FusedGemmCeStage::backward(const DeviceInputs&, const float*, const float*, void*, void*, cudaStream_t) {
-  throw InputError("stage 03 computes the forward only; the fused backward comes in stage 06");
-}
-
-std::vector<std::string> FusedGemmCeStage::report_lines() const {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "grid         %lld token blocks x %lld vocabulary ranges of %lld tiles; %s",
-                static_cast<long long>(split_.token_blocks), static_cast<long long>(split_.splits),
-                static_cast<long long>(split_.tiles_per_split), describe_path(split_).c_str());
-  return {buf};
-}
-
-void FusedGemmCeStage::release_workspace() {
-  partial_.reset();
-  target_logit_.reset();
-  loss_per_token_.reset();
-}
+std::vector<std::string> FusedGemmCeStage::report_lines() const { return {"grid         " + describe_plan(plan_)}; }
 
 std::unique_ptr<Stage> make_stage() { return std::make_unique<FusedGemmCeStage>(); }
 

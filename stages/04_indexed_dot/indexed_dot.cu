@@ -9,16 +9,12 @@
 
 #include "common/check.h"
 #include "common/device_math.cuh"
-#include "common/driver.h"
-#include "common/timer.h"
 #include "common/token_reduction.h"
 
 namespace cce::s04 {
 namespace {
 
 constexpr int kFinalizeThreads = 256;
-constexpr int kCompareIters = 20;
-constexpr int kCompareWarmup = 2;
 constexpr int64_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y
 
 // kVec consecutive elements moved by one load instruction (16 bytes at most).
@@ -175,127 +171,35 @@ void finalize_token_loss(const Problem& p, const int64_t* targets, const float* 
 }
 
 std::vector<MemoryItem> IndexedDotStage::workspace(const Problem& p, bool) const {
-  const s03::VocabSplit s = s03::plan_vocab_split(p);
-  std::vector<MemoryItem> items = {{"range (max, sum) S*N", static_cast<size_t>(s.splits * p.n) * sizeof(float2)},
-                                   {"target dot", static_cast<size_t>(p.n) * 4}};
-  if (p.reduction != Reduction::kNone) items.push_back({"per-token loss", static_cast<size_t>(p.n) * 4});
-  return items;
+  return concat(concat(s03::fused_lse_scratch(p, s03::plan_fused(p), false), dot_scratch(p)), per_token_loss_scratch(p));
 }
+
+std::vector<MemoryItem> dot_scratch(const Problem& p) { return {{"target dot", static_cast<size_t>(p.n) * 4}}; }
 
 void IndexedDotStage::add_options(OptionParser& parser) {
   parser.add_string("variant", &variant_text_,
                     "indexed dot: 2d (token blocks x D slices, atomics) or 1d (a warp per token over all of D)");
-  parser.add_flag("compare-variants", &compare_variants_,
-                  "time both indexed-dot kernels alone (median of 20) and compare their results");
 }
 
 void IndexedDotStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
   const Problem& p = in.problem;
   variant_ = parse_dot_variant(variant_text_);
-  problem_ = p;
-  if (sms_ == 0) {
-    int device = 0;
-    CCE_CUDA_CHECK(cudaGetDevice(&device));
-    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
-  }
-  split_ = s03::plan_vocab_split(p);
-  if (partial_.size() != static_cast<size_t>(split_.splits * p.n)) partial_ = DeviceBuffer<float2>(split_.splits * p.n);
-  if (dot_.size() != static_cast<size_t>(p.n)) dot_ = DeviceBuffer<float>(p.n);
-  const bool reduce = p.reduction != Reduction::kNone;
-  if (reduce && loss_per_token_.size() != static_cast<size_t>(p.n)) loss_per_token_ = DeviceBuffer<float>(p.n);
-
-  // A diagnostic, run once and only on request; every later call is the plain forward.
-  if (compare_variants_ && !comparison_.done) compare_variants(in, stream);
-
-  s03::fused_lse_and_loss(in, split_, partial_.get(), nullptr, lse, nullptr, stream);  // LSE only
-  indexed_dot(in, variant_, dot_.get(), stream);
-  float* per_token = reduce ? loss_per_token_.get() : loss;
-  finalize_token_loss(p, in.targets.get(), lse, dot_.get(), per_token, stream);
-  if (reduce) reduce_token_losses(p, per_token, in.targets.get(), loss, stream);
-}
-
-void IndexedDotStage::compare_variants(const DeviceInputs& in, cudaStream_t stream) {
-  const Problem& p = in.problem;
-  const size_t dot_bytes = static_cast<size_t>(p.n) * sizeof(float);
-  // Self-check: both variants into the same scratch, one after the other (no
-  // second buffer, so the memory model stays that of the plain forward).
-  std::vector<float> dot_2d(p.n), dot_1d(p.n);
-  indexed_dot(in, DotVariant::k2d, dot_.get(), stream);
-  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  copy_to_host(dot_2d.data(), dot_.get(), dot_bytes);
-  indexed_dot(in, DotVariant::k1d, dot_.get(), stream);
-  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  copy_to_host(dot_1d.data(), dot_.get(), dot_bytes);
-  VariantComparison& r = comparison_;
-  r.max_abs_diff = r.max_abs_dot = 0;
-  for (int64_t i = 0; i < p.n; ++i) {
-    const double diff = std::fabs(static_cast<double>(dot_2d[i]) - dot_1d[i]);
-    r.max_abs_diff = std::isnan(diff) ? INFINITY : std::max(r.max_abs_diff, diff);  // a NaN must not hide
-    r.max_abs_dot = std::max(r.max_abs_dot, std::fabs(static_cast<double>(dot_1d[i])));
-  }
-
-  // What both kernels must read at least: row t_i of C and row i of E per valid token.
-  std::vector<int64_t> targets(p.n);
-  copy_to_host(targets.data(), in.targets.get(), static_cast<size_t>(p.n) * sizeof(int64_t));
-  r.bytes_read = 2.0 * static_cast<double>(count_valid_targets(p, targets)) * static_cast<double>(p.d) *
-                 static_cast<double>(p.element_bytes());
-
-  // Each kernel alone, not the LSE. The 2d variant's zeroing of dot is part of its cost.
-  r.ms_2d = time_median_ms([&] { indexed_dot(in, DotVariant::k2d, dot_.get(), stream); }, kCompareIters,
-                           kCompareWarmup, stream);
-  r.ms_1d = time_median_ms([&] { indexed_dot(in, DotVariant::k1d, dot_.get(), stream); }, kCompareIters,
-                           kCompareWarmup, stream);
-  r.done = true;
-}
-
-void IndexedDotStage::backward(const DeviceInputs&, const float*, const float*, void*, void*, cudaStream_t) {
-  throw InputError("stage 04 computes the forward only; the fused backward comes in stage 06");
+  plan_ = s03::plan_fused(p);
+  scratch_.allocate(workspace(p, false));
+  s03::fused_lse(in, plan_, scratch_, lse, nullptr, stream);  // LSE only
+  float* dot = scratch_.get<float>("target dot");
+  indexed_dot(in, variant_, dot, stream);
+  float* per_token = per_token_loss_buffer(p, loss, scratch_);
+  finalize_token_loss(p, in.targets.get(), lse, dot, per_token, stream);
+  finish_loss(p, per_token, in.targets.get(), loss, stream);
 }
 
 std::vector<std::string> IndexedDotStage::report_lines() const {
-  if (problem_.n == 0) return {};  // no forward yet
-  std::vector<std::string> lines;
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "lse grid     %lld token blocks x %lld vocabulary ranges (stage 03, LSE only)",
-                static_cast<long long>(split_.token_blocks), static_cast<long long>(split_.splits));
-  lines.push_back(buf);
-  std::snprintf(buf, sizeof buf,
-                "indexed dot  --variant %s; %d threads per block = %d tokens, a warp each; 2d: D in slices of %lld",
+  if (plan_.units.token_blocks == 0) return {};  // no forward yet
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "indexed dot  --variant %s; %d threads per block = %d tokens, a warp each; 2d: D in slices of %lld",
                 to_string(variant_), kDotThreads, kTokensPerBlock, static_cast<long long>(kSliceD));
-  lines.push_back(buf);
-  const DotGrid g2 = plan_indexed_dot(problem_, DotVariant::k2d), g1 = plan_indexed_dot(problem_, DotVariant::k1d);
-  std::snprintf(buf, sizeof buf,
-                "indexed dot  2d grid: %lld x %lld = %lld blocks on %d SMs (%.1f per SM); 1d grid: %lld blocks "
-                "(%.1f per SM)",
-                static_cast<long long>(g2.token_blocks), static_cast<long long>(g2.d_slices),
-                static_cast<long long>(g2.blocks()), sms_, static_cast<double>(g2.blocks()) / sms_,
-                static_cast<long long>(g1.blocks()), static_cast<double>(g1.blocks()) / sms_);
-  lines.push_back(buf);
-  if (comparison_.done) {
-    const VariantComparison& r = comparison_;
-    auto gb_per_s = [&](double ms) { return ms > 0 ? r.bytes_read / (ms * 1e6) : 0.0; };
-    std::snprintf(buf, sizeof buf, "compare      2d  %.4f ms  %7.1f GB/s  (zeroing dot included)", r.ms_2d,
-                  gb_per_s(r.ms_2d));
-    lines.push_back(buf);
-    std::snprintf(buf, sizeof buf, "compare      1d  %.4f ms  %7.1f GB/s", r.ms_1d, gb_per_s(r.ms_1d));
-    lines.push_back(buf);
-    std::snprintf(buf, sizeof buf,
-                  "compare      medians of %d runs after %d warm-up; bytes read %s (rows of C and E, valid tokens)",
-                  kCompareIters, kCompareWarmup, format_mb(static_cast<size_t>(r.bytes_read)).c_str());
-    lines.push_back(buf);
-    // The two sum in different orders: expect differences at fp32 rounding level.
-    const bool agree = r.max_abs_diff <= 1e-4 * std::max(1.0, r.max_abs_dot);
-    std::snprintf(buf, sizeof buf, "self-check   max |dot_2d - dot_1d| = %.3g (max |dot| %.3g): %s", r.max_abs_diff,
-                  r.max_abs_dot, agree ? "agree within rounding" : "DIFFER beyond rounding");
-    lines.push_back(buf);
-  }
-  return lines;
-}
-
-void IndexedDotStage::release_workspace() {
-  partial_.reset();
-  dot_.reset();
-  loss_per_token_.reset();
+  return {"lse          " + s03::describe_plan(plan_) + " (stage 03, LSE only)", buf};
 }
 
 std::unique_ptr<Stage> make_stage() { return std::make_unique<IndexedDotStage>(); }

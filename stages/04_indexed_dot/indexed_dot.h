@@ -1,4 +1,6 @@
 // Stage 04: the target term C_{t_i}·E_i as its own kernel, an indexed dot product.
+// Uses: stage 03's fused LSE (LSE-only mode, plan_fused, fused_lse);
+// common/token_reduction.
 //
 // loss_i = LSE_i − z_{i,t_i} has two parts. The LSE comes from stage 03's fused
 // kernel in its LSE-only mode; the target logit is now computed apart: for each
@@ -15,7 +17,8 @@
 // The dot is the raw logit C_{t_i}·E_i; a finalize kernel applies the softcap
 // once the sum is complete: loss_i = LSE_i − softcap(dot_i), 0 for ignored tokens.
 // Device memory besides inputs and outputs: stage 03's S·N·8 + dot N·4 (+ N·4
-// per-token loss for mean and sum).
+// per-token loss for mean and sum). bench/indexed_dot_variants times the two
+// layouts against each other.
 #pragma once
 
 #include <memory>
@@ -51,47 +54,26 @@ void indexed_dot(const DeviceInputs& in, DotVariant variant, float* dot, cudaStr
 void finalize_token_loss(const Problem& problem, const int64_t* targets, const float* lse, const float* dot,
                          float* loss_per_token, cudaStream_t stream);
 
-class IndexedDotStage : public Stage {
+// The scratch of the target term: dot [N].
+std::vector<MemoryItem> dot_scratch(const Problem& problem);
+
+class IndexedDotStage : public ForwardOnlyStage {
  public:
   std::string name() const override { return "04_indexed_dot"; }
   std::string summary() const override {
     return "target term C_t.E_i as an indexed dot product on a 2D grid (token blocks x D slices) with atomics";
   }
-  bool has_backward() const override { return false; }
   std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
   void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override;
-  void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
-                cudaStream_t stream) override;
   void add_options(OptionParser& parser) override;
   std::vector<std::string> report_lines() const override;
-  void release_workspace() override;
-
   // Throws InputError for a bad --variant (the driver calls it right after parsing).
   void validate_options() const override { parse_dot_variant(variant_text_); }
 
  private:
-  // --compare-variants, once: both dot kernels alone, timed, and their results compared.
-  void compare_variants(const DeviceInputs& in, cudaStream_t stream);
-
-  // Flags.
-  std::string variant_text_ = "2d";
-  bool compare_variants_ = false;
-
-  // Scratch.
-  s03::VocabSplit split_;
-  DeviceBuffer<float2> partial_;
-  DeviceBuffer<float> dot_, loss_per_token_;
-
-  // For report_lines(), from the last forward().
-  Problem problem_;
+  std::string variant_text_ = "2d";  // --variant
   DotVariant variant_ = DotVariant::k2d;
-  int sms_ = 0;
-  struct VariantComparison {
-    bool done = false;
-    double ms_2d = 0, ms_1d = 0;
-    double bytes_read = 0;   // gathered C rows + E rows of the valid tokens
-    double max_abs_diff = 0, max_abs_dot = 0;
-  } comparison_;
+  s03::FusedPlan plan_{};
 };
 
 std::unique_ptr<Stage> make_stage();

@@ -1,12 +1,14 @@
 // Stage 05: a 2D-grid log-sum-exp, merged across vocabulary blocks under a lock.
+// Uses: stage 03's fold (online_fold.cuh) and FusedPlan; stage 04's indexed
+// dot and finalize_token_loss; common/tile; common/token_reduction.
 //
-// The grid is (token blocks × vocabulary blocks), one logits tile each: a
-// thread block computes E_tile·C_tileᵀ over the full D on tensor cores (the
-// tile product of stage 03), reduces it to a partial LSE per row over its
-// vocabulary block, then takes its token block's spin lock and merges the
-// partials into the global fp32 LSE with logaddexp. The blocks are launched in
-// groups of kGroupTokenBlocks token blocks per vocabulary block, so that
-// blocks running at the same time share tiles of C (and of E) in L2.
+// Each unit of the tile engine (a token block × a range of vocabulary tiles:
+// one tile per thread block on the block-level products, a few tiles on the
+// Hopper pipeline) folds its tiles into a partial LSE per row, then takes
+// its token block's spin lock and merges the partials into the global fp32
+// LSE with logaddexp (locked_lse.cuh). No partials are stored and no second
+// kernel merges them. Units run in groups of token blocks so that blocks
+// running together share tiles of C (and of E) in L2.
 // Loss = LSE − softcap(C_t·E_i), the target term from stage 04's kernel.
 // Device memory besides inputs and outputs: a lock per token block, the
 // target dot [N] and, for mean and sum, the per-token loss [N].
@@ -15,46 +17,31 @@
 #include <memory>
 
 #include "common/stage.h"
+#include "stages/03_fused_gemm_ce/fused_gemm_ce.h"
 
 namespace cce::s05 {
 
-constexpr int64_t kGroupTokenBlocks = 8;
+constexpr int64_t kGroupTokenBlocks = 8;     // block-level products: token blocks per group
+constexpr int64_t kMaxPipelineRanges = 64;   // the pipeline: at most this many units per token block
 
-struct LockedGrid {
-  int64_t token_blocks = 0, vocab_blocks = 0;
-  int path = 0;  // the tile product (see s03::describe_path)
-  int64_t blocks() const { return token_blocks * vocab_blocks; }
-};
-LockedGrid plan_locked_grid(const Problem& problem);
-
-// LSE [N] of every token; locks: [token_blocks] ints of scratch.
-// column_sums: null, or [V] floats that receive Σ_i z_ij (stage 07's sorting statistic).
-void locked_lse(const DeviceInputs& in, const LockedGrid& grid, int* locks, float* lse, float* column_sums,
+s03::FusedPlan plan_locked(const Problem& problem);
+// A lock per team's rows: per token block, or per 64 rows on the pipeline.
+int64_t lock_count(const s03::FusedPlan& plan);
+std::vector<MemoryItem> locked_lse_scratch(const Problem& problem, const s03::FusedPlan& plan);
+// Sets LSE to −inf and the locks to 0 before a locked merge kernel runs.
+void prepare_locked_lse(const Problem& problem, const s03::FusedPlan& plan, const Scratch& scratch, float* lse,
+                        cudaStream_t stream);
+void locked_lse(const DeviceInputs& in, const s03::FusedPlan& plan, const Scratch& scratch, float* lse,
                 cudaStream_t stream);
 
-class LseLocksStage : public Stage {
- public:
-  std::string name() const override { return "05_lse_locks"; }
-  std::string summary() const override {
-    return "2D grid (token blocks x vocabulary blocks), partial LSEs merged under a per-token-block lock";
-  }
-  bool has_backward() const override { return false; }
-  std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
-  void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override;
-  void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
-                cudaStream_t stream) override;
-  std::vector<std::string> report_lines() const override;
-  void release_workspace() override;
-  // Stage 07: also accumulate Σ_i z_ij per vocabulary entry into `sums` [V]
-  // (owned by the caller) during the forward. Null turns it off.
-  void accumulate_column_sums(float* sums) { column_sums_ = sums; }
-
- private:
-  float* column_sums_ = nullptr;
-  LockedGrid grid_;
-  DeviceBuffer<int> locks_;
-  DeviceBuffer<float> dot_, loss_per_token_;
-};
+// The whole forward of this stage (LSE under locks, the indexed dot, the loss),
+// for the later stages that keep it.
+std::vector<MemoryItem> forward_scratch(const Problem& problem);
+void forward(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, cudaStream_t stream);
+// The rest of that forward once the LSE is known: the dot, the per-token loss, the reduction.
+void finish_forward(const DeviceInputs& in, const Scratch& scratch, float* loss, const float* lse, cudaStream_t stream);
+// Its report line for a problem: the grid and the tile product.
+std::vector<std::string> report_locked_plan(const Problem& problem);
 
 std::unique_ptr<Stage> make_stage();
 

@@ -6,9 +6,89 @@
 #include <cstdio>
 
 #include "common/check.h"
+#include "common/tile/column_sums.cuh"
+#include "common/tile/launch.cuh"
+#include "common/tile/tile_path.cuh"
+#include "stages/05_lse_locks/lse_locks.h"
+#include "stages/05_lse_locks/locked_lse.cuh"
+#include "stages/06_fused_backward/backward_tile.cuh"
 
 namespace cce::s07 {
 namespace {
+
+// ------------------------------------------------------------------ forward
+struct SortKeyParams {
+  s05::LockedLseParams lse;
+  float* column_sums;  // [V], zero before the launch: Σ_i z_ij over valid rows
+};
+
+// Stage 05's epilogue, plus each tile's column sums (of the logits as folded:
+// softcapped; rows past N are zeros and add nothing) into column_sums. The
+// warps' partial sums meet in shared memory first (one region per team), so
+// that each column of a tile costs one global atomic per team, not one per warp.
+template <class Frag>
+struct SortKeyEpilogue {
+  using Params = SortKeyParams;
+  using Team = typename Frag::Team;
+  static constexpr int kTeams = Frag::kBM / Frag::kTeamRows;
+  static constexpr size_t kSumsOffset = (s05::LockedLseEpilogue<Frag>::kSharedBytes + 15) / 16 * 16;
+  static constexpr size_t kSharedBytes = kSumsOffset + static_cast<size_t>(kTeams) * Frag::kBN * sizeof(float);
+  s05::LockedLseEpilogue<Frag> locked;
+  float* column_sums;
+  float* team_sums;  // [kBN] of this team, zero between tiles
+  int64_t v;
+
+  __device__ SortKeyEpilogue(const Params& params, unsigned char* shared)
+      : locked(params.lse, shared),
+        column_sums(params.column_sums),
+        team_sums(reinterpret_cast<float*>(shared + kSumsOffset) + (Frag::team_row0() / Frag::kTeamRows) * Frag::kBN),
+        v(params.lse.v) {
+    for (int i = Team::rank(); i < Frag::kBN; i += Team::size()) team_sums[i] = 0.0f;  // begin()'s barrier publishes it
+  }
+  __device__ void begin(const Unit& unit) { locked.begin(unit); }
+  __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
+    locked.tile(frag, unit, col0);
+    Team::sync();  // the previous tile's flush is done with team_sums
+    sum_tile_columns(frag, [&](int tile_col, float sum) { atomicAdd(&team_sums[tile_col], sum); });
+    Team::sync();
+    for (int i = Team::rank(); i < Frag::kBN; i += Team::size()) {
+      if (col0 + i < v) atomicAdd(&column_sums[col0 + i], team_sums[i]);
+      team_sums[i] = 0.0f;
+    }
+  }
+  __device__ void end(const Unit& unit) { locked.end(unit); }
+};
+
+// ----------------------------------------------------------------- backward
+// Stage 06's tile backward over the sorted vocabulary (tile column p is
+// vocabulary entry order[p]), skipping the products of a tile whose every
+// unscaled gradient is below eps.
+template <class Tile, typename T, bool kAligned>
+__global__ void __launch_bounds__(256, 1)
+    filtered_backward_kernel(const T* __restrict__ e, const T* __restrict__ c, const int64_t* __restrict__ targets,
+                             const float* __restrict__ lse, const float* __restrict__ grad_scale, int64_t n, int64_t d,
+                             int64_t v, float softcap, TileUnits units, const int* __restrict__ order, float eps,
+                             float* __restrict__ de_acc, float* __restrict__ dc_acc,
+                             unsigned long long* __restrict__ kept_tiles) {
+  using Products = typename BackwardProductsFor<T>::type;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  RowGradientInputs<Tile> rows(shared_bytes + BackwardShared<Tile, T>::kWork);
+  const Unit unit = units.at(blockIdx.x);
+  const int64_t row0 = unit.token_block * Tile::kBM, col0 = unit.tile_begin * Tile::kBN;
+  if (!rows.load(lse, grad_scale, targets, row0, n)) return;
+
+  Tile tile;
+  tile.template for_each_tile<kAligned>(e, n, row0, c, v, order, unit.tile_begin, unit.tile_end, d, shared_bytes,
+                                        [](int64_t) {});
+  Products products(shared_bytes);
+  bool keep = eps <= 0.0f;
+  store_tile_gradient(
+      tile, rows, col0, v, softcap, [&](int64_t position) { return order != nullptr ? order[position] : position; },
+      products, [&](float unscaled) { keep |= fabsf(unscaled) >= eps; });
+  if (!__syncthreads_or(keep)) return;  // also publishes S
+  if (threadIdx.x == 0) atomicAdd(kept_tiles, 1ull);
+  products.template run<kAligned>(e, c, n, v, d, row0, col0, order, de_acc, dc_acc);
+}
 
 __global__ void iota_kernel(int* __restrict__ x, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -47,60 +127,89 @@ void FilterSortStage::validate_options() const {
 }
 
 std::vector<MemoryItem> FilterSortStage::workspace(const Problem& p, bool backward) const {
-  std::vector<MemoryItem> items = forward_stage_.workspace(p, false);
+  std::vector<MemoryItem> items = s05::forward_scratch(p);
   const size_t v = static_cast<size_t>(p.v);
   if (!no_sort_) items.push_back({"column sums of logits [V]", v * 4});
-  if (backward) {
-    if (!no_sort_) {
-      items.push_back({"sorted sums [V]", v * 4});
-      items.push_back({"vocabulary order [V] + identity [V]", v * 8});
-      items.push_back({"sort scratch", sort_temp_bytes(p.v)});
-    }
-    for (auto& item : s06::backward_workspace(p)) items.push_back(item);
+  if (!backward) return items;
+  if (!no_sort_) {
+    items.push_back({"sorted sums [V]", v * 4});
+    items.push_back({"vocabulary order [V] + identity [V]", v * 8});
+    items.push_back({"sort scratch", sort_temp_bytes(p.v)});
   }
-  return items;
+  items.push_back({"kept-tile counter", sizeof(unsigned long long)});
+  return concat(items, s06::backward_scratch(p));
 }
 
 void FilterSortStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
   const Problem& p = in.problem;
   last_dtype_ = p.dtype;
-  if (!no_sort_ && column_sums_.size() != static_cast<size_t>(p.v)) column_sums_ = DeviceBuffer<float>(p.v);
-  forward_stage_.accumulate_column_sums(no_sort_ ? nullptr : column_sums_.get());
-  forward_stage_.forward(in, loss, lse, stream);
+  scratch_.allocate(workspace(p, false));
+  if (no_sort_) {
+    s05::forward(in, scratch_, loss, lse, stream);
+    return;
+  }
+  const s03::FusedPlan plan = s05::plan_locked(p);
+  float* sums = scratch_.get<float>("column sums of logits [V]");
+  CCE_CUDA_CHECK(cudaMemsetAsync(sums, 0, p.v * sizeof(float), stream));
+  s05::prepare_locked_lse(p, plan, scratch_, lse, stream);
+  SortKeyParams params{{p.n, p.v, p.softcap, lse, scratch_.get<int>("locks")}, sums};
+  launch_tile_units<SortKeyEpilogue>(in, plan.path, plan.units, params, stream);
+  s05::finish_forward(in, scratch_, loss, lse, stream);
 }
 
 void FilterSortStage::sort_vocabulary(const Problem& p, cudaStream_t stream) {
-  const size_t v = static_cast<size_t>(p.v);
-  if (sorted_sums_.size() != v) sorted_sums_ = DeviceBuffer<float>(v);
-  if (identity_.size() != v) identity_ = DeviceBuffer<int>(v);
-  if (order_.size() != v) order_ = DeviceBuffer<int>(v);
   size_t temp = sort_temp_bytes(p.v);
-  if (sort_temp_.size() != temp) sort_temp_ = DeviceBuffer<uint8_t>(temp);
+  int* identity = scratch_.get<int>("vocabulary order [V] + identity [V]") + p.v;
   constexpr int kThreads = 256;
-  iota_kernel<<<static_cast<unsigned>((p.v + kThreads - 1) / kThreads), kThreads, 0, stream>>>(identity_.get(), p.v);
+  iota_kernel<<<static_cast<unsigned>((p.v + kThreads - 1) / kThreads), kThreads, 0, stream>>>(identity, p.v);
   CCE_CHECK_LAUNCH();
   // Descending Σ_i z_ij is descending average logit (same N for every entry).
-  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(sort_temp_.get(), temp, column_sums_.get(),
-                                                           sorted_sums_.get(), identity_.get(), order_.get(),
-                                                           static_cast<int>(p.v), 0, 32, stream));
+  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
+      scratch_.get<void>("sort scratch"), temp, scratch_.get<float>("column sums of logits [V]"),
+      scratch_.get<float>("sorted sums [V]"), identity, scratch_.get<int>("vocabulary order [V] + identity [V]"),
+      static_cast<int>(p.v), 0, 32, stream));
 }
 
 void FilterSortStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                                cudaStream_t stream) {
   const Problem& p = in.problem;
-  s06::BackwardOptions options;
-  options.filter_eps = filter_eps(p.dtype);
+  if (!no_sort_ && !scratch_.has("column sums of logits [V]")) throw InputError("stage 07: backward() before forward()");
+  scratch_.allocate(workspace(p, true));
+  const int* order = nullptr;
   if (!no_sort_) {
-    if (column_sums_.size() != static_cast<size_t>(p.v)) throw InputError("stage 07: backward() before forward()");
     sort_vocabulary(p, stream);
-    options.vocab_order = order_.get();
+    order = scratch_.get<int>("vocabulary order [V] + identity [V]");
   }
-  backward_.run(in, lse, upstream, de, dc, options, stream);
+  plan_ = s06::plan_backward(p);
+  auto* kept = scratch_.get<unsigned long long>("kept-tile counter");
+  CCE_CUDA_CHECK(cudaMemsetAsync(kept, 0, sizeof(unsigned long long), stream));
+  const s06::Accumulators acc = s06::prepare_backward(in, upstream, scratch_, de, dc, stream);
+  const float eps = filter_eps(p.dtype);
+  dispatch_block_path(plan_.path, [&](auto tile, auto element, auto aligned) {
+    using Tile = decltype(tile);
+    using T = decltype(element);
+    launch_tile_backward<Tile, T>(filtered_backward_kernel<Tile, T, decltype(aligned)::value>, plan_.units, stream,
+                                  reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()),
+                                  in.targets.get(), lse, acc.grad_scale, p.n, p.d, p.v, p.softcap, plan_.units, order,
+                                  eps, acc.de, acc.dc, kept);
+  });
+  s06::finish_backward(in, acc, de, dc, stream);
+}
+
+FilterStats FilterSortStage::stats() const {
+  FilterStats s;
+  s.tiles = plan_.units.count();
+  if (s.tiles > 0 && scratch_.has("kept-tile counter")) {
+    unsigned long long kept = 0;
+    copy_to_host(&kept, scratch_.get<unsigned long long>("kept-tile counter"), sizeof kept);
+    s.kept_tiles = static_cast<int64_t>(kept);
+  }
+  return s;
 }
 
 std::vector<std::string> FilterSortStage::report_lines() const {
-  std::vector<std::string> lines = forward_stage_.report_lines();
-  const s06::BackwardStats s = backward_.stats();
+  std::vector<std::string> lines;
+  const FilterStats s = stats();
   char buf[200];
   const float eps = filter_eps(last_dtype_);
   std::snprintf(buf, sizeof buf, "filter       %s; vocabulary %s", eps > 0 ? ("eps " + std::to_string(eps)).c_str() : "off",
@@ -113,16 +222,6 @@ std::vector<std::string> FilterSortStage::report_lines() const {
     lines.push_back(buf);
   }
   return lines;
-}
-
-void FilterSortStage::release_workspace() {
-  forward_stage_.release_workspace();
-  backward_.release();
-  column_sums_.reset();
-  sorted_sums_.reset();
-  identity_.reset();
-  order_.reset();
-  sort_temp_.reset();
 }
 
 std::unique_ptr<Stage> make_stage() { return std::make_unique<FilterSortStage>(); }

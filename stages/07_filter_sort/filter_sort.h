@@ -1,27 +1,34 @@
-// Stage 07: gradient filtering and vocabulary sorting on top of stage 06.
+// Stage 07: gradient filtering and vocabulary sorting.
+// Uses: stage 05's locked LSE (its epilogue, locked_lse.cuh) and forward
+// tail; stage 06's backward building blocks (backward_tile.cuh,
+// backward_products.cuh, prepare_backward/finish_backward); common/tile
+// (units, launch, column sums); cub's radix sort.
 //
-// Filtering: in the backward, a (token block × vocabulary block) tile whose
-// every |(p − onehot)·softcap'| is below eps skips its two products, dE and
-// dC. A realistic softmax puts almost all of a row's mass on a few dozen
-// entries, so most tiles skip. The dropped terms are each below eps (times
-// g_i), which bounds the error (see README.md).
-// Sorting: the forward also sums each vocabulary entry's logit over the batch;
-// the backward visits the vocabulary in descending order of that average, so
-// the entries that matter for many tokens share tiles and the rest form whole
-// tiles that filtering skips. The order is a permutation of tile row indices
-// into C and dC: C is never copied.
+// Sorting: the forward also sums each vocabulary entry's logit over the
+// batch (an epilogue that adds the tile's column sums to stage 05's fold);
+// the backward visits the vocabulary in descending order of that sum, so
+// that the entries that matter for many tokens share tiles and the rest
+// form whole tiles of negligible gradient. The order is a permutation of the
+// tile columns into C and dC: C is never copied.
+// Filtering: in this stage's backward kernel, a (token block × vocabulary
+// tile) whose every |(p − onehot)·softcap'| is below eps skips its two
+// products, dE and dC. The dropped terms are each below eps (times g_i),
+// which bounds the error (see README.md).
 #pragma once
 
 #include <memory>
 
 #include "common/stage.h"
-#include "stages/05_lse_locks/lse_locks.h"
 #include "stages/06_fused_backward/fused_backward.h"
 
 namespace cce::s07 {
 
 // Default eps: 2^-12 for bf16 inputs, 2^-28 for fp32.
 float default_filter_eps(Dtype dtype);
+
+struct FilterStats {
+  int64_t tiles = 0, kept_tiles = 0;
+};
 
 class FilterSortStage : public Stage {
  public:
@@ -35,7 +42,6 @@ class FilterSortStage : public Stage {
   void add_options(OptionParser& parser) override;
   void validate_options() const override;
   std::vector<std::string> report_lines() const override;
-  void release_workspace() override;
   // With filtering on, the checks against the exact reference allow 5× the
   // usual bf16 gradient tolerance: at the Gemma-2 shape a few elements of dE
   // near zero move by up to 2× that tolerance (the dropped tail of the
@@ -43,7 +49,7 @@ class FilterSortStage : public Stage {
   double gradient_tolerance_scale() const override { return no_filter_ ? 1.0 : 5.0; }
 
   // After a synchronized backward: tiles in all, and those that ran the products.
-  s06::BackwardStats stats() const { return backward_.stats(); }
+  FilterStats stats() const;
   float filter_eps(Dtype dtype) const;  // 0 when filtering is off
 
  private:
@@ -52,12 +58,7 @@ class FilterSortStage : public Stage {
   double filter_eps_flag_ = 0.0;  // --filter-eps; 0 = the dtype's default
   bool no_filter_ = false, no_sort_ = false;
   Dtype last_dtype_ = Dtype::kBFloat16;
-
-  s05::LseLocksStage forward_stage_;
-  s06::FusedBackwardRunner backward_;
-  DeviceBuffer<float> column_sums_, sorted_sums_;
-  DeviceBuffer<int> identity_, order_;
-  DeviceBuffer<uint8_t> sort_temp_;
+  s06::BackwardPlan plan_{};
 };
 
 std::unique_ptr<Stage> make_stage();

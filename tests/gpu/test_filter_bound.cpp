@@ -19,7 +19,7 @@ namespace cce {
 namespace {
 
 HostOutputs run_stage07(const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
-                        std::vector<const char*> flags, s06::BackwardStats* stats) {
+                        std::vector<const char*> flags, s07::FilterStats* stats) {
   s07::FilterSortStage stage;
   OptionParser parser("stage07");
   stage.add_options(parser);
@@ -46,7 +46,7 @@ TEST(FilterBound, ErrorWithinEpsBound) {
   HostInputs in = generate_inputs(p, gen);
   const std::vector<float> upstream = default_upstream(p, 3);
   const float eps = std::ldexp(1.0f, -8);  // coarse, so that the bound is exercised
-  s06::BackwardStats exact_stats, filtered_stats;
+  s07::FilterStats exact_stats, filtered_stats;
   HostOutputs exact = run_stage07(p, in, upstream, {"--no-filter"}, &exact_stats);
   HostOutputs filtered = run_stage07(p, in, upstream, {"--filter-eps", "0.00390625"}, &filtered_stats);
   EXPECT_EQ(exact_stats.kept_tiles, exact_stats.tiles);

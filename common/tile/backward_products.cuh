@@ -1,4 +1,5 @@
-// The two backward products of one (token block × vocabulary block) tile,
+// The tile engine's backward products (stages 06 and 07): the two products of
+// one (token block × vocabulary block) tile,
 // given S = dloss/dlogits of the tile in shared memory:
 //   dE[token block, :] += S · C[vocabulary block, :]
 //   dC[vocabulary block, :] += Sᵀ · E[token block, :]
@@ -20,7 +21,7 @@
 
 #include <cstdint>
 
-#include "stages/03_fused_gemm_ce/tile_product.cuh"  // ldmatrix_x4, mma_bf16
+#include "common/tile/mma_sync.cuh"  // ldmatrix_x4, mma_bf16
 
 namespace cce {
 
@@ -48,33 +49,33 @@ struct BackwardProductsBf16 {
   using Scalar = __nv_bfloat16;
 
   __nv_bfloat16* s;   // [kBM tokens][kSPitch]: S, written by the caller
-  __nv_bfloat16* cc;  // [kBN vocab][kChunkPitch]: C[vocab block, chunk]
-  __nv_bfloat16* ec;  // [kBM tokens][kChunkPitch]: E[token block, chunk]
+  __nv_bfloat16* c_chunk;  // [kBN vocab][kChunkPitch]: C[vocab block, chunk]
+  __nv_bfloat16* e_chunk;  // [kBM tokens][kChunkPitch]: E[token block, chunk]
 
   __device__ explicit BackwardProductsBf16(unsigned char* shared) {
     s = reinterpret_cast<__nv_bfloat16*>(shared);
-    cc = reinterpret_cast<__nv_bfloat16*>(shared + kSBytes);
-    ec = reinterpret_cast<__nv_bfloat16*>(shared + kSBytes + kChunkBytes);
+    c_chunk = reinterpret_cast<__nv_bfloat16*>(shared + kSBytes);
+    e_chunk = reinterpret_cast<__nv_bfloat16*>(shared + kSBytes + kChunkBytes);
   }
   __device__ void store_s(int row, int col, float value) { s[row * kSPitch + col] = __float2bfloat16(value); }
 
   // Runs both products over all of D; the caller has written S and synced.
-  // order: null, or the vocabulary order (tile position p is row order[p] of C and dC).
+  // c_rows: null, or the row of C (and dC) of each tile column: column p is row c_rows[p].
   template <bool kAligned>
   __device__ void run(const __nv_bfloat16* __restrict__ e, const __nv_bfloat16* __restrict__ c, int64_t n, int64_t v,
-                      int64_t d, int64_t row0, int64_t col0, const int* __restrict__ order, float* __restrict__ de_acc,
+                      int64_t d, int64_t row0, int64_t col0, const int* __restrict__ c_rows, float* __restrict__ de_acc,
                       float* __restrict__ dc_acc) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = warp % 4, wn = warp / 4;  // 32-row × 32-column piece of the 128×64 chunk
     const bool pairs = d % 2 == 0;
     for (int64_t d0 = 0; d0 < d; d0 += kChunk) {
-      load_chunk<kAligned>(c, v, col0, order, d, d0, cc);
-      load_chunk<kAligned>(e, n, row0, nullptr, d, d0, ec);
+      load_chunk<kAligned>(c, v, col0, c_rows, d, d0, c_chunk);
+      load_chunk<kAligned>(e, n, row0, nullptr, d, d0, e_chunk);
       __syncthreads();
       float acc_de[2][4][4] = {}, acc_dc[2][4][4] = {};
 #pragma unroll
       for (int k0 = 0; k0 < kBN; k0 += 16) {
-        uint32_t a_s[2][4], a_st[2][4], b_c[4][2], b_e[4][2];
+        uint32_t a_s[2][4], a_st[2][4], b_c[4][2], b_e[4][2];  // S, Sᵀ, C chunk, E chunk
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           const int m0 = wm * 32 + mt * 16;
@@ -92,9 +93,9 @@ struct BackwardProductsBf16 {
           const int n0 = wn * 32 + np * 16;
           const int k = k0 + lane % 8 + ((lane / 8) % 2) * 8, nn = n0 + (lane / 16) * 8;
           uint32_t r[4];
-          ldmatrix_x4(r, cc + k * kChunkPitch + nn, true);
+          ldmatrix_x4(r, c_chunk + k * kChunkPitch + nn, true);
           b_c[2 * np][0] = r[0], b_c[2 * np][1] = r[1], b_c[2 * np + 1][0] = r[2], b_c[2 * np + 1][1] = r[3];
-          ldmatrix_x4(r, ec + k * kChunkPitch + nn, true);
+          ldmatrix_x4(r, e_chunk + k * kChunkPitch + nn, true);
           b_e[2 * np][0] = r[0], b_e[2 * np][1] = r[1], b_e[2 * np + 1][0] = r[2], b_e[2 * np + 1][1] = r[3];
         }
 #pragma unroll
@@ -124,27 +125,27 @@ struct BackwardProductsBf16 {
               else atomicAdd(dst, de_pair[0]);
             }
             if (col0 + m < v) {
-              const int64_t vocab = order != nullptr ? order[col0 + m] : col0 + m;
+              const int64_t vocab = c_rows != nullptr ? c_rows[col0 + m] : col0 + m;
               float* dst = dc_acc + vocab * d + col;
               if (both) atomic_add_pair(dst, dc_pair[0], dc_pair[1], pairs);
               else atomicAdd(dst, dc_pair[0]);
             }
           }
-      __syncthreads();  // before the next chunk overwrites cc and ec
+      __syncthreads();  // before the next chunk overwrites c_chunk and e_chunk
     }
   }
 
  private:
-  // Rows [first, first+128) (through `order` when given) × columns
+  // Rows [first, first+128) (through `rows_of` when given) × columns
   // [d0, d0+64) of a [rows, d] matrix; zeros outside.
   template <bool kAligned>
   __device__ __forceinline__ static void load_chunk(const __nv_bfloat16* src, int64_t rows, int64_t first,
-                                                    const int* order, int64_t d, int64_t d0, __nv_bfloat16* dst) {
+                                                    const int* rows_of, int64_t d, int64_t d0, __nv_bfloat16* dst) {
     for (int i = threadIdx.x; i < kBM * (kChunk / 8); i += kThreads) {
       const int r = i / (kChunk / 8), part = i % (kChunk / 8);
       const int64_t position = first + r, k = d0 + part * 8;
       const bool in_rows = position < rows;
-      const int64_t row = in_rows && order != nullptr ? order[position] : position;
+      const int64_t row = in_rows && rows_of != nullptr ? rows_of[position] : position;
       __nv_bfloat16* out = dst + r * kChunkPitch + part * 8;
       if constexpr (kAligned) {
         uint4 value = make_uint4(0, 0, 0, 0);
@@ -164,28 +165,28 @@ struct BackwardProductsFp32 {
   using Scalar = float;
 
   float* s;   // [kBM tokens][kPitch]
-  float* cc;  // [kBN vocab][kPitch]
-  float* ec;  // [kBM tokens][kPitch]
+  float* c_chunk;  // [kBN vocab][kPitch]
+  float* e_chunk;  // [kBM tokens][kPitch]
 
   __device__ explicit BackwardProductsFp32(unsigned char* shared) {
     s = reinterpret_cast<float*>(shared);
-    cc = s + kBM * kPitch;
-    ec = cc + kBN * kPitch;
+    c_chunk = s + kBM * kPitch;
+    e_chunk = c_chunk + kBN * kPitch;
   }
   __device__ void store_s(int row, int col, float value) { s[row * kPitch + col] = value; }
 
   template <bool kAligned>
   __device__ void run(const float* __restrict__ e, const float* __restrict__ c, int64_t n, int64_t v, int64_t d,
-                      int64_t row0, int64_t col0, const int* __restrict__ order, float* __restrict__ de_acc,
+                      int64_t row0, int64_t col0, const int* __restrict__ c_rows, float* __restrict__ de_acc,
                       float* __restrict__ dc_acc) {
     // Thread (tx, ty) of 16×16 owns rows ty + 16i and columns tx + 16j of both chunk products.
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     for (int64_t d0 = 0; d0 < d; d0 += kChunk) {
       for (int i = threadIdx.x; i < kBM * kChunk; i += kThreads) {
         const int r = i / kChunk, k = i % kChunk;
-        const int64_t vocab = col0 + r < v && order != nullptr ? order[col0 + r] : col0 + r;
-        cc[r * kPitch + k] = (col0 + r < v && d0 + k < d) ? c[vocab * d + d0 + k] : 0.0f;
-        ec[r * kPitch + k] = (row0 + r < n && d0 + k < d) ? e[(row0 + r) * d + d0 + k] : 0.0f;
+        const int64_t vocab = col0 + r < v && c_rows != nullptr ? c_rows[col0 + r] : col0 + r;
+        c_chunk[r * kPitch + k] = (col0 + r < v && d0 + k < d) ? c[vocab * d + d0 + k] : 0.0f;
+        e_chunk[r * kPitch + k] = (row0 + r < n && d0 + k < d) ? e[(row0 + r) * d + d0 + k] : 0.0f;
       }
       __syncthreads();
       float acc_de[4][4] = {}, acc_dc[4][4] = {};
@@ -194,8 +195,8 @@ struct BackwardProductsFp32 {
         for (int i = 0; i < 4; ++i)
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            acc_de[i][j] = fmaf(s[(ty + 16 * i) * kPitch + k], cc[k * kPitch + tx + 16 * j], acc_de[i][j]);
-            acc_dc[i][j] = fmaf(s[k * kPitch + ty + 16 * i], ec[k * kPitch + tx + 16 * j], acc_dc[i][j]);
+            acc_de[i][j] = fmaf(s[(ty + 16 * i) * kPitch + k], c_chunk[k * kPitch + tx + 16 * j], acc_de[i][j]);
+            acc_dc[i][j] = fmaf(s[k * kPitch + ty + 16 * i], e_chunk[k * kPitch + tx + 16 * j], acc_dc[i][j]);
           }
       }
 #pragma unroll
@@ -207,7 +208,7 @@ struct BackwardProductsFp32 {
           if (row0 + ty + 16 * i < n) atomicAdd(de_acc + (row0 + ty + 16 * i) * d + col, acc_de[i][j]);
           const int64_t position = col0 + ty + 16 * i;
           if (position < v)
-            atomicAdd(dc_acc + (order != nullptr ? order[position] : position) * d + col, acc_dc[i][j]);
+            atomicAdd(dc_acc + (c_rows != nullptr ? c_rows[position] : position) * d + col, acc_dc[i][j]);
         }
       __syncthreads();
     }

@@ -1,0 +1,78 @@
+// Running an epilogue over every tile of E·Cᵀ, on whichever product the path
+// names: the one entry point of the tile engine for the forward stages.
+//
+//   launch_tile_units<MyEpilogue>(inputs, path, units, params, stream);
+//
+// MyEpilogue is a class template over the fragment type (see
+// wgmma_pipeline.cuh for its three calls); MyEpilogue<Frag>::Params is the
+// same plain struct for every Frag, passed by value to the kernel, and
+// MyEpilogue<Frag>::kSharedBytes the shared memory it needs beside the
+// product's. Block-level paths launch one block per unit; the pipeline
+// launches a persistent grid (units.grid blocks).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/check.h"
+#include "common/stage.h"
+#include "common/tile/tensor_map.h"
+#include "common/tile/tile_path.cuh"
+#include "common/tile/units.cuh"
+#include "common/tile/wgmma_pipeline.cuh"
+
+namespace cce {
+
+template <class Tile, typename T, bool kAligned, template <class> class Epilogue>
+__global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
+    block_units_kernel(const T* __restrict__ e, const T* __restrict__ c, int64_t n, int64_t d, int64_t v,
+                       TileUnits units, typename Epilogue<Tile>::Params params) {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  static_assert(Tile::kSharedBytes % 16 == 0, "the epilogue's shared memory follows the product's");
+  Epilogue<Tile> epilogue(params, shared_bytes + Tile::kSharedBytes);
+  for (int64_t u = blockIdx.x; u < units.count(); u += gridDim.x) {
+    const Unit unit = units.at(u);
+    epilogue.begin(unit);
+    Tile tile;
+    tile.template for_each_tile<kAligned>(e, n, unit.token_block * Tile::kBM, c, v, nullptr, unit.tile_begin,
+                                          unit.tile_end, d, shared_bytes,
+                                          [&](int64_t col0) { epilogue.tile(tile, unit, col0); });
+    epilogue.end(unit);
+  }
+}
+
+template <template <class> class Epilogue, class Params>
+void launch_tile_units(const DeviceInputs& in, TilePath path, const TileUnits& units, const Params& params,
+                       cudaStream_t stream) {
+  const Problem& p = in.problem;
+  if (units.count() == 0) return;
+  if (path == TilePath::kWgmmaPipeline) {
+#ifdef CCE_HAVE_WGMMA
+    auto kernel = wgmma_pipeline_kernel<Epilogue>;
+    const size_t shared = WgmmaPipeline::shared_bytes(Epilogue<WgmmaPipelineFragment>::kSharedBytes);
+    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    const CUtensorMap e_map = make_bf16_tensor_map(in.e.get(), p.n, p.d, WgmmaPipeline::kBM);
+    const CUtensorMap c_map = make_bf16_tensor_map(in.c.get(), p.v, p.d, WgmmaPipeline::kBN);
+    const int k_tiles = static_cast<int>((p.d + WgmmaPipeline::kBK - 1) / WgmmaPipeline::kBK);
+    kernel<<<static_cast<unsigned>(units.grid), WgmmaPipeline::kThreads, shared, stream>>>(
+        e_map, c_map, units, k_tiles, params);
+    CCE_CHECK_LAUNCH();
+    return;
+#else
+    throw CudaError("the wgmma pipeline was chosen in a build without sm_90a");
+#endif
+  }
+  dispatch_block_path(path, [&](auto tile, auto element, auto aligned) {
+    using Tile = decltype(tile);
+    using T = decltype(element);
+    auto kernel = block_units_kernel<Tile, T, decltype(aligned)::value, Epilogue>;
+    const size_t shared = Tile::kSharedBytes + Epilogue<Tile>::kSharedBytes;
+    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    kernel<<<static_cast<unsigned>(units.grid), Tile::kThreads, shared, stream>>>(
+        reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()), p.n, p.d, p.v, units, params);
+    CCE_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace cce

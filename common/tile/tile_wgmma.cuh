@@ -1,0 +1,133 @@
+// The block-level tile product on Hopper's wgmma (sm_90a), loaded with cp.async.
+//
+// Same contract as TileProductMmaSync (tile_mma_sync.cuh) for a 128×128
+// logits tile over the whole D, but the products are wgmma.mma_async
+// m64n128k16 (wgmma.cuh): each of the two warpgroups of the block multiplies
+// its 64 rows of A by all 128 rows of B straight out of shared memory, 16
+// columns of D per instruction, into 64 fp32 accumulators per thread.
+//
+// Every thread of the block both loads (cp.async, written into the 128-byte
+// swizzle by hand) and multiplies, and the whole block meets at a barrier for
+// every slice of BK = 64 columns of D. That simplicity costs speed; the
+// forward uses the warp-specialized pipeline of wgmma_pipeline.cuh instead.
+// This product remains the one the backward stages recompute their tiles
+// with, since they need the block's whole shared memory after each tile.
+//
+// Needs sm_90a (CCE_HAVE_WGMMA); D a multiple of 8 (16-byte copies).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/tile/mma_sync.cuh"
+#include "common/tile/team.cuh"
+#include "common/tile/wgmma.cuh"
+
+namespace cce {
+
+struct TileProductWgmma {
+  static constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 3, kThreads = 256;
+  static constexpr int kAhead = kStages - 1;  // slices loaded ahead of the one being multiplied
+  static constexpr int kMinBlocksPerSm = 2;
+  static constexpr int kRows = 2, kCols = 32;  // per thread: rows lane/4 (+8), 16 n8 blocks × 2
+  static constexpr int kRowSharers = 4;        // the 4 lanes of a quad hold pieces of one row
+  static constexpr int kRowBytes = kBK * 2;    // 128: one swizzle row
+  static constexpr int kOperandBytes = kBM * kRowBytes;  // 16 KB (A and B alike: kBM == kBN)
+  static constexpr int kStageBytes = 2 * kOperandBytes;
+  // +1024: the swizzled tiles must start on a 1024-byte boundary.
+  static constexpr size_t kSharedBytes = static_cast<size_t>(kStageBytes) * kStages + 1024;
+  static_assert(kBM == kBN, "A and B tiles share one layout");
+  using Team = BlockTeam;
+  // Whether the 8 lanes with the same lane % 4 hold the same columns (column_sums.cuh).
+  static constexpr bool kColumnsShareLaneMod4 = true;
+  static constexpr int kTeamRows = kBM;
+  __device__ __forceinline__ static int team_row0() { return 0; }
+
+  float d[64];
+
+  __device__ __forceinline__ static int warpgroup() { return threadIdx.x / 128; }
+  __device__ __forceinline__ static int row_of(int r) {
+    return warpgroup() * 64 + ((threadIdx.x / 32) % 4) * 16 + (threadIdx.x % 32) / 4 + 8 * r;
+  }
+  __device__ __forceinline__ static int col_of(int c) { return (c / 2) * 8 + (threadIdx.x % 4) * 2 + (c % 2); }
+  __device__ __forceinline__ float& z(int r, int c) { return d[(c / 2) * 4 + r * 2 + (c % 2)]; }
+  __device__ __forceinline__ static int sharer_index() { return threadIdx.x % 4; }
+
+  template <bool kAligned, class OnTile>
+  __device__ void for_each_tile(const __nv_bfloat16* __restrict__ a, int64_t rows_a, int64_t row0,
+                                const __nv_bfloat16* __restrict__ b, int64_t rows_b, const int* __restrict__ b_rows,
+                                int64_t tile_begin, int64_t tile_end, int64_t dim, unsigned char* smem_raw,
+                                OnTile&& on_tile) {
+    static_assert(kAligned, "the wgmma path needs 16-byte aligned rows");
+#if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+    const uint32_t base = (raw + 1023u) & ~1023u;
+    const int k_tiles = static_cast<int>((dim + kBK - 1) / kBK);
+    int64_t load_tile = tile_begin;
+    int load_kt = 0, load_buffer = 0, buffer = 0;
+    auto load_next = [&] {
+      if (load_tile < tile_end) {
+        load_stage(a, rows_a, row0, b, rows_b, b_rows, load_tile * kBN, dim, load_kt, base + load_buffer * kStageBytes);
+        if (++load_kt == k_tiles) load_kt = 0, ++load_tile;
+        if (++load_buffer == kStages) load_buffer = 0;
+      }
+      asm volatile("cp.async.commit_group;\n" ::);
+    };
+#pragma unroll
+    for (int s = 0; s < kAhead; ++s) load_next();
+    for (int64_t t = tile_begin; t < tile_end; ++t) {
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(kAhead - 1));
+        // cp.async wrote through the generic proxy; wgmma reads through the async one.
+        asm volatile("fence.proxy.async.shared::cta;\n" ::);
+        __syncthreads();
+        load_next();
+        const uint32_t stage = base + buffer * kStageBytes;
+        const uint64_t desc_a = wgmma_descriptor(stage + warpgroup() * 64 * kRowBytes);
+        const uint64_t desc_b = wgmma_descriptor(stage + kOperandBytes);
+        wgmma_arrive();
+#pragma unroll
+        for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(d, desc_a + 2 * ks, desc_b + 2 * ks, kt > 0 || ks > 0);
+        wgmma_commit();
+        // The next iteration's load overwrites a buffer this one read.
+        wgmma_wait<0>();
+        wgmma_fence_operands(d);
+        if (++buffer == kStages) buffer = 0;
+      }
+      on_tile(t * kBN);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    __syncthreads();
+#else
+    (void)a, (void)rows_a, (void)row0, (void)b, (void)rows_b, (void)b_rows, (void)tile_begin, (void)tile_end,
+        (void)dim, (void)smem_raw, (void)on_tile;
+    __trap();  // built without sm_90a: the host never launches this path
+#endif
+  }
+
+ private:
+  // One BK-wide slice of both operands, written swizzled: (BM + BN) rows × 8
+  // chunks of 16 bytes, 8 per thread; rows past N or V and columns past D are zeros.
+  __device__ __forceinline__ static void load_stage(const __nv_bfloat16* a, int64_t rows_a, int64_t row0,
+                                                    const __nv_bfloat16* b, int64_t rows_b, const int* b_rows,
+                                                    int64_t col0, int64_t dim, int kt, uint32_t stage) {
+    constexpr int kChunks = (kBM + kBN) * 8;
+#pragma unroll
+    for (int i = 0; i < kChunks / kThreads; ++i) {
+      const int chunk = threadIdx.x + i * kThreads;
+      const int tile_row = chunk / 8, part = chunk % 8;
+      const bool is_a = tile_row < kBM;
+      const int r = is_a ? tile_row : tile_row - kBM;
+      int64_t row = is_a ? row0 + r : col0 + r;
+      const int64_t k = static_cast<int64_t>(kt) * kBK + part * 8;
+      const bool valid = row < (is_a ? rows_a : rows_b) && k < dim;
+      if (!is_a && b_rows != nullptr && valid) row = b_rows[row];
+      const __nv_bfloat16* src = valid ? (is_a ? a : b) + row * dim + k : a;
+      cp_async_16(stage + (is_a ? 0 : kOperandBytes) + r * kRowBytes + ((part ^ (r & 7)) * 16), src, valid);
+    }
+  }
+};
+
+}  // namespace cce

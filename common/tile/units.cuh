@@ -1,0 +1,55 @@
+// How a fused kernel's work is cut into units and ordered.
+//
+// The logits E·Cᵀ are computed tile by tile: kBM rows of E (a token block)
+// times kBN rows of C (a vocabulary tile). A unit is one token block and a
+// range of consecutive vocabulary tiles: the work between an epilogue's
+// begin() and end(), over which per-row state (a running max and sum) is
+// carried. Units are numbered so that units running at the same time read few
+// distinct tiles: token blocks are walked in groups of `token_group`, and
+// inside a group the token block changes fastest. Blocks running together
+// then share each tile of C (and keep the group's tiles of E) in L2.
+//
+//   ranges = vocab_tiles:  one tile per unit (stages 05-07's 2D grid, with
+//                           groups of 8 token blocks);
+//   ranges = a few:        long units (stage 03's split vocabulary);
+//   the Hopper pipeline:   a balanced choice, see plan_units (tile_path.h).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace cce {
+
+struct Unit {
+  int64_t token_block, range, tile_begin, tile_end;
+};
+
+struct TileUnits {
+  int64_t token_blocks = 0, vocab_tiles = 0;
+  int64_t tiles_per_range = 1, ranges = 1;  // ranges = ⌈vocab_tiles / tiles_per_range⌉
+  int64_t token_group = 1;                  // token blocks walked together
+  int64_t grid = 0;                         // blocks launched (≤ units: persistent when smaller)
+
+  __host__ __device__ int64_t count() const { return token_blocks * ranges; }
+
+  // Unit u: group g of token blocks (the last group may be smaller), then the
+  // range, then the token block inside the group.
+  __host__ __device__ Unit at(int64_t u) const {
+    const int64_t per_group = token_group * ranges;
+    const int64_t groups = (token_blocks + token_group - 1) / token_group;
+    int64_t group = u / per_group;
+    if (group >= groups) group = groups - 1;
+    const int64_t first = group * token_group;
+    const int64_t size = token_blocks - first < token_group ? token_blocks - first : token_group;
+    const int64_t in_group = u - group * per_group;
+    Unit unit;
+    unit.token_block = first + in_group % size;
+    unit.range = in_group / size;
+    unit.tile_begin = unit.range * tiles_per_range;
+    unit.tile_end = unit.tile_begin + tiles_per_range < vocab_tiles ? unit.tile_begin + tiles_per_range : vocab_tiles;
+    return unit;
+  }
+};
+
+}  // namespace cce

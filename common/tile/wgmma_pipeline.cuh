@@ -1,0 +1,200 @@
+// The tile engine's Hopper path: a warp-specialized, persistent pipeline
+// (sm_90a), built the way the fastest Hopper GEMMs are.
+//
+// A block of 384 threads is three warpgroups with two jobs:
+//   - the producer (warpgroup 0): one thread issues every load. For each
+//     k-slice (BK = 64 columns of D) of each tile it waits until a
+//     shared-memory stage is empty, then starts two bulk tensor copies (TMA,
+//     tensor maps made on the host, tensor_map.h): 128 rows of E and 256 rows
+//     of C, 48 KB, which land in the stage already swizzled for wgmma and
+//     signal the stage's "full" mbarrier when their bytes have arrived;
+//   - two consumers (warpgroups 1 and 2): each multiplies its 64 rows of E
+//     by all 256 rows of C with wgmma m64n256k16 (four per slice), keeping
+//     one slice's group of wgmmas in flight while it waits for the next
+//     slice, and marks a stage empty (one arrival per warp) once its wgmmas
+//     have read it. After a tile's last slice it hands its 64×256 piece of
+//     logits, 128 fp32 values per thread, to the epilogue.
+// kStages = 4 stages (192 KB) let the producer run up to 4 slices ahead.
+// setmaxnreg gives the producer's registers to the consumers (40 vs 232).
+//
+// The grid is persistent: one block per multiprocessor walks the units of a
+// TileUnits schedule (units.cuh) in the order u = blockIdx.x, + gridDim.x, ...
+// The consumer warpgroups never meet each other: each owns disjoint rows, so
+// an epilogue's Team is one warpgroup, and while one warpgroup folds a tile
+// the other can keep the tensor cores busy.
+//
+// The epilogue is the stage's code, a class template over the fragment type:
+//   Epilogue<WgmmaPipelineFragment> epi(params, shared_bytes);
+//   epi.begin(unit);                      // before a unit's first tile
+//   epi.tile(fragment, unit, col0);       // a tile's logits, columns col0..col0+255
+//   epi.end(unit);                        // after its last tile
+// exactly as under the block-level products (launch.cuh), so stages plug
+// into either engine unchanged.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/tile/team.cuh"
+#include "common/tile/units.cuh"
+#include "common/tile/wgmma_pipeline_shape.h"
+#include "common/tile/wgmma.cuh"
+
+namespace cce {
+
+// One consumer warpgroup's piece of a 128×256 logits tile: 64 rows × 256
+// columns, 2 rows × 64 columns per thread (the m16n8 picture of mma_sync.cuh
+// repeated 32 times along the columns, warp w on rows 16w..16w+15).
+struct WgmmaPipelineFragment {
+  static constexpr int kBM = WgmmaPipeline::kBM, kBN = WgmmaPipeline::kBN;
+  static constexpr int kRows = 2, kCols = 64;
+  static constexpr int kRowSharers = 4;  // the 4 lanes of a quad
+  using Team = WarpgroupTeam;
+  // Whether the 8 lanes with the same lane % 4 hold the same columns (column_sums.cuh).
+  static constexpr bool kColumnsShareLaneMod4 = true;
+  static constexpr int kTeamRows = 64;
+
+  float acc[128];
+
+  __device__ __forceinline__ static int consumer() { return static_cast<int>(threadIdx.x / 128) - 1; }
+  __device__ __forceinline__ static int team_row0() { return consumer() * 64; }
+  __device__ __forceinline__ static int row_of(int r) {
+    return consumer() * 64 + ((threadIdx.x / 32) % 4) * 16 + (threadIdx.x % 32) / 4 + 8 * r;
+  }
+  __device__ __forceinline__ static int col_of(int c) { return (c / 2) * 8 + (threadIdx.x % 4) * 2 + (c % 2); }
+  __device__ __forceinline__ float& z(int r, int c) { return acc[(c / 2) * 4 + r * 2 + (c % 2)]; }
+  __device__ __forceinline__ static int sharer_index() { return threadIdx.x % 4; }
+};
+
+namespace sm90 {
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void barrier_init(uint32_t barrier, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(arrivals) : "memory");
+}
+// The producer's arrival, announcing how many bytes the copies will bring.
+__device__ __forceinline__ void barrier_expect_bytes(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void barrier_arrive(uint32_t barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
+}
+// Waits until the barrier's phase of the given parity has completed.
+__device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// A box of the tensor map at (column x, row y) into shared memory; its bytes
+// count towards `barrier`'s expected transaction.
+__device__ __forceinline__ void tma_load(uint32_t destination, const CUtensorMap* map, int x, int y, uint32_t barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          destination),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(barrier)
+      : "memory");
+}
+
+}  // namespace sm90
+
+template <template <class> class Epilogue>
+__global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
+    wgmma_pipeline_kernel(const __grid_constant__ CUtensorMap e_map, const __grid_constant__ CUtensorMap c_map,
+                          TileUnits units, int k_tiles,
+                          typename Epilogue<WgmmaPipelineFragment>::Params params) {
+#if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using P = WgmmaPipeline;
+  extern __shared__ __align__(1024) unsigned char shared_raw[];
+  const uint32_t raw = sm90::shared_address(shared_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t full = base + static_cast<uint32_t>(P::kPipelineBytes);
+  const uint32_t empty = full + P::kStages * 8;
+  unsigned char* epilogue_shared = shared_raw + (base - raw) + P::kPipelineBytes + P::kBarrierBytes;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < P::kStages; ++s) {
+      sm90::barrier_init(full + 8 * s, 1);                   // the producer's expect_tx arrival
+      sm90::barrier_init(empty + 8 * s, P::kConsumers * 4);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int warpgroup = static_cast<int>(threadIdx.x / 128);
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(P::kProducerRegisters));
+    if (threadIdx.x != 0) return;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int64_t u = blockIdx.x; u < units.count(); u += gridDim.x) {
+      const Unit unit = units.at(u);
+      const int row0 = static_cast<int>(unit.token_block * P::kBM);
+      for (int64_t t = unit.tile_begin; t < unit.tile_end; ++t) {
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          // Parity phase ^ 1: on the first pass the stages count as empty.
+          sm90::barrier_wait(empty + 8 * stage, phase ^ 1);
+          const uint32_t destination = base + stage * P::kStageBytes;
+          sm90::barrier_expect_bytes(full + 8 * stage, P::kStageBytes);
+          sm90::tma_load(destination, &e_map, kt * P::kBK, row0, full + 8 * stage);
+          sm90::tma_load(destination + P::kABytes, &c_map, kt * P::kBK, static_cast<int>(t * P::kBN), full + 8 * stage);
+          if (++stage == P::kStages) stage = 0, phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(P::kConsumerRegisters));
+  Epilogue<WgmmaPipelineFragment> epilogue(params, epilogue_shared);
+  WgmmaPipelineFragment fragment;
+  const int consumer = warpgroup - 1;
+  const bool lane0 = threadIdx.x % 32 == 0;
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int64_t u = blockIdx.x; u < units.count(); u += gridDim.x) {
+    const Unit unit = units.at(u);
+    epilogue.begin(unit);
+    for (int64_t t = unit.tile_begin; t < unit.tile_end; ++t) {
+      int previous = 0;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        sm90::barrier_wait(full + 8 * stage, phase);
+        const uint32_t slice = base + stage * P::kStageBytes;
+        const uint64_t desc_a = wgmma_descriptor(slice + consumer * 64 * 128);
+        const uint64_t desc_b = wgmma_descriptor(slice + P::kABytes);
+        wgmma_arrive();
+#pragma unroll
+        for (int ks = 0; ks < P::kBK / 16; ++ks)
+          wgmma_m64n256k16(fragment.acc, desc_a + 2 * ks, desc_b + 2 * ks, kt > 0 || ks > 0);
+        wgmma_commit();
+        if (kt > 0) {
+          // The previous slice's wgmmas are done reading: its stage is empty.
+          wgmma_wait<1>();
+          if (lane0) sm90::barrier_arrive(empty + 8 * previous);
+        }
+        previous = stage;
+        if (++stage == P::kStages) stage = 0, phase ^= 1;
+      }
+      wgmma_wait<0>();
+      wgmma_fence_operands(fragment.acc);
+      if (lane0) sm90::barrier_arrive(empty + 8 * previous);
+      epilogue.tile(fragment, unit, t * P::kBN);
+    }
+    epilogue.end(unit);
+  }
+#else
+  (void)e_map, (void)c_map, (void)units, (void)k_tiles, (void)params;
+  __trap();  // built without sm_90a: the host never launches this path
+#endif
+}
+
+}  // namespace cce

@@ -1,0 +1,68 @@
+// Stage 05's epilogue: fold every tile of a unit into row states (stage 03's
+// fold, LSE only), then merge the unit's partial LSE of each row into the
+// global LSE under its token block's spin lock. Included by stage 07, which
+// adds its column sums to the same tiles.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/tile/units.cuh"
+#include "stages/03_fused_gemm_ce/online_fold.cuh"
+
+namespace cce::s05 {
+
+struct LockedLseParams {
+  int64_t n, v;
+  float softcap;
+  float* lse;  // [N], −inf before the launch
+  int* locks;  // [⌈N / team rows⌉]: a lock per team's rows, 0 before the launch
+};
+
+__device__ __forceinline__ float log_add_exp(float a, float b) {
+  const float m = fmaxf(a, b);
+  if (m == -INFINITY) return -INFINITY;
+  return m + log1pf(__expf(fminf(a, b) - m));
+}
+
+template <class Frag>
+struct LockedLseEpilogue {
+  using Params = LockedLseParams;
+  using Team = typename Frag::Team;
+  static constexpr size_t kSharedBytes = RowStates<Frag>::kSharedBytes;
+  Params p;
+  RowStates<Frag> states;
+
+  __device__ LockedLseEpilogue(const Params& params, unsigned char* shared) : p(params), states(shared) {}
+  __device__ void begin(const Unit& unit) { states.init(nullptr, unit.token_block * Frag::kBM, p.n); }
+  __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
+    fold_tile_into_rows(frag, states, unit.token_block * Frag::kBM, col0, p.v, p.softcap, nullptr);
+  }
+  // The lock guards the rows this team merges (a token block, or its half
+  // on the pipeline, where each warpgroup merges its own 64 rows). One
+  // thread takes it (atomicCAS, then an acquire fence), the team's barrier
+  // orders everyone's reads after that; after the updates, the barrier and
+  // one release fence order everyone's writes before the unlock. The LSE is
+  // read and written with .cg accesses (L2, not the SM's own L1, which
+  // another SM's writes do not update).
+  __device__ void end(const Unit& unit) {
+    const OnlineSoftmax state = merge_row_states(states);
+    int* lock = &p.locks[(unit.token_block * Frag::kBM + Frag::team_row0()) / Frag::kTeamRows];
+    if (Team::rank() == 0) {
+      while (atomicCAS(lock, 0, 1) != 0) __nanosleep(64);
+      asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+    }
+    Team::sync();
+    const int tile_row = merged_row<Frag>();
+    const int64_t row = unit.token_block * Frag::kBM + tile_row;
+    if (tile_row >= 0 && row < p.n) __stcg(&p.lse[row], log_add_exp(__ldcg(&p.lse[row]), state.lse()));
+    Team::sync();
+    if (Team::rank() == 0) {
+      asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+      atomicExch(lock, 0);
+    }
+  }
+};
+
+}  // namespace cce::s05

@@ -1,0 +1,165 @@
+// The tile engine as a plain GEMM: an epilogue that writes every tile out,
+// run on every tile product (path) against cuBLAS (stage 01's gemm_logits,
+// fp32 accumulation, fp32 output), on aligned and odd shapes: N and V not
+// multiples of any tile, D not a multiple of 64 (a partial last k-slice) and
+// not a multiple of 8 (element loads), and schedules with several units per
+// block and several tiles per unit (the persistent loop, the pipeline's
+// barrier phases wrapping around). Outputs are poisoned (NaN) first, so an
+// unwritten element fails. A path the GPU or the build cannot run is
+// skipped with the reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "common/host_data.h"
+#include "common/stage.h"
+#include "common/tile/launch.cuh"
+#include "stages/01_materialized/materialized.h"
+
+namespace cce {
+namespace {
+
+struct WriteTileParams {
+  float* out;  // [N,V] fp32
+  int64_t n, v;
+};
+
+template <class Frag>
+struct WriteTileEpilogue {
+  using Params = WriteTileParams;
+  static constexpr size_t kSharedBytes = 0;
+  Params p;
+  __device__ WriteTileEpilogue(const Params& params, unsigned char*) : p(params) {}
+  __device__ void begin(const Unit&) {}
+  __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
+    const int64_t row0 = unit.token_block * Frag::kBM;
+#pragma unroll
+    for (int r = 0; r < Frag::kRows; ++r)
+#pragma unroll
+      for (int c = 0; c < Frag::kCols; ++c) {
+        const int64_t row = row0 + Frag::row_of(r), col = col0 + Frag::col_of(c);
+        if (row < p.n && col < p.v) p.out[row * p.v + col] = frag.z(r, c);
+      }
+  }
+  __device__ void end(const Unit&) {}
+};
+
+struct GemmCase {
+  std::string name;
+  int64_t n, d, v;
+  int64_t ranges = 0, grid = 0;  // 0: the planner's; else forced
+};
+
+struct GemmParam {
+  TilePath path;
+  GemmCase shape;
+};
+
+std::string path_name(TilePath path) {
+  switch (path) {
+    case TilePath::kFp32: return "fp32";
+    case TilePath::kMmaSync: return "mma_sync";
+    case TilePath::kMmaSyncUnaligned: return "mma_sync_unaligned";
+    case TilePath::kWgmma: return "wgmma";
+    case TilePath::kWgmmaPipeline: return "pipeline";
+  }
+  return "?";
+}
+
+void PrintTo(const GemmParam& p, std::ostream* os) { *os << path_name(p.path) << "/" << p.shape.name; }
+
+// Why a path cannot run this shape here ("" when it can).
+std::string cannot_run(TilePath path, const Problem& p) {
+  std::string why;
+  if (!cuda_device_available(&why)) return "no CUDA device: " + why;
+  if (path == TilePath::kFp32) return "";
+  if (path == TilePath::kMmaSyncUnaligned) return "";
+  if (p.d % 8 != 0) return "D % 8 != 0: 16-byte loads impossible, only element loads run";
+  const TilePath best = choose_forward_path(p);
+  if (static_cast<int>(path) > static_cast<int>(best))
+    return std::string("this GPU/build runs at best ") + to_string(best);
+  return "";
+}
+
+class TileEngineGemm : public testing::TestWithParam<GemmParam> {};
+
+TEST_P(TileEngineGemm, EveryTileMatchesCublas) {
+  const GemmParam& param = GetParam();
+  Problem p;
+  p.n = param.shape.n;
+  p.d = param.shape.d;
+  p.v = param.shape.v;
+  p.dtype = param.path == TilePath::kFp32 ? Dtype::kFloat32 : Dtype::kBFloat16;
+  const std::string why = cannot_run(param.path, p);
+  if (!why.empty()) GTEST_SKIP() << why;
+
+  GeneratorOptions gen;
+  gen.mode = DataMode::kRandom;
+  gen.seed = 4242 + static_cast<uint64_t>(p.n * 7 + p.d * 3 + p.v);
+  const HostInputs host = generate_inputs(p, gen);
+  const DeviceInputs in = DeviceInputs::upload(p, host);
+  const size_t count = static_cast<size_t>(p.n * p.v);
+  DeviceBuffer<float> got(count), want(count);
+  poison_device(got.get(), got.bytes());
+  s01::gemm_logits(in, want.get(), nullptr);
+
+  UnitPolicy policy;
+  policy.ranges = param.shape.ranges;
+  TileUnits units = plan_tile_units(p, param.path, policy);
+  if (param.shape.grid > 0) units.grid = std::min(units.grid, param.shape.grid);
+  launch_tile_units<WriteTileEpilogue>(in, param.path, units, WriteTileParams{got.get(), p.n, p.v}, nullptr);
+  CCE_CUDA_CHECK(cudaDeviceSynchronize());
+
+  std::vector<float> a(count), b(count);
+  copy_to_host(a.data(), got.get(), got.bytes());
+  copy_to_host(b.data(), want.get(), want.bytes());
+  double scale = 0;
+  for (float x : b) scale = std::max(scale, static_cast<double>(std::fabs(x)));
+  // Same inputs, both accumulate in fp32: only the order of the sums differs.
+  const double atol = 1e-5 * scale, rtol = 1e-4;
+  double max_abs = 0, max_rel = 0;
+  size_t bad = 0, first_bad = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double diff = std::fabs(static_cast<double>(a[i]) - b[i]);
+    if (!(diff <= atol + rtol * std::fabs(b[i]))) {
+      if (bad++ == 0) first_bad = i;
+    }
+    if (!std::isnan(diff)) {
+      max_abs = std::max(max_abs, diff);
+      max_rel = std::max(max_rel, diff / std::max(std::fabs(static_cast<double>(b[i])), 1e-30));
+    }
+  }
+  std::printf("%s on %s: %lld units of %lld tiles on %lld blocks; max abs err %.3g, max rel err %.3g\n",
+              to_string(param.path), p.describe().c_str(), static_cast<long long>(units.count()),
+              static_cast<long long>(units.tiles_per_range), static_cast<long long>(units.grid), max_abs, max_rel);
+  EXPECT_EQ(bad, 0u) << bad << " of " << count << " elements off; first [" << first_bad / p.v << ","
+                     << first_bad % p.v << "]: " << a[first_bad] << " vs cuBLAS " << b[first_bad];
+}
+
+std::vector<GemmParam> gemm_params() {
+  const std::vector<GemmCase> shapes = {
+      {"aligned_256x256x1024", 256, 256, 1024},
+      {"odd_77x104x1129", 77, 104, 1129},          // D % 64 != 0: a partial last k-slice
+      {"odd_77x100x1129", 77, 100, 1129},          // D % 8 != 0: element loads only
+      {"many_units_300x200x5000", 300, 200, 5000, 4, 7},  // several units per block, several tiles per unit
+      {"wide_130x768x50257", 130, 768, 50257},
+  };
+  const TilePath paths[] = {TilePath::kFp32, TilePath::kMmaSync, TilePath::kMmaSyncUnaligned, TilePath::kWgmma,
+                            TilePath::kWgmmaPipeline};
+  std::vector<GemmParam> out;
+  for (TilePath path : paths)
+    for (const GemmCase& shape : shapes) out.push_back({path, shape});
+  return out;
+}
+
+std::string gemm_name(const testing::TestParamInfo<GemmParam>& info) {
+  return path_name(info.param.path) + "_" + info.param.shape.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPaths, TileEngineGemm, testing::ValuesIn(gemm_params()), gemm_name);
+
+}  // namespace
+}  // namespace cce
