@@ -131,16 +131,14 @@ def gpu_seen_by_nvidia_smi():
 def import_or_skip():
     """torch and numpy, or exit 77 saying which is missing."""
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError as e:
         gpu = "" if gpu_seen_by_nvidia_smi() else " and no CUDA GPU"
         skip(f"no PyTorch ({e.__class__.__name__} in {sys.executable}){gpu}")
     try:
-        import numpy  # noqa: F401
+        import numpy as np
     except ImportError as e:
         skip(f"no NumPy ({e.__class__.__name__} in {sys.executable})")
-    import numpy as np
-    import torch
     if DEVICE == "cuda" and not torch.cuda.is_available():
         skip("no CUDA GPU found (torch.cuda.is_available() is False)")
     return np, torch
