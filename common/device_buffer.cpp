@@ -52,7 +52,19 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 bool cuda_device_available(std::string* why) {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
-  if (status == cudaSuccess && count > 0) return true;
+  if (status == cudaSuccess && count > 0) {
+    // The kernels use bf16 mma.sync and cp.async, which need sm_80 (A100) or
+    // newer; an older GPU would fail at the first launch ("no kernel image").
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major < 8) {
+      if (why)
+        *why = std::string("no usable CUDA GPU (") + prop.name + " has compute capability " +
+               std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+               ", and the kernels need 8.0, an A100, or newer)";
+      return false;
+    }
+    return true;
+  }
   cudaGetLastError();
   // Without an NVIDIA driver the runtime reports "driver version is
   // insufficient", which reads like an upgrade hint; the driver version it
