@@ -39,7 +39,7 @@ cce_configure_and_build ${cmake_args[@]+"${cmake_args[@]}"}
 log="$BUILD_DIR/ctest.log"
 skipped_list="$BUILD_DIR/skipped-tests.txt"
 rm -f "$skipped_list" # a list from an earlier run must not be taken for this one's
-cce_section "test: ctest --test-dir $BUILD_DIR --output-on-failure --no-tests=error ${ctest_args[*]+${ctest_args[*]}}"
+cce_section "test: ctest --test-dir $BUILD_DIR --output-on-failure --no-tests=error${ctest_args[*]+ ${ctest_args[*]}}"
 cce_say "(ctest's full output goes to $log)"
 status=0
 ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error ${ctest_args[@]+"${ctest_args[@]}"} >"$log" 2>&1 ||
