@@ -52,12 +52,40 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 bool cuda_device_available(std::string* why) {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    if (why) *why = status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device found";
-    return false;
+  if (status == cudaSuccess && count > 0) {
+    // The kernels use bf16 mma.sync and cp.async, which need sm_80 (A100) or
+    // newer; an older GPU would fail at the first launch ("no kernel image").
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major < 8) {
+      if (why)
+        *why = std::string("no usable CUDA GPU (") + prop.name + " has compute capability " +
+               std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+               ", and the kernels need 8.0, an A100, or newer)";
+      return false;
+    }
+    return true;
   }
-  return true;
+  cudaGetLastError();
+  // Without an NVIDIA driver the runtime reports "driver version is
+  // insufficient", which reads like an upgrade hint; the driver version it
+  // reports is then 0, and the plain truth is that there is no GPU. The text
+  // has no colon, so that scripts/test.sh can pick it out of a skip message.
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  std::string text;
+  if (driver == 0)
+    text = "no CUDA GPU found (no NVIDIA driver is loaded)";
+  else if (status == cudaSuccess || status == cudaErrorNoDevice)
+    text = "no CUDA GPU found";
+  else if (status == cudaErrorInsufficientDriver)
+    text = "the NVIDIA driver supports CUDA " + std::to_string(driver / 1000) + "." +
+           std::to_string(driver % 1000 / 10) + ", older than the CUDA " + std::to_string(runtime / 1000) + "." +
+           std::to_string(runtime % 1000 / 10) + " this was built with";
+  else
+    text = std::string("no usable CUDA GPU (") + cudaGetErrorString(status) + ")";
+  if (why) *why = text;
+  return false;
 }
 
 }  // namespace cce

@@ -72,7 +72,8 @@ void poison_device(void* ptr, size_t bytes, cudaStream_t stream = nullptr);
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 
-// True when at least one CUDA device can be used; `why` says why not otherwise.
+// True when CUDA device 0 can be used (compute capability 8.0 or newer); `why`
+// says why not otherwise, in words without a colon ("no CUDA GPU found", ...).
 bool cuda_device_available(std::string* why = nullptr);
 
 }  // namespace cce

@@ -1,7 +1,9 @@
 // The command line every stage executable shares:
 //   stageNN_name [--n --d --v --dtype bf16|fp32 --seed --data random|realistic
 //                 --ignore-frac --ignore-index --softcap --reduction mean|sum|none
-//                 --backward --check --iters --load DIR --save DIR] + stage flags
+//                 --backward --upstream ones|random --check --iters
+//                 --load DIR --save DIR --save-large] + stage flags
+// The default problem is common/problem.h's kDefaultN/D/V.
 // Exit codes: 0 success, 1 failed check, 2 bad input, 77 no CUDA device.
 #pragma once
 

@@ -10,6 +10,13 @@
 
 namespace cce {
 
+// The one default problem of the stage executables and the tour: Gemma-2's
+// hidden size and vocabulary with 2048 tokens, which every stage fits on a
+// 16 GB GPU (stage 01's fp32 logits take 2.1 GB at this N). README.md quotes it.
+constexpr int64_t kDefaultN = 2048;
+constexpr int64_t kDefaultD = 2304;
+constexpr int64_t kDefaultV = 256000;
+
 enum class Dtype { kFloat32, kBFloat16 };
 enum class Reduction { kMean, kSum, kNone };
 

@@ -9,15 +9,6 @@
 
 namespace cce {
 
-std::vector<float> default_upstream(const Problem& p, uint64_t seed) {
-  if (p.reduction != Reduction::kNone) return {1.0f};
-  std::mt19937_64 rng(seed ^ 0x5EEDull);
-  std::uniform_real_distribution<float> dist(0.5f, 1.5f);
-  std::vector<float> g(p.n);
-  for (float& x : g) x = dist(rng);
-  return g;
-}
-
 StageRunner::StageRunner(Stage& stage, const Problem& problem, const HostInputs& inputs, std::vector<float> upstream)
     : stage_(stage), problem_(problem), upstream_(std::move(upstream)) {
   cublas_handle();  // its workspace is a fixed, process-wide cost: keep it out of the stage's numbers

@@ -11,6 +11,7 @@
 #include "common/compare.h"
 #include "common/reference.h"
 #include "common/stage.h"
+#include "common/upstream.h"
 
 namespace cce {
 
@@ -18,9 +19,12 @@ struct HostOutputs {
   std::vector<float> loss, lse, de, dc;  // de, dc converted to float
 };
 
-// The upstream gradient used by the drivers: 1 for mean and sum; for none, a
-// seeded U(0.5, 1.5) per token, so that per-token scaling is exercised.
-std::vector<float> default_upstream(const Problem& problem, uint64_t seed);
+// Deprecated name of seeded_upstream (common/upstream.h), kept for the GPU
+// tests and benchmarks that call it: 1 for mean and sum; for none, a seeded
+// U(0.5, 1.5) per token. The executables now default to ones_upstream.
+inline std::vector<float> default_upstream(const Problem& problem, uint64_t seed) {
+  return seeded_upstream(problem, seed);
+}
 
 class StageRunner {
  public:

@@ -17,6 +17,9 @@ set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+# The Python packages run the notebooks headless (notebooks/run_notebook.py,
+# nbclient): they are not Jupyter's UI, and there is no `jupyter` command
+# (apt-get install jupyter-notebook for that).
 PACKAGES=(
   cmake g++ ninja-build
   libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
@@ -58,7 +61,7 @@ install_command() {
   printf '%sapt-get update && %sapt-get install -y --no-install-recommends %s' "$prefix" "$prefix" "$*"
 }
 
-PACKAGES_NOTE="${#PACKAGES[@]} Debian packages present"
+PACKAGES_NOTE="${#PACKAGES[@]} Debian packages present (compilers, libraries, Python to run the notebooks without Jupyter)"
 
 ensure_packages() {
   if [ "${CCE_SKIP_PACKAGES:-0}" = 1 ]; then

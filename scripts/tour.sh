@@ -6,8 +6,9 @@
 # Installs missing dependencies first (scripts/install-deps.sh), configures
 # $BUILD_DIR (default build/) with Ninja in Release, builds with all cores, then
 # runs $BUILD_DIR/stages/cce_tour with the given arguments: every stage on one
-# problem, in one comparison table. Without a GPU the tour says so and prints
-# the memory each stage would need at Gemma-2's shape instead.
+# problem (by default N=2048 D=2304 V=256000; --n --d --v to change it), in one
+# comparison table. Without a GPU the tour says so and prints the memory each
+# stage would need for that problem instead.
 # Environment: BUILD_DIR, CMAKE_CUDA_ARCHITECTURES (e.g. 86), CUDACXX.
 # Works from any directory.
 set -euo pipefail

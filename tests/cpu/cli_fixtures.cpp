@@ -1,14 +1,17 @@
 // Writes the input directories the command-line tests load (see CMakeLists.txt):
 //   <root>/good                 a valid N=7 D=5 V=13 problem
 //   <root>/<case>               the same problem with one thing wrong
+//   <root>/dloss_*              the good problem with a dloss.npy (the upstream gradient)
 // Usage: cce_cpu_cli_fixtures <root>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "common/host_data.h"
 #include "common/npy.h"
+#include "common/upstream.h"
 #include "tests/cpu/npy_craft.h"
 
 namespace fs = std::filesystem;
@@ -81,6 +84,22 @@ int main(int argc, char** argv) {
     std::vector<int64_t> bad_targets = in.targets;
     bad_targets[4] = kV;
     cce::write_npy((good_copy(root, "target_out_of_range") / "targets.npy").string(), bad_targets.data(), {kN});
+
+    // dloss.npy: a good per-token one (for --reduction none), and one wrong
+    // length, dtype or value each.
+    cce::Problem none;
+    none.n = kN;
+    none.reduction = cce::Reduction::kNone;
+    const std::vector<float> ones(kN, 1.0f);
+    cce::write_upstream((good_copy(root, "dloss_ones_none") / "dloss.npy").string(), none, ones);
+    const std::vector<float> six(kN - 1, 1.0f);
+    cce::write_npy((good_copy(root, "dloss_wrong_length") / "dloss.npy").string(), six.data(), {kN - 1});
+    const std::vector<double> ones64(kN, 1.0);
+    write_file((good_copy(root, "dloss_float64") / "dloss.npy").string(),
+               npy_bytes("<f8", false, "(7,)", raw_bytes(ones64)));
+    std::vector<float> with_nan = ones;
+    with_nan[2] = std::numeric_limits<float>::quiet_NaN();
+    cce::write_npy((good_copy(root, "dloss_nan") / "dloss.npy").string(), with_nan.data(), {kN});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cce_cpu_cli_fixtures: %s\n", e.what());
     return 1;

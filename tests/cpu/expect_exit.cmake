@@ -1,11 +1,16 @@
 # Runs a command and checks its exit code and output.
 #
-#   cmake -DEXE=<program> -DARGS=<arg>|<arg>|... -DEXPECT_RC=<code>
-#         [-DEXPECT_STDERR=<regex>] [-DEXPECT_STDOUT=<regex>] -P expect_exit.cmake
+#   cmake -DEXE=<program> -DARGS=<arg>|<arg>|... -DEXPECT_RC=<code>[|<code>...]
+#         [-DEXPECT_STDERR=<regex>] [-DEXPECT_STDOUT=<regex>]
+#         [-DCLEAN_DIR=<dir>] [-DEXPECT_FILE=<path>] [-DONE_LINE_STDERR=1] -P expect_exit.cmake
 #
-# ARGS is '|'-separated (a ';' list would be split on its way through add_test).
-# Fails with FATAL_ERROR, printing both streams, on a different exit code or an
-# output that does not match.
+# ARGS and EXPECT_RC are '|'-separated (a ';' list would be split on its way
+# through add_test); any of the EXPECT_RC codes passes (e.g. 0|77: a run that
+# needs a GPU for its last step only). CLEAN_DIR is removed before the run;
+# EXPECT_FILE must exist after it. ONE_LINE_STDERR: stderr must be exactly one
+# line (how every bad input is reported). Fails with FATAL_ERROR, printing both
+# streams, on a different exit code, an output that does not match or a
+# missing file.
 
 if(NOT DEFINED EXE OR NOT DEFINED EXPECT_RC)
   message(FATAL_ERROR "expect_exit.cmake: EXE and EXPECT_RC are required")
@@ -19,6 +24,10 @@ if(NOT "${ARGS}" STREQUAL "")
   string(REPLACE "|" ";" args "${ARGS}")
 endif()
 
+if(DEFINED CLEAN_DIR)
+  file(REMOVE_RECURSE "${CLEAN_DIR}")
+endif()
+
 execute_process(COMMAND "${EXE}" ${args}
                 RESULT_VARIABLE rc
                 OUTPUT_VARIABLE out
@@ -28,7 +37,9 @@ execute_process(COMMAND "${EXE}" ${args}
 string(REPLACE ";" " " shown_args "${args}")
 set(report "command: ${EXE} ${shown_args}\nexit code: ${rc}\n--- stdout ---\n${out}\n--- stderr ---\n${err}")
 
-if(NOT "${rc}" STREQUAL "${EXPECT_RC}")
+string(REPLACE "|" ";" expected_codes "${EXPECT_RC}")
+list(FIND expected_codes "${rc}" rc_index)
+if(rc_index EQUAL -1)
   message(FATAL_ERROR "expected exit code ${EXPECT_RC}, got ${rc}\n${report}")
 endif()
 if(DEFINED EXPECT_STDERR AND NOT "${err}" MATCHES "${EXPECT_STDERR}")
@@ -36,5 +47,15 @@ if(DEFINED EXPECT_STDERR AND NOT "${err}" MATCHES "${EXPECT_STDERR}")
 endif()
 if(DEFINED EXPECT_STDOUT AND NOT "${out}" MATCHES "${EXPECT_STDOUT}")
   message(FATAL_ERROR "stdout does not match '${EXPECT_STDOUT}'\n${report}")
+endif()
+if(ONE_LINE_STDERR)
+  string(REGEX MATCHALL "\n" newlines "${err}")
+  list(LENGTH newlines line_count)
+  if(NOT line_count EQUAL 1 OR NOT "${err}" MATCHES "\n$")
+    message(FATAL_ERROR "stderr is not one line\n${report}")
+  endif()
+endif()
+if(DEFINED EXPECT_FILE AND NOT EXISTS "${EXPECT_FILE}")
+  message(FATAL_ERROR "${EXPECT_FILE} was not written\n${report}")
 endif()
 message(STATUS "ok: exit code ${rc}, output matches")
