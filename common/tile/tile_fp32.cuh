@@ -19,6 +19,7 @@ struct TileProductFp32 {
   static constexpr size_t kSharedBytes = static_cast<size_t>(kBK) * (kBM + kBN + 2) * sizeof(float);
   static_assert(kSharedBytes % 16 == 0, "callers place more shared memory after the tile's");
   using Team = BlockTeam;
+  static constexpr int kTeamThreads = kThreads;
   // Whether the 8 lanes with the same lane % 4 hold the same columns (column_sums.cuh).
   static constexpr bool kColumnsShareLaneMod4 = false;
   static constexpr int kTeamRows = kBM;

@@ -43,6 +43,7 @@ struct TileProductMmaSync {
   static constexpr size_t kStageElems = static_cast<size_t>(kBM + kBN) * kPitch;
   static constexpr size_t kSharedBytes = kStageElems * kStages * sizeof(__nv_bfloat16);
   using Team = BlockTeam;
+  static constexpr int kTeamThreads = kThreads;
   // Whether the 8 lanes with the same lane % 4 hold the same columns (column_sums.cuh).
   static constexpr bool kColumnsShareLaneMod4 = true;
   static constexpr int kTeamRows = kBM;  // the team holds every row of the tile

@@ -40,6 +40,7 @@ struct TileProductWgmma {
   static constexpr size_t kSharedBytes = static_cast<size_t>(kStageBytes) * kStages + 1024;
   static_assert(kBM == kBN, "A and B tiles share one layout");
   using Team = BlockTeam;
+  static constexpr int kTeamThreads = kThreads;
   // Whether the 8 lanes with the same lane % 4 hold the same columns (column_sums.cuh).
   static constexpr bool kColumnsShareLaneMod4 = true;
   static constexpr int kTeamRows = kBM;

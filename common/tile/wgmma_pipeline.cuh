@@ -53,6 +53,7 @@ struct WgmmaPipelineFragment {
   static constexpr int kRows = 2, kCols = 64;
   static constexpr int kRowSharers = 4;  // the 4 lanes of a quad
   using Team = WarpgroupTeam;
+  static constexpr int kTeamThreads = 128;
   // Whether the 8 lanes with the same lane % 4 hold the same columns (column_sums.cuh).
   static constexpr bool kColumnsShareLaneMod4 = true;
   static constexpr int kTeamRows = 64;

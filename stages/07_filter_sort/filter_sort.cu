@@ -24,37 +24,53 @@ struct SortKeyParams {
 
 // Stage 05's epilogue, plus each tile's column sums (of the logits as folded:
 // softcapped; rows past N are zeros and add nothing) into column_sums. The
-// warps' partial sums meet in shared memory first (one region per team), so
-// that each column of a tile costs one global atomic per team, not one per warp.
+// warps' partial sums meet in shared memory first, a row per warp (plain
+// stores: shared-memory float atomics are compare-and-swap loops), so that
+// each column of a tile costs one global atomic per team, not one per warp.
 template <class Frag>
 struct SortKeyEpilogue {
   using Params = SortKeyParams;
   using Team = typename Frag::Team;
-  static constexpr int kTeams = Frag::kBM / Frag::kTeamRows;
+  static constexpr int kTeams = Frag::kBM / Frag::kTeamRows, kTeamWarps = Frag::kTeamThreads / 32;
   static constexpr size_t kSumsOffset = (s05::LockedLseEpilogue<Frag>::kSharedBytes + 15) / 16 * 16;
-  static constexpr size_t kSharedBytes = kSumsOffset + static_cast<size_t>(kTeams) * Frag::kBN * sizeof(float);
+  static constexpr size_t kSharedBytes =
+      kSumsOffset + static_cast<size_t>(kTeams) * kTeamWarps * Frag::kBN * sizeof(float);
   s05::LockedLseEpilogue<Frag> locked;
   float* column_sums;
-  float* team_sums;  // [kBN] of this team, zero between tiles
+  float* warp_sums;  // [kTeamWarps][kBN] of this team, zero between tiles
   int64_t v;
 
   __device__ SortKeyEpilogue(const Params& params, unsigned char* shared)
       : locked(params.lse, shared),
         column_sums(params.column_sums),
-        team_sums(reinterpret_cast<float*>(shared + kSumsOffset) + (Frag::team_row0() / Frag::kTeamRows) * Frag::kBN),
+        warp_sums(reinterpret_cast<float*>(shared + kSumsOffset) +
+                  (Frag::team_row0() / Frag::kTeamRows) * kTeamWarps * Frag::kBN),
         v(params.lse.v) {
-    for (int i = Team::rank(); i < Frag::kBN; i += Team::size()) team_sums[i] = 0.0f;  // begin()'s barrier publishes it
+    for (int i = Team::rank(); i < kTeamWarps * Frag::kBN; i += Team::size()) warp_sums[i] = 0.0f;
+    // begin()'s barrier publishes the zeros.
   }
   __device__ void begin(const Unit& unit) { locked.begin(unit); }
   __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
     locked.tile(frag, unit, col0);
-    Team::sync();  // the previous tile's flush is done with team_sums
-    sum_tile_columns(frag, [&](int tile_col, float sum) { atomicAdd(&team_sums[tile_col], sum); });
+    if constexpr (!Frag::kColumnsShareLaneMod4) {  // the fp32 tiles: each thread's own partial sums
+      sum_tile_columns(frag, [&](int tile_col, float sum) {
+        if (col0 + tile_col < v) atomicAdd(&column_sums[col0 + tile_col], sum);
+      });
+      return;
+    }
+    float* mine = warp_sums + (Team::rank() / 32) * Frag::kBN;
+    sum_tile_columns(frag, [&](int tile_col, float sum) { mine[tile_col] = sum; });  // one lane per column
     Team::sync();
     for (int i = Team::rank(); i < Frag::kBN; i += Team::size()) {
-      if (col0 + i < v) atomicAdd(&column_sums[col0 + i], team_sums[i]);
-      team_sums[i] = 0.0f;
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kTeamWarps; ++w) {
+        sum += warp_sums[w * Frag::kBN + i];
+        warp_sums[w * Frag::kBN + i] = 0.0f;
+      }
+      if (col0 + i < v) atomicAdd(&column_sums[col0 + i], sum);
     }
+    Team::sync();  // the zeros are in place before the next tile's sums
   }
   __device__ void end(const Unit& unit) { locked.end(unit); }
 };
