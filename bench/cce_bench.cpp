@@ -4,7 +4,9 @@
 // Benchmarks are named <impl>/<mode>/<shape>:
 //   impl  = stageNN_name (every stage of all_stages()) or cublas_floor,
 //   mode  = loss (forward) or loss_grad (forward + backward; stages with a backward only),
-//   shape = small | gpt2 | llama3 | gemma2 (bf16, realistic data, mean reduction, seed 1234).
+//   shape = small | gpt2 | llama3 | gemma2 (generated: bf16, realistic data, mean reduction, seed 1234)
+//           | lm32k | lm128k (trained-model data read from --lm-data=DIR/<shape>/{e,c,targets}.npy,
+//             written by bench/lm_data.py; run by default when their files are there).
 // Google Benchmark appends /iterations:K/repeats:5/manual_time to the names it
 // reports; bench/results_table.py keeps the first three components.
 //
@@ -13,8 +15,9 @@
 // times of each iteration (manual time); the JSON keeps mean, median, stddev
 // and cv over 5 repetitions.
 //
-// Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2] [--iters=K] [Google Benchmark flags:
-//                   --benchmark_filter=REGEX --benchmark_out=FILE --benchmark_out_format=json ...]
+// Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2,lm32k,lm128k] [--iters=K] [--lm-data=DIR]
+//                  [Google Benchmark flags: --benchmark_filter=REGEX --benchmark_out=FILE
+//                   --benchmark_out_format=json ...]
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -25,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -36,9 +40,11 @@
 #include "common/cublas_handle.h"
 #include "common/device_buffer.h"
 #include "common/driver.h"
+#include "common/npy.h"
 #include "common/runner.h"
 #include "common/stage_table.h"
 #include "common/timer.h"
+#include "stages/07_filter_sort/filter_sort.h"
 
 #ifndef CCE_SOURCE_DIR
 #define CCE_SOURCE_DIR ""
@@ -51,17 +57,26 @@ using namespace cce;
 // --- Shapes and cases ---------------------------------------------------------
 
 struct Shape {
+  std::string name;
+  int64_t n = 0, d = 0, v = 0;
+  std::string files;  // trained-model shapes: the directory of e.npy, c.npy, targets.npy; empty: generated
+};
+
+struct GeneratedShape {
   const char* name;
   int64_t n, d, v;
 };
 
 // small fits a 16 GB GPU for every stage, stage 01's fp32 logits [N,V] included.
-constexpr Shape kShapes[] = {
+constexpr GeneratedShape kGeneratedShapes[] = {
     {"small", 4096, 2304, 32000},
     {"gpt2", 20480, 768, 50257},
     {"llama3", 8192, 4096, 128256},
     {"gemma2", 8192, 2304, 256000},
 };
+// Trained-model data (bench/lm_data.py): N, D and V come from the files.
+constexpr const char* kLmShapes[] = {"lm32k", "lm128k"};
+constexpr const char* kDefaultLmData = "/tmp/cce-lm-data";
 
 constexpr uint64_t kSeed = 1234;
 constexpr int kRepetitions = 5;
@@ -132,9 +147,14 @@ ShapeData& shape_data(const Shape& shape) {
   auto sd = std::make_unique<ShapeData>();
   sd->name = shape.name;
   sd->problem = make_problem(shape, Dtype::kBFloat16);
-  GeneratorOptions gen;  // realistic data
-  gen.seed = kSeed;
-  sd->inputs = generate_inputs(sd->problem, gen);  // bf16 problem: E and C come rounded to bf16
+  if (!shape.files.empty()) {
+    // The stages' --load path: N, D, V from the files, E and C rounded to bf16 (they already are).
+    sd->inputs = load_inputs(shape.files, sd->problem);
+  } else {
+    GeneratorOptions gen;  // realistic data
+    gen.seed = kSeed;
+    sd->inputs = generate_inputs(sd->problem, gen);  // bf16 problem: E and C come rounded to bf16
+  }
   sd->upstream = default_upstream(sd->problem, kSeed);
   g_shape = std::move(sd);
   return *g_shape;
@@ -205,11 +225,18 @@ double rel_l2_error(const std::vector<float>& x, const std::vector<float>& ref) 
 // handle's default math mode). Nothing else: no softmax, no reduction. The
 // gradient products read the logits buffer as dlogit: the same products as a
 // real backward, not a correct gradient.
+// The floor is the best cuBLAS can do: the logits' leading dimension is V rounded
+// up to a multiple of 16 elements. With ld = V itself an odd V (gpt2's 50257)
+// drops cuBLAS off its fast kernels (16.1 ms instead of 2.3 ms on an H100).
+
+constexpr int64_t kFloorLdMultiple = 16;
+int64_t floor_ld(int64_t v) { return (v + kFloorLdMultiple - 1) / kFloorLdMultiple * kFloorLdMultiple; }
 
 struct FloorBuffers {
   Problem p;
+  int64_t ld = 0;                      // leading dimension of logits: floor_ld(V)
   DeviceBuffer<uint16_t> e, c;         // bf16 [N,D], [V,D]
-  DeviceBuffer<uint16_t> logits;       // bf16 [N,V]; also the dlogit operand
+  DeviceBuffer<uint16_t> logits;       // bf16 [N,V] in rows of ld; also the dlogit operand
   DeviceBuffer<uint16_t> de, dc;       // bf16 [N,D], [V,D] (loss_grad only)
 
   // Row-major matrices seen by column-major cuBLAS as their transposes.
@@ -217,25 +244,25 @@ struct FloorBuffers {
     const float one = 1.0f, zero = 0.0f;
     CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, i(p.v), i(p.n), i(p.d), &one, c.get(),
                                   CUDA_R_16BF, i(p.d), e.get(), CUDA_R_16BF, i(p.d), &zero, logits.get(), CUDA_R_16BF,
-                                  i(p.v), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  i(ld), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   void gemm_de() const {  // dE[N,D] = dlogit[N,V]·C[V,D]
     const float one = 1.0f, zero = 0.0f;
     CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, i(p.d), i(p.n), i(p.v), &one, c.get(),
-                                  CUDA_R_16BF, i(p.d), logits.get(), CUDA_R_16BF, i(p.v), &zero, de.get(), CUDA_R_16BF,
+                                  CUDA_R_16BF, i(p.d), logits.get(), CUDA_R_16BF, i(ld), &zero, de.get(), CUDA_R_16BF,
                                   i(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   void gemm_dc() const {  // dC[V,D] = dlogitᵀ[V,N]·E[N,D]
     const float one = 1.0f, zero = 0.0f;
     CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, i(p.d), i(p.v), i(p.n), &one, e.get(),
-                                  CUDA_R_16BF, i(p.d), logits.get(), CUDA_R_16BF, i(p.v), &zero, dc.get(), CUDA_R_16BF,
+                                  CUDA_R_16BF, i(p.d), logits.get(), CUDA_R_16BF, i(ld), &zero, dc.get(), CUDA_R_16BF,
                                   i(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   static int i(int64_t x) { return static_cast<int>(x); }  // Problem::validate keeps N, D, V below 2^31
 };
 
 size_t floor_bytes(const Problem& p, Mode mode) {  // inputs + outputs of the floor, bf16
-  size_t elems = static_cast<size_t>(p.n * p.d + p.v * p.d + p.n * p.v);
+  size_t elems = static_cast<size_t>(p.n * p.d + p.v * p.d + p.n * floor_ld(p.v));
   if (mode == Mode::kLossGrad) elems += static_cast<size_t>(p.n * p.d + p.v * p.d);
   return elems * 2;
 }
@@ -285,6 +312,7 @@ void setup_floor(ActiveCase& c, const CaseSpec& spec) {
   if (!c.error.empty()) return;
   auto f = std::make_unique<FloorBuffers>();
   f->p = p;
+  f->ld = floor_ld(p.v);
   {
     std::vector<uint16_t> e = to_bf16_bits(sd.inputs.e), cc = to_bf16_bits(sd.inputs.c);
     f->e = DeviceBuffer<uint16_t>(e.size());
@@ -294,7 +322,7 @@ void setup_floor(ActiveCase& c, const CaseSpec& spec) {
   }
   const size_t baseline = AllocationTracker::current_bytes();  // cuBLAS workspace and the inputs
   AllocationTracker::reset_peak();
-  f->logits = DeviceBuffer<uint16_t>(static_cast<size_t>(p.n * p.v));
+  f->logits = DeviceBuffer<uint16_t>(static_cast<size_t>(p.n * f->ld));
   const FloorBuffers* fp = f.get();
   if (spec.mode == Mode::kLoss) {
     c.work = [fp] { fp->gemm_logits(); };
@@ -312,6 +340,7 @@ void setup_floor(ActiveCase& c, const CaseSpec& spec) {
   c.work();
   CCE_CUDA_CHECK(cudaDeviceSynchronize());
   c.fixed_counters["peak_MB"] = static_cast<double>(AllocationTracker::peak_bytes() - baseline) / 1e6;
+  c.fixed_counters["logits_ld"] = static_cast<double>(c.floor->ld);
 }
 
 void setup_stage(ActiveCase& c, const CaseSpec& spec) {
@@ -345,6 +374,13 @@ void setup_stage(ActiveCase& c, const CaseSpec& spec) {
     if (backward) {
       c.fixed_counters["dE_rel_err"] = rel_l2_error(out.de, ref.de);
       c.fixed_counters["dC_rel_err"] = rel_l2_error(out.dc, ref.dc);
+    }
+  }
+  // Stage 07 counts the backward tiles it kept (the rest skip their products).
+  if (backward) {
+    if (const auto* filter = dynamic_cast<const s07::FilterSortStage*>(c.stage.get())) {
+      const s06::BackwardStats st = filter->stats();
+      if (st.tiles > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_tiles) / st.tiles;
     }
   }
 }
@@ -471,7 +507,7 @@ std::string version_text(int v) {  // 12040 -> "12.4 (12040)"
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) + " (" + std::to_string(v) + ")";
 }
 
-void add_gpu_context(const std::vector<Shape>& shapes) {
+void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_data) {
   int device = 0;
   CCE_CUDA_CHECK(cudaGetDevice(&device));
   cudaDeviceProp prop{};
@@ -500,21 +536,27 @@ void add_gpu_context(const std::vector<Shape>& shapes) {
   benchmark::AddCustomContext("cuda_runtime_version", version_text(runtime));
   benchmark::AddCustomContext("cublas_version", std::to_string(cublas));
   benchmark::AddCustomContext("cce_commit", commit_text());
-  benchmark::AddCustomContext("cce_data", "bf16, realistic data, mean reduction, seed " + std::to_string(kSeed));
+  benchmark::AddCustomContext("cce_data", "bf16, realistic data, mean reduction, seed " + std::to_string(kSeed) +
+                                              "; lm shapes: trained-model data from their files (bf16 values)");
+  benchmark::AddCustomContext("cce_lm_data", lm_data);
+  benchmark::AddCustomContext("cce_floor", "cuBLAS bf16 GEMMs, fp32 accumulation; the logits' leading dimension is V "
+                                           "rounded up to a multiple of " + std::to_string(kFloorLdMultiple) +
+                                           " (counter logits_ld)");
   benchmark::AddCustomContext("cce_iterations", std::to_string(g_iterations) + " per repetition, " +
                                                     std::to_string(kRepetitions) + " repetitions, after " +
                                                     std::to_string(kWarmupRuns + 1) + " untimed runs per case");
   std::string shape_text;
   for (const Shape& s : shapes) {
     if (!shape_text.empty()) shape_text += ", ";
-    shape_text += std::string(s.name) + " N=" + std::to_string(s.n) + " D=" + std::to_string(s.d) +
-                  " V=" + std::to_string(s.v);
+    shape_text += s.name + " N=" + std::to_string(s.n) + " D=" + std::to_string(s.d) + " V=" + std::to_string(s.v);
+    if (!s.files.empty()) shape_text += " (" + s.files + ")";
   }
   benchmark::AddCustomContext("cce_shapes", shape_text);
 }
 
 struct BenchFlags {
   std::vector<Shape> shapes;
+  std::string lm_data = kDefaultLmData;
   int iterations = 10;
   bool list_only = false;
   bool help = false;
@@ -522,15 +564,44 @@ struct BenchFlags {
 
 std::string known_shapes() {
   std::string out;
-  for (const Shape& s : kShapes) out += std::string(out.empty() ? "" : ", ") + s.name;
+  for (const GeneratedShape& s : kGeneratedShapes) out += std::string(out.empty() ? "" : ", ") + s.name;
+  for (const char* name : kLmShapes) out += std::string(", ") + name;
   return out;
 }
 
-// Takes --shapes and --iters out of argv (Google Benchmark's flags stay).
+// A trained-model shape from DIR/<name>/: N, D, V from the files' headers. Empty `why` when usable.
+Shape lm_shape(const std::string& lm_data, const std::string& name, std::string* why) {
+  namespace fs = std::filesystem;
+  Shape shape;
+  shape.name = name;
+  shape.files = (fs::path(lm_data) / name).string();
+  for (const char* file : {"e.npy", "c.npy", "targets.npy"}) {
+    if (!fs::is_regular_file(fs::path(shape.files) / file)) {
+      *why = shape.files + " has no " + file;
+      return shape;
+    }
+  }
+  try {
+    peek_inputs(shape.files, &shape.n, &shape.d, &shape.v);
+  } catch (const InputError& e) {
+    *why = e.what();
+  }
+  return shape;
+}
+
+bool lm_files_present(const std::string& lm_data, const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(lm_data) / name;
+  std::error_code ec;
+  return fs::is_regular_file(dir / "e.npy", ec) && fs::is_regular_file(dir / "c.npy", ec) &&
+         fs::is_regular_file(dir / "targets.npy", ec);
+}
+
+// Takes --shapes, --iters and --lm-data out of argv (Google Benchmark's flags stay).
 BenchFlags parse_own_flags(int* argc, char** argv) {
   BenchFlags flags;
-  std::string shapes_text, iters_text;
-  bool shapes_set = false, iters_set = false;
+  std::string shapes_text, iters_text, lm_data_text;
+  bool shapes_set = false, iters_set = false, lm_data_set = false;
   int out = 1;
   for (int k = 1; k < *argc; ++k) {
     const std::string arg = argv[k];
@@ -546,7 +617,9 @@ BenchFlags parse_own_flags(int* argc, char** argv) {
       *set = true;
       return true;
     };
-    if (take("--shapes", &shapes_text, &shapes_set) || take("--iters", &iters_text, &iters_set)) continue;
+    if (take("--shapes", &shapes_text, &shapes_set) || take("--iters", &iters_text, &iters_set) ||
+        take("--lm-data", &lm_data_text, &lm_data_set))
+      continue;
     if (arg == "--help" || arg == "-h") flags.help = true;
     if (arg.rfind("--benchmark_list_tests", 0) == 0 && arg != "--benchmark_list_tests=false" &&
         arg != "--benchmark_list_tests=0")
@@ -556,7 +629,15 @@ BenchFlags parse_own_flags(int* argc, char** argv) {
   *argc = out;
   argv[out] = nullptr;
 
-  std::vector<bool> chosen(std::size(kShapes), !shapes_set);
+  if (lm_data_set) {
+    if (lm_data_text.empty()) throw InputError("--lm-data expects a directory, got ''");
+    flags.lm_data = lm_data_text;
+  }
+  const size_t generated = std::size(kGeneratedShapes), all = generated + std::size(kLmShapes);
+  auto shape_name = [&](size_t s) {
+    return std::string(s < generated ? kGeneratedShapes[s].name : kLmShapes[s - generated]);
+  };
+  std::vector<bool> chosen(all, false);
   if (shapes_set) {
     size_t start = 0;
     while (start <= shapes_text.size()) {
@@ -564,14 +645,33 @@ BenchFlags parse_own_flags(int* argc, char** argv) {
       if (comma == std::string::npos) comma = shapes_text.size();
       const std::string name = shapes_text.substr(start, comma - start);
       bool found = false;
-      for (size_t s = 0; s < std::size(kShapes); ++s)
-        if (name == kShapes[s].name) chosen[s] = found = true;
+      for (size_t s = 0; s < all; ++s)
+        if (name == shape_name(s)) chosen[s] = found = true;
       if (!found) throw InputError("unknown shape '" + name + "' (known: " + known_shapes() + ")");
       start = comma + 1;
     }
+  } else {
+    // By default: the generated shapes, and the trained-model ones whose files are there.
+    for (size_t s = 0; s < all; ++s) chosen[s] = s < generated || lm_files_present(flags.lm_data, shape_name(s));
   }
-  for (size_t s = 0; s < std::size(kShapes); ++s)
-    if (chosen[s]) flags.shapes.push_back(kShapes[s]);  // always in the canonical order
+  for (size_t s = 0; s < all; ++s) {  // always in the canonical order
+    if (!chosen[s]) continue;
+    if (s < generated) {
+      const GeneratedShape& g = kGeneratedShapes[s];
+      flags.shapes.push_back({g.name, g.n, g.d, g.v, ""});
+      continue;
+    }
+    std::string why;
+    Shape shape = lm_shape(flags.lm_data, shape_name(s), &why);
+    if (why.empty()) {
+      flags.shapes.push_back(shape);
+    } else {  // one line, and the other shapes still run
+      std::fprintf(stderr, "cce_bench: %s skipped: %s (write it with python3 bench/lm_data.py --out %s --only %s)\n",
+                   shape.name.c_str(), why.c_str(), flags.lm_data.c_str(), shape.name.c_str());
+    }
+  }
+  if (flags.shapes.empty() && !flags.help)
+    throw InputError("no shape left to run (the trained-model data asked for is not there)");
   if (iters_set) {
     char* end = nullptr;
     errno = 0;
@@ -587,11 +687,14 @@ int bench_main(int argc, char** argv) {
   const BenchFlags flags = parse_own_flags(&argc, argv);
   if (flags.help) {
     std::printf(
-        "usage: cce_bench [--shapes=NAME,...] [--iters=K] [Google Benchmark flags]\n"
-        "  --shapes=NAME,...  shapes to run, of: %s (default: all)\n"
+        "usage: cce_bench [--shapes=NAME,...] [--iters=K] [--lm-data=DIR] [Google Benchmark flags]\n"
+        "  --shapes=NAME,...  shapes to run, of: %s\n"
+        "                     (default: the first four, and each lm shape whose files are in --lm-data)\n"
         "  --iters=K          timed iterations per repetition (default 10; %d repetitions)\n"
+        "  --lm-data=DIR      trained-model data: DIR/<shape>/{e,c,targets}.npy from bench/lm_data.py\n"
+        "                     (default %s)\n"
         "Benchmarks are named <impl>/<mode>/<shape>; see bench/README.md.\n\n",
-        known_shapes().c_str(), kRepetitions);
+        known_shapes().c_str(), kRepetitions, kDefaultLmData);
   }
   g_iterations = flags.iterations;
   // Registered before Initialize, so that --benchmark_list_tests and --help work without a GPU.
@@ -612,7 +715,7 @@ int bench_main(int argc, char** argv) {
       benchmark::Shutdown();
       return kExitSkipped;
     }
-    add_gpu_context(flags.shapes);
+    add_gpu_context(flags.shapes, flags.lm_data);
   }
   benchmark::RunSpecifiedBenchmarks();
   g_case.reset();  // device memory back before the CUDA runtime goes

@@ -1,7 +1,10 @@
 // gemm_floor: the cuBLAS floor the stages are compared with — one bf16 GEMM
 // logits = E·Cᵀ of shape [N,D]×[D,V], timed with CUDA events (median after
 // warm-up), with bf16 output (what torch.mm gives) and with fp32 output (what
-// stage 01 needs). Usage: gemm_floor [--n --d --v --iters]
+// stage 01 needs). The output's leading dimension is V rounded up to a multiple
+// of --pad elements (default 16, as cce_bench's floor): with ld = V (--pad 1) an
+// odd V such as GPT-2's 50257 drops cuBLAS off its fast kernels.
+// Usage: gemm_floor [--n --d --v --iters --pad]
 #include <cuda_bf16.h>
 
 #include <cstdio>
@@ -17,16 +20,20 @@
 int main(int argc, char** argv) {
   using namespace cce;
   try {
-    int64_t n = 8192, d = 2304, v = 256000, iters = 20;
+    int64_t n = 8192, d = 2304, v = 256000, iters = 20, pad = 16;
     OptionParser parser("gemm_floor");
     parser.add_int("n", &n, "tokens N");
     parser.add_int("d", &d, "hidden size D");
     parser.add_int("v", &v, "vocabulary size V");
     parser.add_int("iters", &iters, "timed iterations");
+    parser.add_int("pad", &pad, "output leading dimension: V rounded up to a multiple of this (1: V itself)");
     if (!parser.parse(argc, argv)) return 0;
     Problem p;
     p.n = n, p.d = d, p.v = v;
     p.validate();
+    if (pad < 1 || pad > 4096) throw InputError("--pad must be in [1, 4096], got " + std::to_string(pad));
+    if (iters < 1) throw InputError("--iters must be at least 1, got " + std::to_string(iters));
+    const int64_t ld = (v + pad - 1) / pad * pad;
     std::string why;
     if (!cuda_device_available(&why)) {
       std::printf("gemm_floor: SKIPPED: no usable CUDA device (%s)\n", why.c_str());
@@ -41,20 +48,21 @@ int main(int argc, char** argv) {
     DeviceBuffer<uint16_t> de(e.size()), dc(c.size());
     copy_to_device(de.get(), e.data(), e.size() * 2);
     copy_to_device(dc.get(), c.data(), c.size() * 2);
-    DeviceBuffer<float> out(static_cast<size_t>(n) * v);
+    DeviceBuffer<float> out(static_cast<size_t>(n) * ld);
     const float one = 1.0f, zero = 0.0f;
     for (cudaDataType_t out_type : {CUDA_R_16BF, CUDA_R_32F}) {
       auto gemm = [&] {
         CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(v),
                                       static_cast<int>(n), static_cast<int>(d), &one, dc.get(), CUDA_R_16BF,
                                       static_cast<int>(d), de.get(), CUDA_R_16BF, static_cast<int>(d), &zero,
-                                      out.get(), out_type, static_cast<int>(v), CUBLAS_COMPUTE_32F,
+                                      out.get(), out_type, static_cast<int>(ld), CUBLAS_COMPUTE_32F,
                                       CUBLAS_GEMM_DEFAULT));
       };
       const double ms = time_median_ms(gemm, static_cast<int>(iters), 3);
-      std::printf("cuBLAS bf16 GEMM N=%lld D=%lld V=%lld, %s output: %.3f ms, %.1f TFLOP/s\n",
+      std::printf("cuBLAS bf16 GEMM N=%lld D=%lld V=%lld, %s output (ld %lld): %.3f ms, %.1f TFLOP/s\n",
                   static_cast<long long>(n), static_cast<long long>(d), static_cast<long long>(v),
-                  out_type == CUDA_R_16BF ? "bf16" : "fp32", ms, 2.0 * n * d * v / ms / 1e9);
+                  out_type == CUDA_R_16BF ? "bf16" : "fp32", static_cast<long long>(ld), ms,
+                  2.0 * n * d * v / ms / 1e9);
     }
     return 0;
   } catch (const InputError& e) {

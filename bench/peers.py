@@ -29,11 +29,18 @@ with the counters
                for loss; for loss_grad 6·N·D·V (logits, dE, dC), 8·N·D·V for
                the CCE variants, whose backward computes the logits again
 
-The inputs are the files the C++ stages write: for each shape
+The inputs are the files the C++ stages write: for each generated shape
+(small, gpt2, llama3, gemma2)
     build/stages/stage01_materialized --n N --d D --v V --dtype bf16 \
         --data realistic --seed 1234 --save DIR/<shape> --iters 0
 writes DIR/<shape>/{e,c,targets}.npy (bf16-rounded values stored as float32;
-exit status 77 without a GPU is fine, the files are written first).
+exit status 77 without a GPU is fine, the files are written first); --inputs
+names DIR. The trained-model shapes lm32k and lm128k have the same layout in
+another directory, --lm-data (default /tmp/cce-lm-data), written by
+bench/lm_data.py; their N, D and V come from the files. As in cce_bench, they
+run by default when their files are there; one asked for with --shapes whose
+files are missing is reported in one line and skipped (a missing generated
+shape is an error, exit status 2).
 bench/run_gpu.sh does all of this, then runs this script.
 
 Running on a GPU machine that has PyTorch (and Triton) but no internet:
@@ -88,6 +95,9 @@ SHAPES = {
     "llama3": (8192, 4096, 128256),
     "gemma2": (8192, 2304, 256000),
 }
+LM_SHAPES = ["lm32k", "lm128k"]  # trained-model data (bench/lm_data.py): N, D, V from the files
+ALL_SHAPES = list(SHAPES) + LM_SHAPES
+DEFAULT_LM_DATA = "/tmp/cce-lm-data"
 IMPLS = [
     "peer_torch_eager",
     "peer_torch_compile",
@@ -127,8 +137,12 @@ def make_parser():
     )
     p.add_argument("--inputs", default="/tmp/cce-inputs",
                    help="directory with one <shape>/ of e.npy, c.npy, targets.npy per shape (default %(default)s)")
-    p.add_argument("--shapes", default=",".join(SHAPES), type=lambda s: parse_list(s, list(SHAPES), "shape"),
-                   help="comma-separated subset of %s (default all)" % ",".join(SHAPES))
+    p.add_argument("--lm-data", default=DEFAULT_LM_DATA,
+                   help="directory with <shape>/ of e.npy, c.npy, targets.npy for the trained-model shapes %s, "
+                   "from bench/lm_data.py (default %%(default)s)" % ",".join(LM_SHAPES))
+    p.add_argument("--shapes", default=None, type=lambda s: parse_list(s, ALL_SHAPES, "shape"),
+                   help="comma-separated subset of %s (default: %s, and each trained-model shape whose files are "
+                   "in --lm-data)" % (",".join(ALL_SHAPES), ",".join(SHAPES)))
     p.add_argument("--impls", default=",".join(IMPLS), type=lambda s: parse_list(s, IMPLS, "impl"),
                    help="comma-separated subset of %s (default all)" % ",".join(IMPLS))
     p.add_argument("--modes", default=",".join(MODES), type=lambda s: parse_list(s, MODES, "mode"),
@@ -147,16 +161,49 @@ def save_command(inputs_dir, shape):
             "--seed %d --save %s --iters 0" % (n, d, v, SEED, os.path.join(inputs_dir, shape)))
 
 
+def input_folder(args, shape):
+    return os.path.join(args.lm_data if shape in LM_SHAPES else args.inputs, shape)
+
+
+def lacking_files(folder):
+    return [f for f in ("e.npy", "c.npy", "targets.npy") if not os.path.isfile(os.path.join(folder, f))]
+
+
+def default_shapes(lm_data):
+    """The generated shapes, and the trained-model shapes whose files are all in lm_data."""
+    return list(SHAPES) + [s for s in LM_SHAPES if not lacking_files(os.path.join(lm_data, s))]
+
+
 def missing_inputs(inputs_dir, shapes):
-    """[(shape, message)] for every shape whose input files are not all there."""
+    """[(shape, message)] for every generated shape whose input files are not all there."""
     out = []
     for shape in shapes:
         folder = os.path.join(inputs_dir, shape)
-        lacking = [f for f in ("e.npy", "c.npy", "targets.npy") if not os.path.isfile(os.path.join(folder, f))]
+        lacking = lacking_files(folder)
         if lacking:
             out.append((shape, "inputs for %s missing: %s lacks %s; write them with\n  %s"
                         % (shape, folder, ", ".join(lacking), save_command(inputs_dir, shape))))
     return out
+
+
+def lm_shape_dims(folder):
+    """(N, D, V) of a trained-model shape from its files' headers (ValueError when they disagree)."""
+    shapes = {}
+    for name in ("e", "c", "targets"):
+        path = os.path.join(folder, name + ".npy")
+        with open(path, "rb") as f:
+            _, fortran, shape = read_npy_header(f)
+        if fortran:
+            raise ValueError("%s: Fortran order is not supported" % path)
+        shapes[name] = shape
+    e, c, t = shapes["e"], shapes["c"], shapes["targets"]
+    if len(e) != 2 or len(c) != 2 or len(t) != 1 or c[1] != e[1] or t[0] != e[0]:
+        raise ValueError("%s: e %s, c %s, targets %s are not [N,D], [V,D], [N]" % (folder, e, c, t))
+    return e[0], e[1], c[0]
+
+
+def lm_command(lm_data, shape):
+    return "python3 bench/lm_data.py --out %s --only %s" % (lm_data, shape)
 
 
 def read_npy_header(f):
@@ -297,9 +344,9 @@ def driver_version():
         return "unknown"
 
 
-def gemm_flops(impl, mode, shape):
-    """The GEMM FLOPs one call does (see TFLOPs in the docstring)."""
-    n, d, v = SHAPES[shape]
+def gemm_flops(impl, mode, dims):
+    """The GEMM FLOPs one call does (see TFLOPs in the docstring); dims = (N, D, V)."""
+    n, d, v = dims
     if mode == "loss":
         return 2.0 * n * d * v
     return (8.0 if impl.startswith("peer_cce") else 6.0) * n * d * v
@@ -335,8 +382,8 @@ def free_memory(torch):
     torch.cuda.empty_cache()
 
 
-def load_inputs(torch, folder, shape):
-    """E, C (bf16) and t (int64) on the GPU from the .npy files of one shape."""
+def load_inputs(torch, folder, dims):
+    """E, C (bf16) and t (int64) on the GPU from the .npy files of one shape of dims (N, D, V)."""
     dtypes = {"<f4": torch.float32, "<i8": torch.int64, "<i4": torch.int32}
     tensors = {}
     for name in ("e", "c", "targets"):
@@ -350,10 +397,10 @@ def load_inputs(torch, folder, shape):
         tensors[name] = dev.to(torch.bfloat16) if name != "targets" else dev.to(torch.int64)
         del dev
     e, c, t = tensors["e"], tensors["c"], tensors["targets"]
-    n, d, v = SHAPES[shape]
+    n, d, v = dims
     if tuple(e.shape) != (n, d) or tuple(c.shape) != (v, d) or tuple(t.shape) != (n,):
-        raise ValueError("%s: e %s, c %s, targets %s do not match %s (N=%d D=%d V=%d)"
-                         % (folder, tuple(e.shape), tuple(c.shape), tuple(t.shape), shape, n, d, v))
+        raise ValueError("%s: e %s, c %s, targets %s do not match N=%d D=%d V=%d"
+                         % (folder, tuple(e.shape), tuple(c.shape), tuple(t.shape), n, d, v))
     free_memory(torch)
     return e, c, t
 
@@ -557,11 +604,33 @@ def main(argv=None):
         print("peers.py: PyTorch %s sees no CUDA device: nothing to time" % torch.__version__, file=sys.stderr)
         return EXIT_SKIPPED
 
-    missing = missing_inputs(args.inputs, args.shapes)
+    if args.shapes is None:
+        args.shapes = default_shapes(args.lm_data)
+    missing = missing_inputs(args.inputs, [s for s in args.shapes if s in SHAPES])
     if missing:
         for _, message in missing:
             print("peers.py: " + message, file=sys.stderr)
         print("(bench/run_gpu.sh writes them into $INPUTS, default /tmp/cce-inputs)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    # Trained-model shapes: N, D, V from the files; one without its files is skipped, the run goes on.
+    dims, skipped = {}, []
+    for shape in args.shapes:
+        if shape in SHAPES:
+            dims[shape] = SHAPES[shape]
+            continue
+        folder = input_folder(args, shape)
+        lacking = lacking_files(folder)
+        try:
+            if lacking:
+                raise ValueError("%s lacks %s" % (folder, ", ".join(lacking)))
+            dims[shape] = lm_shape_dims(folder)
+        except (OSError, ValueError, KeyError, SyntaxError) as exc:
+            reason = "%s (write it with %s)" % (exc, lm_command(args.lm_data, shape))
+            print("peers.py: %s skipped: %s" % (shape, reason), file=sys.stderr)
+            skipped.append({"shape": shape, "reason": reason})
+    shapes = [s for s in args.shapes if s in dims]
+    if not shapes:
+        print("peers.py: error: no shape left to run", file=sys.stderr)
         return EXIT_BAD_INPUT
 
     floors = None
@@ -578,7 +647,6 @@ def main(argv=None):
         print(msg, flush=True)
 
     funcs, skipped_impls = peer_functions(torch, F, log)
-    skipped = []
     for impl in args.impls:
         if impl in skipped_impls:
             log("%s: %s" % (impl, skipped_impls[impl]))
@@ -598,6 +666,9 @@ def main(argv=None):
         "driver": driver_version(),
         "commit": git_commit(),
         "inputs": os.path.abspath(args.inputs),
+        "lm_data": os.path.abspath(args.lm_data),
+        "cce_shapes": ", ".join("%s N=%d D=%d V=%d%s" % ((s,) + tuple(dims[s]) + (
+            " (%s)" % input_folder(args, s) if s in LM_SHAPES else "",)) for s in shapes),
         "warmup_runs": WARMUP,
         "skipped": skipped,
     }
@@ -607,11 +678,11 @@ def main(argv=None):
 
     impls = [i for i in args.impls if i in funcs]
     family = 0
-    for shape in args.shapes:
-        n, d, v = SHAPES[shape]
-        log("\n== %s: N=%d D=%d V=%d bf16, inputs %s" % (shape, n, d, v, os.path.join(args.inputs, shape)))
+    for shape in shapes:
+        n, d, v = dims[shape]
+        log("\n== %s: N=%d D=%d V=%d bf16, inputs %s" % (shape, n, d, v, input_folder(args, shape)))
         try:
-            e, c, t = load_inputs(torch, os.path.join(args.inputs, shape), shape)
+            e, c, t = load_inputs(torch, input_folder(args, shape), dims[shape])
         except (OSError, ValueError) as exc:  # unreadable or mismatched files
             print("peers.py: error: %s" % exc, file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -639,7 +710,7 @@ def main(argv=None):
                 try:
                     fn = make_case_function(torch, F, funcs, impl)
                     real_ms, cpu_ms, peak, loss, de, dc = run_case(torch, fn, e, c, t, mode, args.reps)
-                    flops = gemm_flops(impl, mode, shape)
+                    flops = gemm_flops(impl, mode, dims[shape])
                     counters = {"peak_MB": peak / 1e6, "TFLOPs": [flops / (ms * 1e-3) / 1e12 for ms in real_ms]}
                     if ref is not None:
                         counters["loss_rel_err"] = abs(loss - ref.loss) / abs(ref.loss)

@@ -10,7 +10,11 @@ whose benchmarks are named <impl>/<mode>/<shape>[/...]: impl is cublas_floor,
 stageNN_name or peer_*, mode is loss or loss_grad. Writes one table per shape:
 rows are the implementations (the cuBLAS floor, the stages in order, then the
 peers), cells come from the "median" aggregate of each benchmark (time in ms,
-counters peak_MB, floor_ratio, dE_rel_err, dC_rel_err); a missing cell is "–".
+counters peak_MB, floor_ratio, dE_rel_err, dC_rel_err, and kept_frac, the
+share of backward tiles stage 07 keeps, in a column of its own in the tables
+where some benchmark has it); a missing cell is "–". The trained-model shapes
+(lm32k, lm128k: bench/lm_data.py) come after the generated ones, with N, D
+and V read from the files' "cce_shapes" context.
 With --update, the text between the markers <!-- results:begin --> and
 <!-- results:end --> of that Markdown file is replaced; otherwise the block is
 printed. Python 3 standard library only. Exit status 2, with a one-line
@@ -21,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -33,10 +38,12 @@ SHAPES = {  # name -> (N, D, V), in table order
     "llama3": (8192, 4096, 128256),
     "gemma2": (8192, 2304, 256000),
 }
+LM_SHAPES = ("lm32k", "lm128k")  # trained-model data: N, D, V from the context's cce_shapes
+SHAPE_IN_CONTEXT = re.compile(r"([A-Za-z0-9_]+) N=(\d+) D=(\d+) V=(\d+)")
 PEER_ORDER = ["peer_torch_eager", "peer_torch_compile", "peer_cce", "peer_cce_nofilter", "peer_cce_exact",
               "peer_liger"]
 TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-COUNTERS = ("peak_MB", "TFLOPs", "floor_ratio", "dE_rel_err", "dC_rel_err", "loss_rel_err")
+COUNTERS = ("peak_MB", "TFLOPs", "floor_ratio", "dE_rel_err", "dC_rel_err", "loss_rel_err", "kept_frac")
 # Context keys left out of the details (the host CPU's, Google Benchmark's own).
 CPU_CONTEXT = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "caches",
                "load_avg", "library_build_type", "json_schema_version", "gpu_name", "gpu", "cce_commit", "commit",
@@ -164,8 +171,19 @@ def impl_order(impl):
 
 
 def shape_order(shape):
-    names = list(SHAPES)
-    return (names.index(shape), shape) if shape in SHAPES else (len(names), shape)
+    names = list(SHAPES) + list(LM_SHAPES)
+    return (names.index(shape), shape) if shape in names else (len(names), shape)
+
+
+def context_dims(files):
+    """{shape: (N, D, V)} from the "cce_shapes" text of the contexts ("name N=.. D=.. V=.., ..."); later files win."""
+    dims = {}
+    for _, context in files:
+        text = context.get("cce_shapes")
+        if isinstance(text, str):
+            for m in SHAPE_IN_CONTEXT.finditer(text):
+                dims[m.group(1)] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+    return dims
 
 
 def fmt_ms(x):
@@ -196,6 +214,12 @@ def fmt_err(x):
     return "NaN" if math.isnan(x) else f"{x:.2e}"
 
 
+def fmt_frac(x):
+    if x is None:
+        return DASH
+    return "NaN" if math.isnan(x) else f"{100 * x:.1f}%"
+
+
 def context_lines(files):
     lines = ["Run context (from the JSON files' context blocks):", ""]
     gpus = set()
@@ -213,6 +237,8 @@ def context_lines(files):
         for item in skipped_list(context):
             if isinstance(item.get("impl"), str) and "run_name" not in item:
                 lines.append(f"  - skipped: `{item['impl']}`: {item.get('reason') or 'no reason given'}")
+            elif isinstance(item.get("shape"), str) and "run_name" not in item:
+                lines.append(f"  - skipped: shape `{item['shape']}`: {item.get('reason') or 'no reason given'}")
     if len(gpus) > 1:
         lines += ["", "**The files come from different GPUs: compare rows of one GPU only.**"]
     return lines
@@ -222,7 +248,8 @@ LEGEND = [
     "Times are medians over 5 repetitions of CUDA-event times; MB is the peak device memory beyond the inputs"
     " (outputs included, cuBLAS workspace excluded); × floor is the time over the cuBLAS floor's of the same"
     " shape and mode in the same run; dE/dC err are relative L2 errors against an fp32 computation from the same"
-    " bf16 inputs. See bench/README.md.",
+    " bf16 inputs; kept tiles (where shown) is the share of backward tiles stage 07 keeps after filtering."
+    " See bench/README.md.",
 ]
 
 HEADER = ("| implementation | loss ms | loss MB | loss+grad ms | loss+grad MB | × floor (loss) | × floor (loss+grad) "
@@ -230,12 +257,17 @@ HEADER = ("| implementation | loss ms | loss MB | loss+grad ms | loss+grad MB | 
 RULE = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
 
-def table_lines(shape, results):
-    dims = SHAPES.get(shape)
-    title = f"### {shape}" + (f" (N={dims[0]}, D={dims[1]}, V={dims[2]})" if dims else "")
-    lines = [title, "", HEADER, RULE]
-    notes = []
+def table_lines(shape, results, dims=None):
+    dims = SHAPES.get(shape) or dims
+    size = f"N={dims[0]}, D={dims[1]}, V={dims[2]}" if dims else ""
+    if shape in LM_SHAPES:
+        title = f"### {shape} (trained model, bench/lm_data.py" + (f": {size})" if size else ")")
+    else:
+        title = f"### {shape}" + (f" ({size})" if size else "")
     impls = sorted({impl for (impl, _, s) in results if s == shape}, key=impl_order)
+    with_kept = any("kept_frac" in (r.values() or {}) for (_, _, s), r in results.items() if s == shape)
+    lines = [title, "", HEADER + (" kept tiles |" if with_kept else ""), RULE + (" ---: |" if with_kept else "")]
+    notes = []
     for impl in impls:
         cells, skipped = {}, {}
         for mode in MODES:
@@ -257,6 +289,8 @@ def table_lines(shape, results):
             fmt_err(grad.get("dE_rel_err")),
             fmt_err(grad.get("dC_rel_err")),
         ]
+        if with_kept:
+            row.append(fmt_frac(grad.get("kept_frac")))
         lines.append("| " + " | ".join(row) + " |")
     if notes:
         lines += [""] + notes
@@ -274,8 +308,9 @@ def render(paths):
                       f"using {path}", file=sys.stderr)
             merged[key] = result
     lines = context_lines(files) + [""] + LEGEND
+    dims = context_dims(files)
     for shape in sorted({s for (_, _, s) in merged}, key=shape_order):
-        lines += [""] + table_lines(shape, merged)
+        lines += [""] + table_lines(shape, merged, dims.get(shape))
     return "\n".join(lines) + "\n"
 
 

@@ -60,8 +60,12 @@ int64_t NpyArray::element_count() const {
   return count;
 }
 
-NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+namespace {
+
+// Reads and checks the header of `path`, and that the data it announces fit in the file;
+// `in` is left at the start of the data. The returned array has no data yet.
+NpyArray open_npy(const std::string& path, std::ifstream& in) {
+  in.open(path, std::ios::binary);
   if (!in) fail(path, "cannot open (missing file?)");
   char magic[8];
   if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) fail(path, "not a .npy file (bad magic)");
@@ -111,11 +115,37 @@ NpyArray read_npy(const std::string& path) {
     fail(path, "truncated data: shape " + shape_text(array.shape) + " needs " +
                    std::to_string(count * descr_size(array.dtype)) + " bytes, the file has " +
                    std::to_string(available));
+  return array;
+}
+
+// The checks of an input directory's shapes: e [N,D], c [V,D], targets [N].
+void check_input_shapes(const std::string& dir, const std::vector<int64_t>& e_shape,
+                        const std::vector<int64_t>& c_shape, const std::vector<int64_t>& t_shape) {
+  if (e_shape.size() != 2) throw InputError(dir + "/e.npy: expected shape [N,D], got " + shape_text(e_shape));
+  if (c_shape.size() != 2) throw InputError(dir + "/c.npy: expected shape [V,D], got " + shape_text(c_shape));
+  if (t_shape.size() != 1) throw InputError(dir + "/targets.npy: expected shape [N], got " + shape_text(t_shape));
+  if (c_shape[1] != e_shape[1])
+    throw InputError(dir + ": D differs between e.npy " + shape_text(e_shape) + " and c.npy " + shape_text(c_shape));
+  if (t_shape[0] != e_shape[0])
+    throw InputError(dir + ": N differs between e.npy " + shape_text(e_shape) + " and targets.npy " +
+                     shape_text(t_shape));
+}
+
+}  // namespace
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in;
+  NpyArray array = open_npy(path, in);
   size_t bytes = static_cast<size_t>(array.element_count()) * descr_size(array.dtype);
   array.data.resize(bytes);
   if (!in.read(array.data.data(), bytes))
     fail(path, "truncated data: expected " + std::to_string(bytes) + " bytes for shape " + shape_text(array.shape));
   return array;
+}
+
+NpyArray read_npy_header(const std::string& path) {
+  std::ifstream in;
+  return open_npy(path, in);
 }
 
 std::vector<float> read_npy_float32(const std::string& path, std::vector<int64_t>* shape) {
@@ -164,14 +194,7 @@ HostInputs load_inputs(const std::string& dir, Problem& problem) {
   in.e = read_npy_float32((fs::path(dir) / "e.npy").string(), &e_shape);
   in.c = read_npy_float32((fs::path(dir) / "c.npy").string(), &c_shape);
   in.targets = read_npy_targets((fs::path(dir) / "targets.npy").string(), &t_shape);
-  if (e_shape.size() != 2) throw InputError(dir + "/e.npy: expected shape [N,D], got " + shape_text(e_shape));
-  if (c_shape.size() != 2) throw InputError(dir + "/c.npy: expected shape [V,D], got " + shape_text(c_shape));
-  if (t_shape.size() != 1) throw InputError(dir + "/targets.npy: expected shape [N], got " + shape_text(t_shape));
-  if (c_shape[1] != e_shape[1])
-    throw InputError(dir + ": D differs between e.npy " + shape_text(e_shape) + " and c.npy " + shape_text(c_shape));
-  if (t_shape[0] != e_shape[0])
-    throw InputError(dir + ": N differs between e.npy " + shape_text(e_shape) + " and targets.npy " +
-                     shape_text(t_shape));
+  check_input_shapes(dir, e_shape, c_shape, t_shape);
   in.n = problem.n = e_shape[0];
   in.d = problem.d = e_shape[1];
   in.v = problem.v = c_shape[0];
@@ -181,6 +204,18 @@ HostInputs load_inputs(const std::string& dir, Problem& problem) {
     round_to_bf16(in.c);
   }
   return in;
+}
+
+void peek_inputs(const std::string& dir, int64_t* n, int64_t* d, int64_t* v) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) throw InputError(dir + ": not a directory");
+  const NpyArray e = read_npy_header((fs::path(dir) / "e.npy").string());
+  const NpyArray c = read_npy_header((fs::path(dir) / "c.npy").string());
+  const NpyArray t = read_npy_header((fs::path(dir) / "targets.npy").string());
+  check_input_shapes(dir, e.shape, c.shape, t.shape);
+  *n = e.shape[0];
+  *d = e.shape[1];
+  *v = c.shape[0];
 }
 
 void save_inputs(const std::string& dir, const HostInputs& inputs) {

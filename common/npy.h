@@ -26,6 +26,9 @@ struct NpyArray {
 
 // Throws InputError naming the file on a missing, truncated or malformed file.
 NpyArray read_npy(const std::string& path);
+// The dtype and shape only (data left empty), with the same checks as read_npy,
+// the length of the data included.
+NpyArray read_npy_header(const std::string& path);
 std::vector<float> read_npy_float32(const std::string& path, std::vector<int64_t>* shape);
 std::vector<int64_t> read_npy_targets(const std::string& path, std::vector<int64_t>* shape);  // int64 or int32
 
@@ -36,6 +39,9 @@ void write_npy(const std::string& path, const int64_t* data, const std::vector<i
 // from their shapes (after checking that they agree) and rounds E and C to bf16
 // when problem.dtype is bf16.
 HostInputs load_inputs(const std::string& dir, Problem& problem);
+// N, D and V of the inputs in `dir` from the headers of its three files, with the
+// shape checks of load_inputs; the data is not read (nor are the targets' values checked).
+void peek_inputs(const std::string& dir, int64_t* n, int64_t* d, int64_t* v);
 void save_inputs(const std::string& dir, const HostInputs& inputs);
 
 }  // namespace cce

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """CPU test of cce_bench's command line: the benchmark names it registers (read
-with --benchmark_list_tests, which needs no GPU) and its own flags' errors.
-Nothing here runs a benchmark. Standard library only.
+with --benchmark_list_tests, which needs no GPU), the trained-model shapes
+(lm32k, lm128k) read from --lm-data, and its own flags' errors. Nothing here
+runs a benchmark. Standard library only (the .npy files are written by hand).
 
     python3 tests/bench/test_cce_bench_cli.py build/bench/cce_bench
 """
 
+import array
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 BENCH = None  # set from the command line
@@ -25,6 +29,34 @@ def listed(*args):
     if proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
     return proc.stdout.split()
+
+
+def shapes_of(names):
+    """The shapes of the names, in order of first appearance."""
+    out = []
+    for name in names:
+        shape = NAME.match(name).group(3)
+        if shape not in out:
+            out.append(shape)
+    return out
+
+
+def write_npy(path, typecode, descr, shape, values):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, ", ".join(str(x) for x in shape) + ("," if len(shape) == 1 else ""))
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode("latin1"))
+        f.write(array.array(typecode, values).tobytes())
+
+
+def write_lm_shape(root, name, n, d, v, targets_n=None):
+    folder = os.path.join(root, name)
+    os.makedirs(folder, exist_ok=True)
+    write_npy(os.path.join(folder, "e.npy"), "f", "<f4", (n, d), [0.5] * (n * d))
+    write_npy(os.path.join(folder, "c.npy"), "f", "<f4", (v, d), [0.25] * (v * d))
+    tn = n if targets_n is None else targets_n
+    write_npy(os.path.join(folder, "targets.npy"), "q", "<i8", (tn,), [k % v for k in range(tn)])
 
 
 class CceBenchCli(unittest.TestCase):
@@ -46,12 +78,38 @@ class CceBenchCli(unittest.TestCase):
                 self.assertIn(key[: -len("_grad")], keys)
 
     def test_every_shape_by_default_in_order(self):
-        shapes = []
-        for name in listed():
-            shape = NAME.match(name).group(3)
-            if not shapes or shapes[-1] != shape:
-                shapes.append(shape)
-        self.assertEqual(shapes, ["small", "gpt2", "llama3", "gemma2"])
+        with tempfile.TemporaryDirectory() as empty:  # no trained-model data there
+            names = listed(f"--lm-data={empty}")
+        self.assertEqual(shapes_of(names), ["small", "gpt2", "llama3", "gemma2"])
+
+    def test_trained_model_shapes_from_their_files(self):
+        with tempfile.TemporaryDirectory() as lm:
+            write_lm_shape(lm, "lm32k", 6, 4, 10)
+            # By default: the generated shapes, then the lm shapes whose files are there, silently.
+            proc = run("--benchmark_list_tests", f"--lm-data={lm}")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(shapes_of(proc.stdout.split()), ["small", "gpt2", "llama3", "gemma2", "lm32k"])
+            self.assertEqual(proc.stderr, "")
+            names = listed("--shapes=lm32k", "--lm-data", lm)
+            keys = [f"{NAME.match(n).group(1)}/{NAME.match(n).group(2)}" for n in names]
+            self.assertEqual(keys[:2], ["cublas_floor/loss", "cublas_floor/loss_grad"])
+            self.assertIn("stage07_filter_sort/loss_grad", keys)
+            # Asked for but missing: one line naming the command that makes it; the others still run.
+            proc = run("--benchmark_list_tests", "--shapes=lm128k,lm32k,small", f"--lm-data={lm}")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(shapes_of(proc.stdout.split()), ["small", "lm32k"])
+            lines = proc.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, proc.stderr)
+            self.assertIn("cce_bench: lm128k skipped:", lines[0])
+            self.assertIn("has no e.npy", lines[0])
+            self.assertIn(f"python3 bench/lm_data.py --out {lm} --only lm128k", lines[0])
+            # Files whose shapes disagree: skipped with the reader's reason, by default too.
+            write_lm_shape(lm, "lm128k", 6, 4, 10, targets_n=5)
+            proc = run("--benchmark_list_tests", f"--lm-data={lm}")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(shapes_of(proc.stdout.split())[-1], "lm32k")
+            self.assertIn("lm128k skipped:", proc.stderr)
+            self.assertIn("N differs", proc.stderr)
 
     def test_shapes_and_iters(self):
         names = listed("--shapes", "gemma2,gpt2", "--iters=3")
@@ -66,7 +124,10 @@ class CceBenchCli(unittest.TestCase):
 
     def test_bad_flags(self):
         for args, fragment in [
-            (["--shapes=small,bogus"], "unknown shape 'bogus' (known: small, gpt2, llama3, gemma2)"),
+            (["--shapes=small,bogus"], "unknown shape 'bogus' (known: small, gpt2, llama3, gemma2, lm32k, lm128k)"),
+            (["--shapes=lm32k", "--lm-data=/nonexistent/cce-lm-data"], "no shape left to run"),
+            (["--lm-data="], "--lm-data expects a directory"),
+            (["--lm-data"], "--lm-data needs a value"),
             (["--shapes="], "unknown shape ''"),
             (["--shapes"], "--shapes needs a value"),
             (["--iters=0"], "--iters expects an integer >= 1, got '0'"),

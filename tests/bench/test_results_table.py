@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CPU test of bench/results_table.py on fixture.json (Google Benchmark JSON as
-cce_bench writes it: aggregates only, an errored case, plus one peer entry
-without run_name and with a time in us). Standard library only.
+cce_bench writes it: aggregates only, an errored case, a trained-model shape
+(lm32k) with stage 07's kept_frac, plus one peer entry without run_name and
+with a time in us). Standard library only.
 
     python3 tests/bench/test_results_table.py
 """
@@ -28,6 +29,16 @@ ROWS_SMALL = [
 ROWS_GEMMA2 = [
     "| cublas_floor | 13.90 | 4194 | – | – | 1.00 | – | – | – |",
     "| stage01_materialized | – | – | skipped | – | – | – | – | – |",
+]
+# The trained-model shape: its size from the context's cce_shapes, and a kept-tiles column (stage 07 has it).
+ROWS_LM32K = [
+    "### lm32k (trained model, bench/lm_data.py: N=8192, D=768, V=32000)",
+    "| implementation | loss ms | loss MB | loss+grad ms | loss+grad MB | × floor (loss) | × floor (loss+grad) "
+    "| dE err | dC err | kept tiles |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    "| cublas_floor | – | – | 2.500 | 600.0 | – | 1.00 | – | – | – |",
+    "| stage06_fused_backward | – | – | 9.000 | 80.5 | – | 3.60 | 3.10e-03 | 4.20e-03 | – |",
+    "| stage07_filter_sort | – | – | 4.000 | 80.9 | – | 1.60 | 3.50e-03 | 4.70e-03 | 7.1% |",
 ]
 
 
@@ -58,8 +69,10 @@ class ResultsTable(unittest.TestCase):
                                    "### small (N=4096, D=2304, V=32000)", "| implementation | loss ms |",
                                    *ROWS_SMALL, "### gemma2 (N=8192, D=2304, V=256000)", *ROWS_GEMMA2,
                                    "`stage01_materialized` loss+grad: skipped: needs 26000.0 MB, the GPU has "
-                                   "15000.0 MB free"])
+                                   "15000.0 MB free", *ROWS_LM32K])
         self.assertNotIn("load_avg", out)  # the host CPU's context stays out
+        # Only the table with a kept_frac has the column.
+        self.assertEqual(out.count("kept tiles |"), 1, out)
 
     def test_update_replaces_only_the_marked_block(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -116,6 +129,24 @@ class ResultsTable(unittest.TestCase):
                                                "- `peer_cce` loss+grad: skipped: out of memory"])
             self.assertNotIn("different GPUs", proc.stdout)
             self.assertIn("peer_cce/loss/small", proc.stderr)
+
+    def test_lm_shape_without_size_and_skipped_shapes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            peers = os.path.join(tmp, "peers.json")
+            with open(peers, "w", encoding="utf-8") as f:
+                json.dump({"context": {"gpu": "NVIDIA H100 80GB HBM3",
+                                       "skipped": [{"shape": "lm128k", "reason": "no files"}]},
+                           "benchmarks": [{"name": "peer_cce/loss/lm128k", "run_type": "aggregate",
+                                           "aggregate_name": "median", "real_time": 3.0, "time_unit": "ms"}]}, f)
+            proc = run(peers)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assert_in_order(proc.stdout, ["  - skipped: shape `lm128k`: no files",
+                                               "### lm128k (trained model, bench/lm_data.py)",
+                                               "| peer_cce | 3.000 | – | – | – | – | – | – | – |"])
+            # Generated shapes come first, then lm32k, then lm128k, whatever the order of the files.
+            proc = run(peers, FIXTURE)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assert_in_order(proc.stdout, ["### small", "### gemma2", "### lm32k", "### lm128k"])
 
     def test_missing_file(self):
         self.assert_one_line_error(run(os.path.join(HERE, "no_such.json")), "cannot read")

@@ -450,6 +450,30 @@ TEST(InputDir, MalformedDirectories) {
   }
 }
 
+TEST(InputDir, PeekReadsTheHeadersOnly) {
+  TempDir dir;
+  save_inputs(dir.path().string(), small_inputs(60));
+  int64_t n = 0, d = 0, v = 0;
+  peek_inputs(dir.path().string(), &n, &d, &v);
+  EXPECT_EQ(n, 7);
+  EXPECT_EQ(d, 5);
+  EXPECT_EQ(v, 13);
+  const NpyArray header = read_npy_header(dir.file("c.npy"));
+  EXPECT_EQ(header.dtype, "<f4");
+  EXPECT_EQ(header.shape, (std::vector<int64_t>{13, 5}));
+  EXPECT_TRUE(header.data.empty());
+  // The same checks as load_inputs on shapes and on the data's length.
+  std::vector<int64_t> t = {0, 1, 2, 3, 4, 5};
+  write_npy(dir.file("targets.npy"), t.data(), {6});
+  expect_input_error([&] { peek_inputs(dir.path().string(), &n, &d, &v); }, {"N differs", "[7,5]", "[6]"});
+  std::vector<float> values = random_floats(35, 3);
+  const std::string bytes = npy_bytes("<f4", false, "(7, 5)", raw_bytes(values));
+  write_file(dir.file("e.npy"), bytes.substr(0, bytes.size() - 4));
+  expect_input_error([&] { peek_inputs(dir.path().string(), &n, &d, &v); }, {"e.npy", "truncated"});
+  const std::string missing = (dir.path() / "nothing_here").string();
+  expect_input_error([&] { peek_inputs(missing, &n, &d, &v); }, {missing, "not a directory"});
+}
+
 TEST(InputDir, SaveToUnusablePathFails) {
   TempDir dir;
   write_file(dir.file("a_file"), "x");
