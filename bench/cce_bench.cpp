@@ -379,7 +379,7 @@ void setup_stage(ActiveCase& c, const CaseSpec& spec) {
   // Stage 07 counts the backward tiles it kept (the rest skip their products).
   if (backward) {
     if (const auto* filter = dynamic_cast<const s07::FilterSortStage*>(c.stage.get())) {
-      const s06::BackwardStats st = filter->stats();
+      const s07::FilterStats st = filter->stats();
       if (st.tiles > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_tiles) / st.tiles;
     }
   }
