@@ -42,6 +42,23 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
   }
 }
 
+// Blocks of block_units_kernel<..., Epilogue> resident per multiprocessor on
+// this GPU for a block-level path (the products' launch bounds ask for 2;
+// shared memory may allow fewer, e.g. on an A100); 2 without a GPU.
+template <template <class> class Epilogue>
+int resident_blocks_per_sm(TilePath path) {
+  if (path == TilePath::kWgmmaPipeline || !cuda_device_available()) return 2;
+  int blocks = 1;
+  dispatch_block_path(path, [&](auto tile, auto element, auto aligned) {
+    using Tile = decltype(tile);
+    auto kernel = block_units_kernel<Tile, decltype(element), decltype(aligned)::value, Epilogue>;
+    const size_t shared = Tile::kSharedBytes + Epilogue<Tile>::kSharedBytes;
+    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, shared));
+  });
+  return blocks > 0 ? blocks : 1;
+}
+
 template <template <class> class Epilogue, class Params>
 void launch_tile_units(const DeviceInputs& in, TilePath path, const TileUnits& units, const Params& params,
                        cudaStream_t stream) {
@@ -49,6 +66,8 @@ void launch_tile_units(const DeviceInputs& in, TilePath path, const TileUnits& u
   if (units.count() == 0) return;
   if (path == TilePath::kWgmmaPipeline) {
 #ifdef CCE_HAVE_WGMMA
+    static_assert(Epilogue<WgmmaPipelineFragment>::kSharedBytes <= kWgmmaPipelineMaxEpilogueBytes,
+                  "the path choice (tile_path.cpp) checked the GPU for less shared memory");
     auto kernel = wgmma_pipeline_kernel<Epilogue>;
     const size_t shared = WgmmaPipeline::shared_bytes(Epilogue<WgmmaPipelineFragment>::kSharedBytes);
     CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));

@@ -150,7 +150,7 @@ TileUnits plan_tile_units(const Problem& p, TilePath path, const UnitPolicy& pol
       if (cost < best_cost) best_cost = cost, ranges = r;
     }
   } else if (ranges <= 0 && policy.fill_wave) {
-    const int64_t resident = sms * 2;  // 2 blocks per multiprocessor (the products' launch bounds)
+    const int64_t resident = sms * std::max(policy.blocks_per_sm, 1);
     ranges = resident / u.token_blocks;
   } else if (ranges <= 0) {
     ranges = u.vocab_tiles;

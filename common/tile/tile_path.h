@@ -51,6 +51,7 @@ TilePath choose_block_path(const Problem& problem);
 struct UnitPolicy {
   int64_t ranges = 0;
   bool fill_wave = false;
+  int blocks_per_sm = 2;  // resident blocks per multiprocessor, for fill_wave (see resident_blocks_per_sm)
   int64_t max_ranges = 1 << 20;
   int64_t token_group = 0;
 };

@@ -12,7 +12,7 @@
 //   ranges = vocab_tiles:  one tile per unit (stages 05-07's 2D grid, with
 //                           groups of 8 token blocks);
 //   ranges = a few:        long units (stage 03's split vocabulary);
-//   the Hopper pipeline:   a balanced choice, see plan_units (tile_path.h).
+//   the Hopper pipeline:   a balanced choice, see plan_tile_units (tile_path.h).
 #pragma once
 
 #include <cuda_runtime.h>

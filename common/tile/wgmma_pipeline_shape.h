@@ -20,8 +20,9 @@ struct WgmmaPipeline {
   }
 };
 
-// What a GPU must offer per block for the pipeline: its own shared memory
-// plus room for an epilogue's few KB.
-constexpr size_t kWgmmaPipelineMinSharedBytes = WgmmaPipeline::shared_bytes(8 * 1024);
+// The most shared memory an epilogue may ask for on the pipeline (checked at
+// compile time in launch.cuh), and so what a GPU must offer per block.
+constexpr size_t kWgmmaPipelineMaxEpilogueBytes = 16 * 1024;
+constexpr size_t kWgmmaPipelineMinSharedBytes = WgmmaPipeline::shared_bytes(kWgmmaPipelineMaxEpilogueBytes);
 
 }  // namespace cce

@@ -67,6 +67,7 @@ FusedPlan plan_fused(const Problem& p, int64_t requested_ranges) {
   UnitPolicy policy;
   policy.ranges = requested_ranges;
   policy.fill_wave = true;
+  policy.blocks_per_sm = resident_blocks_per_sm<SplitLseEpilogue>(plan.path);
   policy.max_ranges = 64;  // the partials take ranges·N·8 bytes
   plan.units = plan_tile_units(p, plan.path, policy);
   return plan;

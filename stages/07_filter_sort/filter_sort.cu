@@ -19,7 +19,7 @@ namespace {
 // ------------------------------------------------------------------ forward
 struct SortKeyParams {
   s05::LockedLseParams lse;
-  float* column_sums;  // [V], zero before the launch: Σ_i z_ij over valid rows
+  float* column_sums;  // [V], zero before the launch: Σ_i z_ij over the rows i < N
 };
 
 // Stage 05's epilogue, plus each tile's column sums (of the logits as folded:
@@ -158,7 +158,7 @@ std::vector<MemoryItem> FilterSortStage::workspace(const Problem& p, bool backwa
 
 void FilterSortStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
   const Problem& p = in.problem;
-  last_dtype_ = p.dtype;
+  last_problem_ = p;
   scratch_.allocate(workspace(p, false));
   if (no_sort_) {
     s05::forward(in, scratch_, loss, lse, stream);
@@ -225,9 +225,10 @@ FilterStats FilterSortStage::stats() const {
 
 std::vector<std::string> FilterSortStage::report_lines() const {
   std::vector<std::string> lines;
+  if (last_problem_.n > 0) lines = s06::report_backward_plan(last_problem_);
   const FilterStats s = stats();
   char buf[200];
-  const float eps = filter_eps(last_dtype_);
+  const float eps = filter_eps(last_problem_.dtype);
   std::snprintf(buf, sizeof buf, "filter       %s; vocabulary %s", eps > 0 ? ("eps " + std::to_string(eps)).c_str() : "off",
                 no_sort_ ? "in natural order" : "sorted by average logit (descending)");
   lines.push_back(buf);

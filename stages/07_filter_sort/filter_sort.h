@@ -57,7 +57,7 @@ class FilterSortStage : public Stage {
 
   double filter_eps_flag_ = 0.0;  // --filter-eps; 0 = the dtype's default
   bool no_filter_ = false, no_sort_ = false;
-  Dtype last_dtype_ = Dtype::kBFloat16;
+  Problem last_problem_;  // of the last forward, for report_lines
   s06::BackwardPlan plan_{};
 };
 
