@@ -18,59 +18,57 @@
 #include "common/options.h"
 #include "common/timer.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int gemm_floor(int argc, char** argv) {
   using namespace cce;
-  try {
-    int64_t n = 8192, d = 2304, v = 256000, iters = 20, pad = 128;
-    OptionParser parser("gemm_floor");
-    parser.add_int("n", &n, "tokens N");
-    parser.add_int("d", &d, "hidden size D");
-    parser.add_int("v", &v, "vocabulary size V");
-    parser.add_int("iters", &iters, "timed iterations");
-    parser.add_int("pad", &pad, "time the product with V rounded up to a multiple of this (zero rows of C; 1: V itself)");
-    if (!parser.parse(argc, argv)) return 0;
-    Problem p;
-    p.n = n, p.d = d, p.v = v;
-    p.validate();
-    if (pad < 1 || pad > 4096) throw InputError("--pad must be in [1, 4096], got " + std::to_string(pad));
-    if (iters < 1) throw InputError("--iters must be at least 1, got " + std::to_string(iters));
-    const int64_t ld = (v + pad - 1) / pad * pad;
-    std::string why;
-    if (!cuda_device_available(&why)) {
-      std::printf("gemm_floor: SKIPPED: no usable CUDA device (%s)\n", why.c_str());
-      return kExitSkipped;
-    }
-    GeneratorOptions gen;
-    gen.mode = DataMode::kRandom;  // random, not zeros: the tensor cores run faster on zeros
-    HostInputs in = generate_inputs(p, gen);
-    std::vector<uint16_t> e(in.e.size()), c(static_cast<size_t>(ld * d), 0);  // rows past V stay zero
-    for (size_t i = 0; i < e.size(); ++i) e[i] = float_to_bf16_bits(in.e[i]);
-    for (size_t i = 0; i < in.c.size(); ++i) c[i] = float_to_bf16_bits(in.c[i]);
-    DeviceBuffer<uint16_t> de(e.size()), dc(c.size());
-    copy_to_device(de.get(), e.data(), e.size() * 2);
-    copy_to_device(dc.get(), c.data(), c.size() * 2);
-    DeviceBuffer<float> out(static_cast<size_t>(n) * ld);
-    const float one = 1.0f, zero = 0.0f;
-    for (cudaDataType_t out_type : {CUDA_R_16BF, CUDA_R_32F}) {
-      auto gemm = [&] {
-        CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(ld),
-                                      static_cast<int>(n), static_cast<int>(d), &one, dc.get(), CUDA_R_16BF,
-                                      static_cast<int>(d), de.get(), CUDA_R_16BF, static_cast<int>(d), &zero,
-                                      out.get(), out_type, static_cast<int>(ld), CUBLAS_COMPUTE_32F,
-                                      CUBLAS_GEMM_DEFAULT));
-      };
-      const double ms = time_median_ms(gemm, static_cast<int>(iters), 3);
-      std::printf("cuBLAS bf16 GEMM N=%lld D=%lld V=%lld, %s output (V padded to %lld): %.3f ms, %.1f TFLOP/s\n",
-                  static_cast<long long>(n), static_cast<long long>(d), static_cast<long long>(v),
-                  out_type == CUDA_R_16BF ? "bf16" : "fp32", static_cast<long long>(ld), ms,
-                  2.0 * n * d * v / ms / 1e9);
-    }
-    return 0;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "gemm_floor: error: %s\n", e.what());
-    return kExitBadInput;
-  } catch (const CudaError& e) {
-    std::fprintf(stderr, "gemm_floor: CUDA error: %s\n", e.what());
-    return 1;
+  int64_t n = 8192, d = 2304, v = 256000, iters = 20, pad = 128;
+  OptionParser parser("gemm_floor");
+  add_shape_options(parser, &n, &d, &v);
+  parser.add_int("iters", &iters, "timed iterations");
+  parser.add_int("pad", &pad, "time the product with V rounded up to a multiple of this (zero rows of C; 1: V itself)");
+  if (!parser.parse(argc, argv)) return 0;
+  Problem p;
+  p.n = n, p.d = d, p.v = v;
+  p.validate();
+  if (pad < 1 || pad > 4096) throw InputError("--pad must be in [1, 4096], got " + std::to_string(pad));
+  if (iters < 1) throw InputError("--iters must be at least 1, got " + std::to_string(iters));
+  const int64_t ld = (v + pad - 1) / pad * pad;
+  std::string why;
+  if (!cuda_device_available(&why)) {
+    std::printf("gemm_floor: SKIPPED: no usable CUDA device (%s)\n", why.c_str());
+    return kExitSkipped;
   }
+  GeneratorOptions gen;
+  gen.mode = DataMode::kRandom;  // random, not zeros: the tensor cores run faster on zeros
+  HostInputs in = generate_inputs(p, gen);
+  std::vector<uint16_t> e(in.e.size()), c(static_cast<size_t>(ld * d), 0);  // rows past V stay zero
+  for (size_t i = 0; i < e.size(); ++i) e[i] = float_to_bf16_bits(in.e[i]);
+  for (size_t i = 0; i < in.c.size(); ++i) c[i] = float_to_bf16_bits(in.c[i]);
+  DeviceBuffer<uint16_t> de(e.size()), dc(c.size());
+  copy_to_device(de.get(), e.data(), e.size() * 2);
+  copy_to_device(dc.get(), c.data(), c.size() * 2);
+  DeviceBuffer<float> out(static_cast<size_t>(n) * ld);
+  const float one = 1.0f, zero = 0.0f;
+  for (cudaDataType_t out_type : {CUDA_R_16BF, CUDA_R_32F}) {
+    auto gemm = [&] {
+      CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(ld),
+                                    static_cast<int>(n), static_cast<int>(d), &one, dc.get(), CUDA_R_16BF,
+                                    static_cast<int>(d), de.get(), CUDA_R_16BF, static_cast<int>(d), &zero,
+                                    out.get(), out_type, static_cast<int>(ld), CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+    };
+    const double ms = time_median_ms(gemm, static_cast<int>(iters), 3);
+    std::printf("cuBLAS bf16 GEMM N=%lld D=%lld V=%lld, %s output (V padded to %lld): %.3f ms, %.1f TFLOP/s\n",
+                static_cast<long long>(n), static_cast<long long>(d), static_cast<long long>(v),
+                out_type == CUDA_R_16BF ? "bf16" : "fp32", static_cast<long long>(ld), ms,
+                2.0 * n * d * v / ms / 1e9);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cce::run_program("gemm_floor", [&] { return gemm_floor(argc, argv); });
 }

@@ -27,9 +27,7 @@ int run(int argc, char** argv) {
   int64_t n = 8192, d = 2304, v = 256000, seed = 1234, iters = 20;
   std::string dtype = "bf16";
   OptionParser parser("indexed_dot_variants");
-  parser.add_int("n", &n, "tokens N");
-  parser.add_int("d", &d, "hidden size D");
-  parser.add_int("v", &v, "vocabulary size V");
+  add_shape_options(parser, &n, &d, &v);
   parser.add_string("dtype", &dtype, "bf16 or fp32");
   parser.add_int("seed", &seed, "seed of the generated inputs");
   parser.add_int("iters", &iters, "timed runs per variant (median reported)");
@@ -84,13 +82,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const cce::InputError& e) {
-    std::fprintf(stderr, "indexed_dot_variants: error: %s\n", e.what());
-    return cce::kExitBadInput;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "indexed_dot_variants: error: %s\n", e.what());
-    return cce::kExitCheckFailed;
-  }
+  return cce::run_program("indexed_dot_variants", [&] { return run(argc, argv); });
 }

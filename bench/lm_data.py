@@ -180,24 +180,21 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, "%s: error: %s\n" % (self.prog, message))
 
 
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected an integer >= 1, got '%s'" % text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("expected an integer >= 1, got '%s'" % text)
-    return value
+def int_at_least(minimum):
+    """An argparse type: an integer >= minimum, or a one-line error."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError("expected an integer >= %d, got '%s'" % (minimum, text))
+        return value
+    return parse
 
 
-def nonnegative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected an integer >= 0, got '%s'" % text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("expected an integer >= 0, got '%s'" % text)
-    return value
+positive_int = int_at_least(1)
+nonnegative_int = int_at_least(0)
 
 
 def positive_float(text):

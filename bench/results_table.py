@@ -186,20 +186,22 @@ def context_dims(files):
     return dims
 
 
-def fmt_ms(x):
+def fmt_scaled(x, digits_below_10, digits_below_limit, limit):
+    """x with fewer decimals as it grows; a dash for no value."""
     if x is None:
         return DASH
     if math.isnan(x):
         return "NaN"
-    return f"{x:.3f}" if x < 10 else f"{x:.2f}" if x < 100 else f"{x:.1f}"
+    digits = digits_below_10 if x < 10 else digits_below_limit if x < limit else digits_below_limit - 1
+    return f"{x:.{digits}f}"
+
+
+def fmt_ms(x):
+    return fmt_scaled(x, 3, 2, 100)
 
 
 def fmt_mb(x):
-    if x is None:
-        return DASH
-    if math.isnan(x):
-        return "NaN"
-    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+    return fmt_scaled(x, 2, 1, 1000)
 
 
 def fmt_ratio(x):

@@ -1,6 +1,7 @@
 #include "common/driver.h"
 
 #include <cstdio>
+#include <functional>
 #include <filesystem>
 
 #include "common/check.h"
@@ -136,9 +137,7 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
   std::unique_ptr<Stage> stage = factory();
   CommonFlags f;
   OptionParser parser(program);
-  parser.add_int("n", &f.n, "tokens N");
-  parser.add_int("d", &f.d, "hidden size D");
-  parser.add_int("v", &f.v, "vocabulary size V");
+  add_shape_options(parser, &f.n, &f.d, &f.v);
   parser.add_string("dtype", &f.dtype, "input dtype: bf16 or fp32");
   parser.add_int("seed", &f.seed, "seed of the generated inputs (and of --upstream random)");
   parser.add_string("data", &f.data, "generated inputs: random or realistic (LM-like softmax)");
@@ -264,11 +263,10 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
 
 }  // namespace
 
-int run_stage_main(StageFactory factory, int argc, char** argv) {
-  const std::string program = "stage" + factory()->name();
+int run_program(const std::string& program, const std::function<int()>& body) {
   const char* name = program.c_str();
   try {
-    return run(factory, program, argc, argv);
+    return body();
   } catch (const InputError& e) {
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return kExitBadInput;
@@ -282,6 +280,11 @@ int run_stage_main(StageFactory factory, int argc, char** argv) {
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return kExitCheckFailed;
   }
+}
+
+int run_stage_main(StageFactory factory, int argc, char** argv) {
+  const std::string program = "stage" + factory()->name();
+  return run_program(program, [&] { return run(factory, program, argc, argv); });
 }
 
 }  // namespace cce

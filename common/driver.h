@@ -7,6 +7,9 @@
 // Exit codes: 0 success, 1 failed check, 2 bad input, 77 no CUDA device.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "common/stage.h"
 
 namespace cce {
@@ -17,6 +20,11 @@ constexpr int kExitBadInput = 2;
 constexpr int kExitSkipped = 77;  // ctest's SKIP_RETURN_CODE
 
 int run_stage_main(StageFactory factory, int argc, char** argv);
+
+// Runs a program's body and turns its exceptions into one line on stderr and
+// the exit codes above (bad input 2, CUDA or other errors 1): every
+// executable of the repository (stages, tour, tools) ends this way.
+int run_program(const std::string& program, const std::function<int()>& body);
 
 // "1234.5 MB" (MB = 10^6 bytes, as in the anchors and PyTorch's reports: MiB differ by 5%)
 std::string format_mb(size_t bytes);

@@ -97,4 +97,10 @@ std::string OptionParser::usage() const {
   return text;
 }
 
+void add_shape_options(OptionParser& parser, int64_t* n, int64_t* d, int64_t* v, const std::string& n_help) {
+  parser.add_int("n", n, n_help);
+  parser.add_int("d", d, "hidden size D");
+  parser.add_int("v", v, "vocabulary size V");
+}
+
 }  // namespace cce

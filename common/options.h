@@ -32,4 +32,8 @@ class OptionParser {
   std::vector<std::string> set_;
 };
 
+// --n, --d, --v: the problem size, the same three flags in every program.
+void add_shape_options(OptionParser& parser, int64_t* n, int64_t* d, int64_t* v,
+                       const std::string& n_help = "tokens N");
+
 }  // namespace cce

@@ -37,7 +37,7 @@ class PartsStage : public Stage {
   explicit PartsStage(const StageParts& parts) : parts_(parts) {}
   std::string name() const override { return parts_.name; }
   std::string summary() const override { return parts_.summary; }
-  bool has_backward() const override { return parts_.backward != nullptr; }
+  bool has_backward() const override { return static_cast<bool>(parts_.backward); }
   std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override {
     return parts_.workspace(problem, backward);
   }
@@ -47,12 +47,12 @@ class PartsStage : public Stage {
   }
   void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                 cudaStream_t stream) override {
-    if (parts_.backward == nullptr)
+    if (!parts_.backward)
       throw InputError("stage " + name() + " computes the forward only (the fused backward comes in stage 06)");
     parts_.backward(in, scratch_, lse, upstream, de, dc, stream);
   }
   std::vector<std::string> report_lines() const override {
-    return parts_.report != nullptr && last_.n > 0 ? parts_.report(last_) : std::vector<std::string>{};
+    return parts_.report && last_.n > 0 ? parts_.report(last_) : std::vector<std::string>{};
   }
 
  private:

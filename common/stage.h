@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -86,15 +87,16 @@ using StageFactory = std::unique_ptr<Stage> (*)();
 // a stage folder holds its kernels and functions, not interface plumbing.
 // Stages with flags of their own derive from Stage (or ForwardOnlyStage).
 struct StageParts {
-  const char* name;     // "01_materialized"
-  const char* summary;  // what is new, one line
-  std::vector<MemoryItem> (*workspace)(const Problem& problem, bool backward);
-  void (*forward)(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, cudaStream_t stream);
-  // Null for a forward-only stage.
-  void (*backward)(const DeviceInputs& in, Scratch& scratch, const float* lse, const float* upstream, void* de,
-                   void* dc, cudaStream_t stream) = nullptr;
+  std::string name;     // "01_materialized"
+  std::string summary;  // what is new, one line
+  std::function<std::vector<MemoryItem>(const Problem& problem, bool backward)> workspace;
+  std::function<void(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, cudaStream_t stream)> forward;
+  // Empty for a forward-only stage.
+  std::function<void(const DeviceInputs& in, Scratch& scratch, const float* lse, const float* upstream, void* de,
+                     void* dc, cudaStream_t stream)>
+      backward = nullptr;
   // Report lines for a problem the stage has run (optional).
-  std::vector<std::string> (*report)(const Problem& problem) = nullptr;
+  std::function<std::vector<std::string>(const Problem& problem)> report = nullptr;
 };
 std::unique_ptr<Stage> make_stage_from(const StageParts& parts);
 

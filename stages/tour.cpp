@@ -47,9 +47,7 @@ int tour(int argc, char** argv) {
   std::string dtype = "bf16", data = "realistic";
   bool memory_model = false;
   OptionParser parser("cce_tour");
-  parser.add_int("n", &n, "tokens N (the default fits a 16 GB GPU for every stage)");
-  parser.add_int("d", &d, "hidden size D");
-  parser.add_int("v", &v, "vocabulary size V");
+  add_shape_options(parser, &n, &d, &v, "tokens N (the default fits a 16 GB GPU for every stage)");
   parser.add_string("dtype", &dtype, "bf16 or fp32");
   parser.add_string("data", &data, "random or realistic");
   parser.add_int("seed", &seed, "seed of the inputs");
@@ -137,13 +135,5 @@ int tour(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return tour(argc, argv);
-  } catch (const cce::InputError& e) {
-    std::fprintf(stderr, "cce_tour: error: %s\n", e.what());
-    return cce::kExitBadInput;
-  } catch (const cce::CudaError& e) {
-    std::fprintf(stderr, "cce_tour: CUDA error: %s\n", e.what());
-    return cce::kExitCheckFailed;
-  }
+  return cce::run_program("cce_tour", [&] { return tour(argc, argv); });
 }

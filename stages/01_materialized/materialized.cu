@@ -133,12 +133,17 @@ std::vector<MemoryItem> materialized_scratch(const Problem& p, bool backward) {
   return items;
 }
 
+void launch_row_kernel(RowKernel kernel, int threads, const DeviceInputs& in, const float* logits, float* lse,
+                       float* loss_per_token, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  kernel<<<static_cast<unsigned>(p.n), threads, 0, stream>>>(logits, in.targets.get(), p.v, p.ignore_index, p.softcap,
+                                                              lse, loss_per_token);
+  CCE_CHECK_LAUNCH();
+}
+
 void cross_entropy_rows(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
                         cudaStream_t stream) {
-  const Problem& p = in.problem;
-  cross_entropy_rows_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
-      logits, in.targets.get(), p.v, p.ignore_index, p.softcap, lse, loss_per_token);
-  CCE_CHECK_LAUNCH();
+  launch_row_kernel(cross_entropy_rows_kernel, kRowThreads, in, logits, lse, loss_per_token, stream);
 }
 
 void backward_through_logits(const DeviceInputs& in, Scratch& scratch, const float* lse, const float* upstream,
@@ -165,13 +170,22 @@ void forward_through_logits(const DeviceInputs& in, Scratch& scratch, float* los
   finish_loss(p, per_token, in.targets.get(), loss, stream);
 }
 
-void forward(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, cudaStream_t stream) {
-  forward_through_logits(in, scratch, loss, lse, cross_entropy_rows, stream);
+std::unique_ptr<Stage> make_materialized_stage(const std::string& name, const std::string& summary,
+                                               RowLosses rows) {
+  StageParts parts;
+  parts.name = name;
+  parts.summary = summary;
+  parts.workspace = materialized_scratch;
+  parts.forward = [rows](const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, cudaStream_t stream) {
+    forward_through_logits(in, scratch, loss, lse, rows, stream);
+  };
+  parts.backward = backward_through_logits;
+  return make_stage_from(parts);
 }
 
 std::unique_ptr<Stage> make_stage() {
-  return make_stage_from({"01_materialized", "cuBLAS logits [N,V] in fp32, softmax CE, backward through the logits",
-                          materialized_scratch, forward, backward_through_logits});
+  return make_materialized_stage("01_materialized", "cuBLAS logits [N,V] in fp32, softmax CE, backward through the logits",
+                                 cross_entropy_rows);
 }
 
 }  // namespace cce::s01

@@ -36,6 +36,13 @@ int64_t logits_to_dlogits_in_place(const DeviceInputs& in, float* logits, const 
 // backward, the per-token grad scale.
 std::vector<MemoryItem> materialized_scratch(const Problem& problem, bool backward);
 
+// A kernel of one block per row of the fp32 logits that writes LSE_i and
+// loss_i (0 for ignored tokens): (logits, targets, V, ignore_index, softcap,
+// lse, loss_per_token). Stage 01's reads each row three times, stage 02's once.
+using RowKernel = void (*)(const float*, const int64_t*, int64_t, int64_t, float, float*, float*);
+void launch_row_kernel(RowKernel kernel, int threads, const DeviceInputs& in, const float* logits, float* lse,
+                       float* loss_per_token, cudaStream_t stream);
+
 // LSE_i and loss_i (0 for ignored tokens) from the fp32 logits [N,V]: three
 // passes over each row (max, Σexp, target). Stage 02 does it in one.
 void cross_entropy_rows(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
@@ -53,6 +60,11 @@ void forward_through_logits(const DeviceInputs& in, Scratch& scratch, float* los
 // two cuBLAS products. The scratch holds the forward's logits.
 void backward_through_logits(const DeviceInputs& in, Scratch& scratch, const float* lse, const float* upstream,
                              void* de, void* dc, cudaStream_t stream);
+
+// A stage that materializes the logits and computes its row losses with `rows`:
+// stage 01 with cross_entropy_rows, stage 02 with its one-pass kernel.
+std::unique_ptr<Stage> make_materialized_stage(const std::string& name, const std::string& summary,
+                                               RowLosses rows);
 
 std::unique_ptr<Stage> make_stage();
 

@@ -55,19 +55,12 @@ __global__ void online_cross_entropy_kernel(const float* __restrict__ logits, co
 
 void online_cross_entropy_rows(const DeviceInputs& in, const float* logits, float* lse, float* loss_per_token,
                                cudaStream_t stream) {
-  const Problem& p = in.problem;
-  online_cross_entropy_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
-      logits, in.targets.get(), p.v, p.ignore_index, p.softcap, lse, loss_per_token);
-  CCE_CHECK_LAUNCH();
-}
-
-void forward(const DeviceInputs& in, Scratch& scratch, float* loss, float* lse, cudaStream_t stream) {
-  s01::forward_through_logits(in, scratch, loss, lse, online_cross_entropy_rows, stream);
+  s01::launch_row_kernel(online_cross_entropy_kernel, kRowThreads, in, logits, lse, loss_per_token, stream);
 }
 
 std::unique_ptr<Stage> make_stage() {
-  return make_stage_from({"02_online_softmax", "one-pass online softmax over the logits, saved LSE",
-                          s01::materialized_scratch, forward, s01::backward_through_logits});
+  return s01::make_materialized_stage("02_online_softmax", "one-pass online softmax over the logits, saved LSE",
+                                      online_cross_entropy_rows);
 }
 
 }  // namespace cce::s02

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "tests/cpu/temp_dir.h"
 #include "common/check.h"
 #include "common/host_data.h"
 #include "common/npy.h"
@@ -26,27 +27,10 @@ using testing::raw_bytes;
 using testing::read_file;
 using testing::write_file;
 
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
+// Temp directories named after this test file.
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("cce_test_npy_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+  TempDir() : testing::TempDir("cce_test_npy") {}
 };
 
 std::vector<float> random_floats(size_t count, uint64_t seed) {

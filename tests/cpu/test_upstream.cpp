@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "tests/cpu/temp_dir.h"
 #include "common/check.h"
 #include "common/npy.h"
 #include "common/runner.h"
@@ -23,26 +24,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+// Temp directories named after this test file.
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("cce_test_upstream_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
+  TempDir() : testing::TempDir("cce_test_upstream") {}
 };
 
 Problem problem(Reduction reduction, int64_t n = 7) {
