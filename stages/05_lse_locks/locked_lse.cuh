@@ -1,7 +1,7 @@
 // Stage 05's epilogue: fold every tile of a unit into row states (stage 03's
 // fold, LSE only), then merge the unit's partial LSE of each row into the
-// global LSE under its token block's spin lock. Included by stage 07, which
-// adds its column sums to the same tiles.
+// global LSE under its token block's spin lock. A later stage can wrap this
+// epilogue in its own to do more with the same tiles.
 #pragma once
 
 #include <cuda_runtime.h>
