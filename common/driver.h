@@ -26,7 +26,7 @@ int run_stage_main(StageFactory factory, int argc, char** argv);
 // executable of the repository (stages, tour, tools) ends this way.
 int run_program(const std::string& program, const std::function<int()>& body);
 
-// "1234.5 MB" (MB = 10^6 bytes, as in the anchors and PyTorch's reports: MiB differ by 5%)
+// "1234.5 MB" (MB = 10^6 bytes, as in PyTorch's memory reports: MiB differ by 5%)
 std::string format_mb(size_t bytes);
 
 }  // namespace cce
