@@ -48,7 +48,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
 template <template <class> class Epilogue>
 int resident_blocks_per_sm(TilePath path) {
   if (path == TilePath::kWgmmaPipeline || !cuda_device_available()) return 2;
-  int blocks = 1;
+  // Asked once per path: the planners call this on every forward.
+  static int known[static_cast<int>(TilePath::kWgmmaPipeline) + 1] = {};
+  int& blocks = known[static_cast<int>(path)];
+  if (blocks > 0) return blocks;
   dispatch_block_path(path, [&](auto tile, auto element, auto aligned) {
     using Tile = decltype(tile);
     auto kernel = block_units_kernel<Tile, decltype(element), decltype(aligned)::value, Epilogue>;
@@ -56,7 +59,8 @@ int resident_blocks_per_sm(TilePath path) {
     CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, shared));
   });
-  return blocks > 0 ? blocks : 1;
+  if (blocks < 1) blocks = 1;
+  return blocks;
 }
 
 template <template <class> class Epilogue, class Params>
