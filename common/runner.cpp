@@ -41,12 +41,16 @@ void StageRunner::poison_outputs() {
   synchronize();
 }
 
-void StageRunner::forward() { stage_.forward(inputs_, loss_.get(), lse_.get(), nullptr); }
+void StageRunner::forward() {
+  stage_.expect_backward(false);
+  stage_.forward(inputs_, loss_.get(), lse_.get(), nullptr);
+}
 
 void StageRunner::forward_backward() {
   if (!stage_.has_backward()) throw InputError("stage " + stage_.name() + " has no backward (it comes in a later stage)");
   allocate_gradients();
-  forward();
+  stage_.expect_backward(true);
+  stage_.forward(inputs_, loss_.get(), lse_.get(), nullptr);
   stage_.backward(inputs_, lse_.get(), upstream_dev_.get(), de_.get(), dc_.get(), nullptr);
 }
 

@@ -50,6 +50,11 @@ class Stage {
 
   // loss: [1] or [N]; lse: [N]. Outputs must be written completely.
   virtual void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) = 0;
+  // Tells the stage whether a backward() will follow the next forward(), as
+  // autograd knows whether the loss requires a gradient: a stage that keeps
+  // forward state for its backward (stage 08's tile statistics) keeps it only
+  // then. The drivers call it before every forward; the default ignores it.
+  virtual void expect_backward(bool) {}
   // Needs the LSE of forward(); writes dE and dC completely.
   virtual void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                         cudaStream_t stream) = 0;
@@ -64,6 +69,12 @@ class Stage {
   // 1 for exact stages; stage 07's filtering drops terms below eps on purpose
   // (its own test holds it to the derived bound, tests/gpu/test_filter_bound.cpp).
   virtual double gradient_tolerance_scale() const { return 1.0; }
+  // Whether two runs on the same inputs give bitwise identical outputs (no
+  // atomics or locks in any sum); `backward`: for loss + gradient runs.
+  virtual bool bitwise_reproducible(bool backward) const {
+    (void)backward;
+    return false;
+  }
   // Releases scratch kept between calls (e.g. stage 01's logits).
   virtual void release_workspace() { scratch_.release(); }
 

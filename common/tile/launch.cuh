@@ -63,10 +63,11 @@ int resident_blocks_per_sm(TilePath path) {
   return blocks;
 }
 
+// E [p.n, p.d] and C [p.v, p.d] given as device pointers: a stage may run
+// the engine on a part of C it gathered itself (stage 08's sorted chunks).
 template <template <class> class Epilogue, class Params>
-void launch_tile_units(const DeviceInputs& in, TilePath path, const TileUnits& units, const Params& params,
-                       cudaStream_t stream) {
-  const Problem& p = in.problem;
+void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath path, const TileUnits& units,
+                       const Params& params, cudaStream_t stream) {
   if (units.count() == 0) return;
   if (path == TilePath::kWgmmaPipeline) {
 #ifdef CCE_HAVE_WGMMA
@@ -75,8 +76,8 @@ void launch_tile_units(const DeviceInputs& in, TilePath path, const TileUnits& u
     auto kernel = wgmma_pipeline_kernel<Epilogue>;
     const size_t shared = WgmmaPipeline::shared_bytes(Epilogue<WgmmaPipelineFragment>::kSharedBytes);
     CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-    const CUtensorMap e_map = make_bf16_tensor_map(in.e.get(), p.n, p.d, WgmmaPipeline::kBM);
-    const CUtensorMap c_map = make_bf16_tensor_map(in.c.get(), p.v, p.d, WgmmaPipeline::kBN);
+    const CUtensorMap e_map = make_bf16_tensor_map(e, p.n, p.d, WgmmaPipeline::kBM);
+    const CUtensorMap c_map = make_bf16_tensor_map(c, p.v, p.d, WgmmaPipeline::kBN);
     const int k_tiles = static_cast<int>((p.d + WgmmaPipeline::kBK - 1) / WgmmaPipeline::kBK);
     kernel<<<static_cast<unsigned>(units.grid), WgmmaPipeline::kThreads, shared, stream>>>(
         e_map, c_map, units, k_tiles, params);
@@ -93,9 +94,15 @@ void launch_tile_units(const DeviceInputs& in, TilePath path, const TileUnits& u
     const size_t shared = Tile::kSharedBytes + Epilogue<Tile>::kSharedBytes;
     CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     kernel<<<static_cast<unsigned>(units.grid), Tile::kThreads, shared, stream>>>(
-        reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()), p.n, p.d, p.v, units, params);
+        static_cast<const T*>(e), static_cast<const T*>(c), p.n, p.d, p.v, units, params);
     CCE_CHECK_LAUNCH();
   });
+}
+
+template <template <class> class Epilogue, class Params>
+void launch_tile_units(const DeviceInputs& in, TilePath path, const TileUnits& units, const Params& params,
+                       cudaStream_t stream) {
+  launch_tile_units<Epilogue>(in.problem, in.e.get(), in.c.get(), path, units, params, stream);
 }
 
 }  // namespace cce

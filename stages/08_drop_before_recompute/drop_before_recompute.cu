@@ -1,0 +1,168 @@
+// Stage 08's plan, memory model and the order of its steps (the steps
+// themselves: sorted_forward.cu, kept_tiles.cu, tail_correction.cu,
+// kept_products.cu).
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "common/check.h"
+#include "common/token_reduction.h"
+#include "stages/05_lse_locks/lse_locks.h"
+
+namespace cce::s08 {
+namespace {
+
+constexpr size_t kSlotBudget = size_t{24} << 20;  // recomputed S tiles held at once (a chunk)
+constexpr int64_t kChunkMultiple = 256;           // the forward's chunks: whole tiles of every product
+
+size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+}  // namespace
+
+float default_drop_eps(Dtype dtype) { return dtype == Dtype::kBFloat16 ? std::ldexp(1.0f, -10) : std::ldexp(1.0f, -28); }
+
+DropPlan plan_drop(const Problem& p) {
+  DropPlan plan;
+  const bool bf16 = p.dtype == Dtype::kBFloat16;
+  const size_t element = p.element_bytes();
+  plan.tile_rows = plan.tile_cols = bf16 ? 128 : 64;
+  plan.tiles = (p.v + plan.tile_cols - 1) / plan.tile_cols;
+  plan.token_blocks = (p.n + plan.tile_rows - 1) / plan.tile_rows;
+  plan.slot_bytes = plan.tile_rows * plan.tile_cols * static_cast<int64_t>(element);
+  const int64_t pairs = plan.tiles * plan.token_blocks;
+  plan.slot_capacity =
+      std::min(pairs, std::max(plan.token_blocks, static_cast<int64_t>(kSlotBudget) / plan.slot_bytes));
+  plan.de_accumulator_bytes = bf16 ? static_cast<size_t>(p.n * p.d) * 4 : 0;
+  plan.region_offset = round_up(plan.de_accumulator_bytes, 256);
+  plan.region_bytes = std::max(static_cast<size_t>(plan.slot_capacity * plan.slot_bytes),
+                               static_cast<size_t>(plan.tiles * p.d) * element);  // S slots, or C̄ before them
+  plan.work_bytes = std::max({plan.region_offset + plan.region_bytes, sort_work_bytes(p.v), target_sort_work_bytes(p.n)});
+  // The forward gathers as many rows of sorted C as the buffer holds.
+  const size_t row_bytes = static_cast<size_t>(p.d) * element;
+  plan.chunk_rows = std::max<int64_t>(kChunkMultiple, static_cast<int64_t>(plan.work_bytes / row_bytes) / kChunkMultiple *
+                                                          kChunkMultiple);
+  if (plan.chunk_rows >= p.v) plan.chunk_rows = p.v;
+  plan.work_bytes = std::max(plan.work_bytes, static_cast<size_t>(plan.chunk_rows) * row_bytes);
+  plan.ranges = forward_ranges(p, plan.chunk_rows);
+  return plan;
+}
+
+float DropBeforeRecomputeStage::drop_eps(Dtype dtype) const {
+  if (keep_all_) return 0.0f;
+  return eps_flag_ > 0.0 ? static_cast<float>(eps_flag_) : default_drop_eps(dtype);
+}
+
+void DropBeforeRecomputeStage::add_options(OptionParser& parser) {
+  parser.add_double("drop-eps", &eps_flag_,
+                    "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = 2^-10 (bf16), 2^-28 (fp32)");
+  parser.add_flag("keep-all", &keep_all_, "recompute every tile (the exact backward, deterministic)");
+  parser.add_flag("no-correction", &no_correction_, "drop tiles without correcting dE for them");
+}
+
+void DropBeforeRecomputeStage::validate_options() const {
+  if (!(eps_flag_ >= 0.0 && eps_flag_ < 1.0)) throw InputError("--drop-eps must be in [0, 1)");
+  if (keep_all_ && eps_flag_ > 0.0) throw InputError("--drop-eps and --keep-all contradict each other");
+}
+
+std::vector<MemoryItem> DropBeforeRecomputeStage::workspace(const Problem& p, bool backward) const {
+  if (!backward) return s05::forward_scratch(p);  // a loss alone keeps nothing
+  const DropPlan plan = plan_drop(p);
+  return concat(sorted_forward_scratch(p, plan), kept_tiles_scratch(p, plan));
+}
+
+void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  last_problem_ = p;
+  stats_ready_ = false;
+  if (!backward_follows_) {
+    scratch_.allocate(s05::forward_scratch(p));
+    s05::forward(in, scratch_, loss, lse, stream);
+    return;
+  }
+  const DropPlan plan = plan_drop(p);
+  scratch_.allocate(sorted_forward_scratch(p, plan));
+  sorted_forward(in, plan, scratch_, loss, lse, stream);
+  stats_ready_ = true;
+}
+
+void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de,
+                                        void* dc, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  if (!stats_ready_)
+    throw InputError("stage 08: backward() needs a forward() told that a backward follows (expect_backward(true))");
+  stats_ready_ = false;  // the correction overwrites the statistics
+  const DropPlan plan = plan_drop(p);
+  scratch_.allocate(workspace(p, true));
+  compute_token_grad_scale(p, in.targets.get(), upstream, scratch_.get<float>("per-token grad scale [N]"), stream);
+  const float eps = drop_eps(p.dtype);
+  const KeptTiles kept = decide_kept_tiles(p, plan, scratch_, lse, eps, stream);
+
+  unsigned char* work = scratch_.get<unsigned char>("work buffer");
+  float* de_acc = p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(work) : static_cast<float*>(de);
+  void* region = work + plan.region_offset;
+  const int64_t pairs = plan.tiles * plan.token_blocks;
+  if (!no_correction_ && kept.kept() < pairs)
+    correct_dropped_tail(in, plan, scratch_, lse, region, de_acc, stream);
+  else
+    CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
+
+  // Chunks of consecutive tiles whose kept S tiles fit the region.
+  int64_t chunks = 0;
+  for (int64_t first = 0; first < plan.tiles;) {
+    int64_t last = first + 1;
+    while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= plan.slot_capacity) ++last;
+    const int64_t first_slot = kept.offsets[first], slots = kept.offsets[last] - first_slot;
+    recompute_kept_tiles(in, plan, scratch_, lse, first_slot, slots, region, stream);
+    kept_products(in, plan, scratch_, region, first_slot, first, last, de_acc, dc, stream);
+    first = last;
+    ++chunks;
+  }
+  finish_de(in, scratch_, de_acc, de, stream);
+  stats_ = DropStats{pairs, kept.kept(), chunks};
+}
+
+std::vector<uint8_t> DropBeforeRecomputeStage::kept_flags() const {
+  const DropPlan plan = plan_drop(last_problem_);
+  std::vector<uint8_t> flags(static_cast<size_t>(plan.tiles * plan.token_blocks));
+  if (!flags.empty()) copy_to_host(flags.data(), scratch_.get<uint8_t>("keep flags [tiles][token blocks]"), flags.size());
+  return flags;
+}
+
+std::vector<int> DropBeforeRecomputeStage::vocabulary_order() const {
+  std::vector<int> order(static_cast<size_t>(last_problem_.v));
+  if (!order.empty()) copy_to_host(order.data(), scratch_.get<int>("vocabulary order [V]"), order.size() * 4);
+  return order;
+}
+
+std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
+  std::vector<std::string> lines;
+  if (last_problem_.n == 0) return lines;
+  const DropPlan plan = plan_drop(last_problem_);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "plan         %lld sorted tiles of %lld x %lld token blocks; forward chunks of %lld rows of C; "
+                "%lld S tiles per backward chunk",
+                static_cast<long long>(plan.tiles), static_cast<long long>(plan.tile_cols),
+                static_cast<long long>(plan.token_blocks), static_cast<long long>(plan.chunk_rows),
+                static_cast<long long>(plan.slot_capacity));
+  lines.push_back(buf);
+  const float eps = drop_eps(last_problem_.dtype);
+  std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s",
+                eps > 0 ? ("eps " + std::to_string(eps)).c_str() : "off (every tile kept)",
+                no_correction_ ? "off" : "on");
+  lines.push_back(buf);
+  if (stats_.tiles > 0) {
+    std::snprintf(buf, sizeof buf, "kept tiles   %lld of %lld (%.2f%%) recomputed, in %lld chunks",
+                  static_cast<long long>(stats_.kept_tiles), static_cast<long long>(stats_.tiles),
+                  100.0 * static_cast<double>(stats_.kept_tiles) / static_cast<double>(stats_.tiles),
+                  static_cast<long long>(stats_.chunks));
+    lines.push_back(buf);
+  }
+  return lines;
+}
+
+std::unique_ptr<Stage> make_stage() { return std::make_unique<DropBeforeRecomputeStage>(); }
+
+}  // namespace cce::s08

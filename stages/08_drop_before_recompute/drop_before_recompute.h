@@ -1,0 +1,136 @@
+// Stage 08: drop tiles before recomputing them, and correct what is dropped.
+// Uses: stage 03's fold (online_fold.cuh) and its deterministic split LSE;
+// stage 04's loss finish (through stage 05's forward, for a loss alone);
+// stage 06's row inputs (backward_tile.cuh); common/tile (block-level tile
+// products with a row order, the units, launch_tile_units); cuBLAS (one
+// small GEMM); cub (two radix sorts).
+//
+// Forward, when a backward will follow (sorted_forward.cu):
+//   1. key_j = C_j·Σ_i E_i over the valid rows (one GEMV); sort the
+//      vocabulary by descending key: the average logit, known before any tile;
+//   2. walk the sorted vocabulary in chunks (each gathered into a work
+//      buffer, so that the Hopper pipeline's TMA reads it contiguously); the
+//      epilogue (tile_stats.cuh) folds the LSE and keeps, per row i and tile
+//      T of 128 sorted entries, (m_iT, s_iT): the tile's max logit and its
+//      sum of exponentials;
+//   3. merge the ranges' (max, sum) in a fixed order: LSE, loss.
+// A loss alone runs stage 05's forward and keeps nothing.
+//
+// Backward (kept_tiles.cu, kept_products.cu, tail_correction.cu):
+//   1. decide: a (token block, tile) is kept iff some row has
+//      exp(m_iT − LSE_i) ≥ eps, i.e. some softmax entry may reach eps;
+//   2. correct: every dropped tile's softmax mass M_iT = s_iT·exp(m_iT − LSE_i)
+//      times the tile's mean row of C: dE_i = g_i Σ_T M_iT C̄_T, one GEMM;
+//   3. per chunk of kept tiles: recompute each kept tile's S = g·p·softcap'
+//      into a compact buffer, then dC rows (one owner per output tile, over
+//      its kept token blocks) and dE += S·C (one owner per output tile):
+//      no atomics, a fixed order, bitwise reproducible;
+//   4. the target entries exactly: dE_i += a_i C_{t_i}, dC_t += Σ a_i E_i with
+//      a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i}).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/stage.h"
+#include "common/tile/tile_path.h"
+
+namespace cce::s08 {
+
+// Default eps: the largest that keeps dE and dC at or below eager PyTorch's
+// error at the benchmark shapes (README.md, "Choosing eps").
+float default_drop_eps(Dtype dtype);
+
+// Sizes of everything the stage keeps, from the problem alone.
+struct DropPlan {
+  int64_t tile_rows = 0, tile_cols = 0;  // backward tile: 128×128 (bf16), 64×64 (fp32)
+  int64_t tiles = 0;                     // ⌈V / tile_cols⌉ sorted vocabulary tiles
+  int64_t token_blocks = 0;              // ⌈N / tile_rows⌉
+  int64_t slot_bytes = 0;                // one recomputed S tile
+  int64_t slot_capacity = 0;             // S tiles the work buffer holds at once
+  int64_t chunk_rows = 0;                // rows of C the forward gathers at once
+  size_t de_accumulator_bytes = 0;       // fp32 dE for bf16 (at the start of the work buffer)
+  size_t region_offset = 0, region_bytes = 0;  // then the S slots (or, first, the tile means C̄)
+  size_t work_bytes = 0;
+  int64_t ranges = 0;                    // the forward's vocabulary ranges per chunk (most)
+};
+DropPlan plan_drop(const Problem& problem);
+
+struct DropStats {
+  int64_t tiles = 0, kept_tiles = 0;  // (token block, vocabulary tile) pairs
+  int64_t chunks = 0;
+};
+
+class DropBeforeRecomputeStage : public Stage {
+ public:
+  std::string name() const override { return "08_drop_before_recompute"; }
+  std::string summary() const override {
+    return "drop tiles before recomputing them, correct the dropped tail, deterministic products";
+  }
+  bool has_backward() const override { return true; }
+  void expect_backward(bool yes) override { backward_follows_ = yes; }
+  std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
+  void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override;
+  void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
+                cudaStream_t stream) override;
+  void add_options(OptionParser& parser) override;
+  void validate_options() const override;
+  std::vector<std::string> report_lines() const override;
+  // The checks against the exact reference: dropping moves a few small
+  // elements by more than the bf16 tolerance (see README, "What it leaves").
+  double gradient_tolerance_scale() const override { return drop_eps(Dtype::kBFloat16) > 0.0f ? 5.0 : 1.0; }
+
+  // Loss + gradient: every sum in a fixed order (a loss alone runs stage 05's locked merge).
+  bool bitwise_reproducible(bool backward) const override { return backward; }
+
+  DropStats stats() const { return stats_; }
+  // The sorted vocabulary of the last forward with a backward (for the tests).
+  std::vector<int> vocabulary_order() const;
+  float drop_eps(Dtype dtype) const;  // 0: every tile kept
+  bool corrects_tail() const { return !no_correction_; }
+  // The keep flags of the last backward, [tiles][token blocks] (for the tests).
+  std::vector<uint8_t> kept_flags() const;
+
+ private:
+  double eps_flag_ = 0.0;  // --drop-eps; 0 = the dtype's default
+  bool keep_all_ = false, no_correction_ = false;
+  bool backward_follows_ = false;
+  bool stats_ready_ = false;
+  Problem last_problem_;
+  DropStats stats_;
+};
+
+std::unique_ptr<Stage> make_stage();
+
+// ---- the stage's steps, one file each (used by the stage class above) ----
+
+// sorted_forward.cu: sort, chunked forward with tile statistics, LSE and loss.
+size_t sort_work_bytes(int64_t v);                               // the sort's temporaries in the work buffer
+int64_t forward_ranges(const Problem& problem, int64_t chunk_rows);  // most ranges of a chunk
+std::vector<MemoryItem> sorted_forward_scratch(const Problem& problem, const DropPlan& plan);
+void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, float* loss, float* lse,
+                    cudaStream_t stream);
+
+// kept_tiles.cu: the decision, the slots, the recomputed S of kept tiles.
+struct KeptTiles {
+  std::vector<int> offsets;  // [tiles + 1]: tile T's kept token blocks are slots offsets[T]..offsets[T+1]
+  int64_t kept() const { return offsets.empty() ? 0 : offsets.back(); }
+};
+size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in the work buffer
+std::vector<MemoryItem> kept_tiles_scratch(const Problem& problem, const DropPlan& plan);
+KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                            float eps, cudaStream_t stream);
+void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                          int64_t first_slot, int64_t slots, void* s_out, cudaStream_t stream);
+
+// tail_correction.cu: dE_acc = Σ over dropped tiles of g_i M_iT C̄_T (overwrites the tile statistics).
+void correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                          void* region, float* de_acc, cudaStream_t stream);
+
+// kept_products.cu: the products of one chunk of kept tiles, and the targets' exact terms.
+void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const void* s_tiles,
+                   int64_t first_slot, int64_t tile_begin, int64_t tile_end, float* de_acc, void* dc,
+                   cudaStream_t stream);
+void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream);
+
+}  // namespace cce::s08

@@ -1,0 +1,414 @@
+// Stage 08's products over the kept tiles of one chunk, each output tile
+// owned by one thread block that sums its terms in a fixed order and writes
+// once: no atomics, so two runs give the same bits.
+//   dC: a block per (sorted vocabulary tile T, 128 columns of D): the sum over
+//       T's kept token blocks b (ascending) of S_bTᵀ · E_b, plus the targets'
+//       exact terms Σ_{t_i ∈ T} a_i E_i (tokens in order), written to the dC
+//       rows of T's vocabulary entries.
+//   dE: a block per (token block b, 128 columns of D): dE_acc += the sum over
+//       the chunk's tiles T kept for b (ascending) of S_bT · C_T. Chunks run
+//       in order, so every element of dE_acc sees the same sequence of adds.
+// bf16: mma.sync on 128×128 output tiles, the k-loop over kept tiles double
+// buffered with cp.async. fp32 (the tests' other dtype): FFMA on 64×64.
+#include <algorithm>
+
+#include "common/check.h"
+#include "common/device_math.cuh"
+#include "common/tile/mma_sync.cuh"
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+
+namespace cce::s08 {
+namespace {
+
+// The targets' terms of dC row `pos` (a sorted position): tokens [lo, hi)
+// of the list sorted by target position.
+__device__ __forceinline__ int2 target_range(const int* __restrict__ sorted_position, int64_t n, int64_t pos) {
+  int lo = 0, hi = static_cast<int>(n);
+  while (lo < hi) {  // first ≥ pos
+    const int mid = (lo + hi) / 2;
+    if (sorted_position[mid] < pos) lo = mid + 1;
+    else hi = mid;
+  }
+  int end = lo, top = static_cast<int>(n);
+  while (end < top) {  // first > pos
+    const int mid = (end + top) / 2;
+    if (sorted_position[mid] <= pos) end = mid + 1;
+    else top = mid;
+  }
+  return make_int2(lo, end);
+}
+
+template <typename T>
+__device__ __forceinline__ float target_terms(int2 range, const int* __restrict__ sorted_token,
+                                              const float* __restrict__ coefficient, const T* __restrict__ e,
+                                              int64_t d, int64_t col) {
+  float sum = 0.0f;
+  for (int k = range.x; k < range.y; ++k) {
+    const int64_t token = sorted_token[k];
+    sum += coefficient[token] * to_float(e[token * d + col]);
+  }
+  return sum;
+}
+
+struct ProductArgs {
+  const void* s_tiles;  // the chunk's S tiles, [slot − first_slot][rows][cols]
+  int64_t first_slot;
+  const int* offsets;     // [tiles + 1]
+  const int* slot_block;  // [slots]
+  const int* slot_of;     // [token blocks][tiles]
+  const int* order;       // [V]
+  int64_t n, d, v, tiles, tile_begin, tile_end;
+  // the targets' exact terms
+  const int* sorted_position;
+  const int* sorted_token;
+  const float* coefficient;
+};
+
+// ------------------------------------------------------------------ bf16
+constexpr int kTile = 128, kPitch = kTile + 8;  // 272-byte rows: conflict-free ldmatrix
+constexpr size_t kOperandBytes = static_cast<size_t>(kTile) * kPitch * 2;
+constexpr size_t kStageBytes = 2 * kOperandBytes;  // S tile + the other operand's 128×128 piece
+constexpr size_t kProductShared = 2 * kStageBytes;  // two stages
+
+// 128 rows of `src` ([rows_total, d] bf16; row r is row_of(r), or < 0 for a
+// zero row) × columns [d0, d0 + 128) into dst (pitch kPitch).
+template <bool kAligned, class RowOf>
+__device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0, RowOf&& row_of,
+                                          __nv_bfloat16* dst) {
+  for (int i = threadIdx.x; i < kTile * (kTile / 8); i += blockDim.x) {
+    const int r = i / (kTile / 8), part = i % (kTile / 8);
+    const int64_t row = row_of(r), k = d0 + part * 8;
+    __nv_bfloat16* out = dst + r * kPitch + part * 8;
+    if constexpr (kAligned) {
+      const bool valid = row >= 0 && k < d;
+      cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(out)), valid ? src + row * d + k : src, valid);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) out[j] = row >= 0 && k + j < d ? src[row * d + k + j] : __float2bfloat16(0.0f);
+    }
+  }
+}
+__device__ __forceinline__ void load_s_tile(const __nv_bfloat16* __restrict__ s, __nv_bfloat16* dst) {
+  for (int i = threadIdx.x; i < kTile * (kTile / 8); i += blockDim.x) {
+    const int r = i / (kTile / 8), part = i % (kTile / 8);
+    cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kPitch + part * 8)), s + r * kTile + part * 8,
+                true);
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// acc (a warp's 32×64 piece of the 128×128 output) += A · B over one 128-deep
+// slice: A = S (dE) or Sᵀ (dC) from a_tile, B [k][n] from b_tile.
+template <bool kTransposeS>
+__device__ __forceinline__ void mma_slice(float (&acc)[2][8][4], const __nv_bfloat16* a_tile,
+                                          const __nv_bfloat16* b_tile) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp % 4, wn = warp / 4;
+#pragma unroll
+  for (int k0 = 0; k0 < kTile; k0 += 16) {
+    uint32_t a[2][4], b[8][2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      const int m0 = wm * 32 + mt * 16;
+      if constexpr (kTransposeS) {  // S stored [k = token][m = vocab]
+        const int mi = lane / 8;
+        ldmatrix_x4(a[mt], a_tile + (k0 + lane % 8 + (mi / 2) * 8) * kPitch + m0 + (mi % 2) * 8, true);
+      } else {  // S stored [m = token][k = vocab]
+        ldmatrix_x4(a[mt], a_tile + (m0 + lane % 16) * kPitch + k0 + (lane / 16) * 8, false);
+      }
+    }
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      const int n0 = wn * 64 + np * 16;
+      const int k = k0 + lane % 8 + ((lane / 8) % 2) * 8, nn = n0 + (lane / 16) * 8;
+      uint32_t r[4];
+      ldmatrix_x4(r, b_tile + k * kPitch + nn, true);
+      b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[mt][nt], a[mt], b[nt]);
+  }
+}
+
+// The k-loop over a list of items (kept slots), two stages in flight.
+// next(cursor) → the next item's index ≥ cursor, or −1; load(item, stage buffers).
+template <bool kAligned, class Next, class Load>
+__device__ __forceinline__ void run_items(float (&acc)[2][8][4], unsigned char* shared, bool transpose_s, Next&& next,
+                                          Load&& load, int first) {
+  auto a_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes); };
+  auto b_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes + kOperandBytes); };
+  int item = first, stage = 0;
+  if (item < 0) return;
+  load(item, a_of(0), b_of(0));
+  cp_async_commit();
+  while (item >= 0) {
+    const int following = next(item + 1);
+    if (following >= 0) load(following, a_of(stage ^ 1), b_of(stage ^ 1));
+    cp_async_commit();  // an empty group when nothing follows
+    cp_async_wait<1>();
+    __syncthreads();
+    if (transpose_s) mma_slice<true>(acc, a_of(stage), b_of(stage));
+    else mma_slice<false>(acc, a_of(stage), b_of(stage));
+    __syncthreads();  // the stage is read before it is loaded again
+    item = following;
+    stage ^= 1;
+  }
+}
+
+template <bool kAligned>
+__global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
+                                                           __nv_bfloat16* __restrict__ dc) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  const int64_t tile = args.tile_begin + blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const auto* s_tiles = static_cast<const __nv_bfloat16*>(args.s_tiles);
+  const int begin = args.offsets[tile], end = args.offsets[tile + 1];
+  float acc[2][8][4] = {};
+  run_items<kAligned>(
+      acc, shared, true, [&](int slot) { return slot < end ? slot : -1; },
+      [&](int slot, __nv_bfloat16* a, __nv_bfloat16* b) {
+        load_s_tile(s_tiles + (slot - args.first_slot) * kTile * kTile, a);
+        const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile;
+        load_rows<kAligned>(e, args.d, d0, [&](int r) { return row0 + r < args.n ? row0 + r : int64_t{-1}; }, b);
+      },
+      begin < end ? begin : -1);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 4, wn = warp / 4;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t pos = tile * kTile + wm * 32 + mt * 16 + lane / 4 + 8 * half;
+      if (pos >= args.v) continue;
+      const int2 range = target_range(args.sorted_position, args.n, pos);
+      __nv_bfloat16* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int64_t col = d0 + wn * 64 + nt * 8 + (lane % 4) * 2;
+        if (col >= args.d) continue;
+        const float x = acc[mt][nt][2 * half] + target_terms(range, args.sorted_token, args.coefficient, e, args.d, col);
+        if (col + 1 < args.d) {
+          const float y = acc[mt][nt][2 * half + 1] +
+                          target_terms(range, args.sorted_token, args.coefficient, e, args.d, col + 1);
+          if (kAligned) *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(x, y);
+          else row[col] = __float2bfloat16(x), row[col + 1] = __float2bfloat16(y);
+        } else {
+          row[col] = __float2bfloat16(x);
+        }
+      }
+    }
+}
+
+template <bool kAligned>
+__global__ void __launch_bounds__(256, 1) de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c,
+                                                           float* __restrict__ de_acc) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const auto* s_tiles = static_cast<const __nv_bfloat16*>(args.s_tiles);
+  const int* kept = args.slot_of + block * args.tiles;
+  // Items are tile indices of the chunk whose (block, tile) was kept.
+  auto next = [&](int tile) {
+    for (; tile < args.tile_end; ++tile)
+      if (kept[tile] >= 0) return tile;
+    return -1;
+  };
+  const int first = next(static_cast<int>(args.tile_begin));
+  if (first < 0) return;  // nothing kept for this token block in this chunk
+  float acc[2][8][4] = {};
+  run_items<kAligned>(
+      acc, shared, false, next,
+      [&](int tile, __nv_bfloat16* a, __nv_bfloat16* b) {
+        load_s_tile(s_tiles + (kept[tile] - args.first_slot) * kTile * kTile, a);
+        const int64_t pos0 = static_cast<int64_t>(tile) * kTile;
+        load_rows<kAligned>(c, args.d, d0,
+                            [&](int r) { return pos0 + r < args.v ? static_cast<int64_t>(args.order[pos0 + r]) : int64_t{-1}; },
+                            b);
+      },
+      first);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 4, wn = warp / 4;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t row = block * kTile + wm * 32 + mt * 16 + lane / 4 + 8 * half;
+      if (row >= args.n) continue;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int64_t col = d0 + wn * 64 + nt * 8 + (lane % 4) * 2 + j;
+          if (col < args.d) de_acc[row * args.d + col] += acc[mt][nt][2 * half + j];
+        }
+    }
+}
+
+// ------------------------------------------------------------------ fp32
+// 64×64 output tiles, a 16×16 grid of threads with 4×4 outputs each; the
+// operands from global memory through shared memory, one item at a time.
+constexpr int kTile32 = 64, kPitch32 = 65;
+
+template <bool kTransposeS, class RowOf>
+__device__ __forceinline__ void fp32_item(float (&acc)[4][4], const float* __restrict__ s,
+                                          const float* __restrict__ src, int64_t d, int64_t d0, RowOf&& row_of,
+                                          float* a_tile, float* b_tile) {
+  for (int i = threadIdx.x; i < kTile32 * kTile32; i += blockDim.x) {
+    const int r = i / kTile32, k = i % kTile32;
+    a_tile[r * kPitch32 + k] = s[i];
+    const int64_t row = row_of(r);
+    b_tile[r * kPitch32 + k] = row >= 0 && d0 + k < d ? src[row * d + d0 + k] : 0.0f;
+  }
+  __syncthreads();
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int k = 0; k < kTile32; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int m = ty + 16 * i;
+      const float a = kTransposeS ? a_tile[k * kPitch32 + m] : a_tile[m * kPitch32 + k];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a, b_tile[k * kPitch32 + tx + 16 * j], acc[i][j]);
+    }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const float* __restrict__ e,
+                                                        float* __restrict__ dc) {
+  __shared__ float a_tile[kTile32 * kPitch32], b_tile[kTile32 * kPitch32];
+  const int64_t tile = args.tile_begin + blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
+  const auto* s_tiles = static_cast<const float*>(args.s_tiles);
+  float acc[4][4] = {};
+  for (int slot = args.offsets[tile]; slot < args.offsets[tile + 1]; ++slot) {
+    const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile32;
+    fp32_item<true>(acc, s_tiles + (slot - args.first_slot) * kTile32 * kTile32, e, args.d, d0,
+                    [&](int r) { return row0 + r < args.n ? row0 + r : int64_t{-1}; }, a_tile, b_tile);
+  }
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t pos = tile * kTile32 + ty + 16 * i;
+    if (pos >= args.v) continue;
+    const int2 range = target_range(args.sorted_position, args.n, pos);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col = d0 + tx + 16 * j;
+      if (col < args.d)
+        dc[static_cast<int64_t>(args.order[pos]) * args.d + col] =
+            acc[i][j] + target_terms(range, args.sorted_token, args.coefficient, e, args.d, col);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const float* __restrict__ c,
+                                                        float* __restrict__ de_acc) {
+  __shared__ float a_tile[kTile32 * kPitch32], b_tile[kTile32 * kPitch32];
+  const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
+  const auto* s_tiles = static_cast<const float*>(args.s_tiles);
+  const int* kept = args.slot_of + block * args.tiles;
+  float acc[4][4] = {};
+  bool any = false;
+  for (int64_t tile = args.tile_begin; tile < args.tile_end; ++tile) {
+    if (kept[tile] < 0) continue;
+    any = true;
+    const int64_t pos0 = tile * kTile32;
+    fp32_item<false>(acc, s_tiles + (kept[tile] - args.first_slot) * kTile32 * kTile32, c, args.d, d0,
+                     [&](int r) { return pos0 + r < args.v ? static_cast<int64_t>(args.order[pos0 + r]) : int64_t{-1}; },
+                     a_tile, b_tile);
+  }
+  if (!any) return;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t row = block * kTile32 + ty + 16 * i;
+    if (row >= args.n) continue;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col = d0 + tx + 16 * j;
+      if (col < args.d) de_acc[row * args.d + col] += acc[i][j];
+    }
+  }
+}
+
+// dE = dE_acc + a_i C_{t_i} (the target's exact term), in the output dtype.
+template <typename T>
+__global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ coefficient,
+                                 const int64_t* __restrict__ targets, const T* __restrict__ c, int64_t n, int64_t d,
+                                 T* de) {  // fp32: de is de_acc itself
+  const int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x >= n * d) return;
+  const int64_t i = x / d, k = x % d;
+  float value = de_acc[x];
+  const float a = coefficient[i];
+  if (a != 0.0f) value += a * to_float(c[targets[i] * d + k]);
+  de[x] = from_float<T>(value);
+}
+
+}  // namespace
+
+void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const void* s_tiles,
+                   int64_t first_slot, int64_t tile_begin, int64_t tile_end, float* de_acc, void* dc,
+                   cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
+  const int64_t pairs = plan.tiles * plan.token_blocks;
+  const int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N]");
+  ProductArgs args{s_tiles,
+                   first_slot,
+                   scratch.get<int>("kept counts [tiles], slot offsets [tiles+1]") + plan.tiles,
+                   slots,
+                   slots + 2 * pairs,
+                   scratch.get<int>("vocabulary order [V]"),
+                   p.n,
+                   p.d,
+                   p.v,
+                   plan.tiles,
+                   tile_begin,
+                   tile_end,
+                   sorted,
+                   sorted + p.n,
+                   scratch.get<float>("target coefficient [N]")};
+  const unsigned d_tiles = static_cast<unsigned>((p.d + plan.tile_cols - 1) / plan.tile_cols);
+  const dim3 dc_grid(static_cast<unsigned>(tile_end - tile_begin), d_tiles);
+  const dim3 de_grid(static_cast<unsigned>(plan.token_blocks), d_tiles);
+  if (p.dtype == Dtype::kBFloat16) {
+    auto launch = [&](auto aligned) {
+      constexpr bool kAligned = decltype(aligned)::value;
+      auto dc_kernel = dc_products_bf16<kAligned>;
+      auto de_kernel = de_products_bf16<kAligned>;
+      CCE_CUDA_CHECK(cudaFuncSetAttribute(dc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kProductShared)));
+      CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kProductShared)));
+      dc_kernel<<<dc_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
+                                                          static_cast<__nv_bfloat16*>(dc));
+      CCE_CHECK_LAUNCH();
+      de_kernel<<<de_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
+                                                          de_acc);
+      CCE_CHECK_LAUNCH();
+    };
+    if (p.d % 8 == 0) launch(std::true_type{});
+    else launch(std::false_type{});
+  } else {
+    dc_products_fp32<<<dc_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
+                                                  static_cast<float*>(dc));
+    CCE_CHECK_LAUNCH();
+    de_products_fp32<<<de_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.c.get()), de_acc);
+    CCE_CHECK_LAUNCH();
+  }
+}
+
+void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const int64_t count = p.n * p.d;
+  const unsigned blocks = static_cast<unsigned>((count + 255) / 256);
+  const float* coefficient = scratch.get<float>("target coefficient [N]");
+  if (p.dtype == Dtype::kBFloat16)
+    finish_de_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(de_acc, coefficient, in.targets.get(),
+                                                                reinterpret_cast<const __nv_bfloat16*>(in.c.get()), p.n,
+                                                                p.d, static_cast<__nv_bfloat16*>(de));
+  else
+    finish_de_kernel<float><<<blocks, 256, 0, stream>>>(de_acc, coefficient, in.targets.get(),
+                                                        reinterpret_cast<const float*>(in.c.get()), p.n, p.d,
+                                                        static_cast<float*>(de));
+  CCE_CHECK_LAUNCH();
+}
+
+}  // namespace cce::s08

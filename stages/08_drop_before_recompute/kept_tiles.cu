@@ -1,0 +1,225 @@
+// Stage 08's decision and recomputation: which (token block × sorted
+// vocabulary tile) pairs to keep, known from the forward's tile statistics
+// before any logit is recomputed, and the recomputed S of the kept ones.
+#include <algorithm>
+#include <climits>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "common/check.h"
+#include "common/device_math.cuh"
+#include "common/tile/tile_path.cuh"
+#include "common/token_reduction.h"
+#include "stages/06_fused_backward/backward_tile.cuh"
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/08_drop_before_recompute/tile_stats.cuh"
+
+namespace cce::s08 {
+namespace {
+
+constexpr int kThreads = 256;
+unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
+
+// Keep (T, b) iff a row i of block b with a gradient has exp(m_iT − LSE_i) ≥ eps:
+// every softmax entry of a dropped tile is below eps (m_iT is rounded up).
+__global__ void decide_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
+                              const float* __restrict__ grad_scale, int64_t n, int64_t token_blocks, float log_eps,
+                              bool keep_all, uint8_t* __restrict__ flags, int* __restrict__ counts) {
+  const int64_t tile = blockIdx.x;
+  int count = 0;
+  for (int64_t b = 0; b < token_blocks; ++b) {
+    const int64_t row = b * blockDim.x + threadIdx.x;
+    bool keep = false;
+    if (row < n && grad_scale[row] != 0.0f)
+      keep = keep_all || stats_max(stats[tile * n + row]) - lse[row] >= log_eps;
+    const bool any = __syncthreads_or(keep);
+    if (threadIdx.x == 0) flags[tile * token_blocks + b] = any ? 1 : 0;
+    count += any ? 1 : 0;
+  }
+  if (threadIdx.x == 0) counts[tile] = count;
+}
+
+// Slots in tile order, then token block order: the order every later sum follows.
+__global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* __restrict__ offsets, int64_t tiles,
+                                  int64_t token_blocks, int* __restrict__ slot_block, int* __restrict__ slot_tile,
+                                  int* __restrict__ slot_of) {
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tile >= tiles) return;
+  int slot = offsets[tile];
+  for (int64_t b = 0; b < token_blocks; ++b) {
+    if (flags[tile * token_blocks + b]) {
+      slot_block[slot] = static_cast<int>(b);
+      slot_tile[slot] = static_cast<int>(tile);
+      slot_of[b * tiles + tile] = slot++;
+    } else {
+      slot_of[b * tiles + tile] = -1;
+    }
+  }
+}
+
+// a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i}): the target entry's S, handled exactly.
+__global__ void target_coefficient_kernel(const float* __restrict__ grad_scale, const float* __restrict__ lse,
+                                          const float* __restrict__ target_logit, const int64_t* __restrict__ position,
+                                          int64_t n, float softcap, float* __restrict__ coefficient,
+                                          int* __restrict__ sort_key, int* __restrict__ token) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const bool valid = position[i] >= 0 && grad_scale[i] != 0.0f;
+  const float z = target_logit[i];
+  coefficient[i] = valid ? grad_scale[i] * (__expf(z - lse[i]) - 1.0f) * softcap_derivative(z, softcap) : 0.0f;
+  sort_key[i] = valid ? static_cast<int>(position[i]) : INT_MAX;  // tokens without a term sort last
+  token[i] = static_cast<int>(i);
+}
+
+// One block per kept slot: recompute the logits tile (its columns are the
+// sorted positions, read from C through the order), turn it into
+// S_ij = g_i·p_ij·softcap'(z_ij) (0 for the target entry, for rows without
+// a gradient and past V), and write it compactly to s_out[slot − first].
+template <class Tile, typename T>
+struct RecomputeShared {
+  static constexpr int kPitch = Tile::kBN + (sizeof(T) == 2 ? 8 : 1);
+  static constexpr size_t kStaging = static_cast<size_t>(Tile::kBM) * kPitch * sizeof(T);
+  static constexpr size_t kWork = ((Tile::kSharedBytes > kStaging ? Tile::kSharedBytes : kStaging) + 15) / 16 * 16;
+  static constexpr size_t kBytes = kWork + RowGradientInputs<Tile>::kSharedBytes;
+};
+
+template <class Tile, typename T, bool kAligned>
+__global__ void __launch_bounds__(256, 1)
+    recompute_kept_kernel(const T* __restrict__ e, const T* __restrict__ c, const int64_t* __restrict__ position,
+                          const float* __restrict__ lse, const float* __restrict__ grad_scale, int64_t n, int64_t d,
+                          int64_t v, float softcap, const int* __restrict__ order, const int* __restrict__ slot_block,
+                          const int* __restrict__ slot_tile, int64_t first_slot, T* __restrict__ s_out) {
+  using Shared = RecomputeShared<Tile, T>;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  RowGradientInputs<Tile> rows(shared_bytes + Shared::kWork);
+  const int64_t slot = first_slot + blockIdx.x;
+  const int64_t row0 = static_cast<int64_t>(slot_block[slot]) * Tile::kBM;
+  const int64_t tile_index = slot_tile[slot], col0 = tile_index * Tile::kBN;
+  rows.load(lse, grad_scale, position, row0, n);  // rows.target: sorted positions
+
+  Tile tile;
+  tile.template for_each_tile<kAligned>(e, n, row0, c, v, order, tile_index, tile_index + 1, d, shared_bytes,
+                                        [](int64_t) {});
+  T* staged = reinterpret_cast<T*>(shared_bytes);  // the product's buffers are free now
+#pragma unroll
+  for (int r = 0; r < Tile::kRows; ++r) {
+    const int tr = Tile::row_of(r);
+#pragma unroll
+    for (int cc = 0; cc < Tile::kCols; ++cc) {
+      const int tc = Tile::col_of(cc);
+      const int64_t pos = col0 + tc;
+      float s = 0.0f;
+      if (pos < v && rows.g[tr] != 0.0f && pos != rows.target[tr]) {
+        const float z = apply_softcap(tile.z(r, cc), softcap);
+        s = rows.g[tr] * __expf(z - rows.lse[tr]) * softcap_derivative(z, softcap);
+      }
+      staged[tr * Shared::kPitch + tc] = from_float<T>(s);
+    }
+  }
+  __syncthreads();
+  T* out = s_out + static_cast<int64_t>(blockIdx.x) * Tile::kBM * Tile::kBN;
+  if constexpr (sizeof(T) == 2) {
+    constexpr int kVectors = Tile::kBN * 2 / 16;  // 16-byte pieces per row
+    for (int i = threadIdx.x; i < Tile::kBM * kVectors; i += blockDim.x) {
+      const int r = i / kVectors, x = i % kVectors;
+      reinterpret_cast<uint4*>(out + r * Tile::kBN)[x] =
+          *reinterpret_cast<const uint4*>(staged + r * Shared::kPitch + x * 8);
+    }
+  } else {
+    for (int i = threadIdx.x; i < Tile::kBM * Tile::kBN; i += blockDim.x)
+      out[i] = staged[(i / Tile::kBN) * Shared::kPitch + i % Tile::kBN];
+  }
+}
+
+size_t target_sort_temp_bytes(int64_t n) {
+  if (!cuda_device_available()) return static_cast<size_t>(n) * 8 + (size_t{1} << 20);
+  size_t bytes = 0;
+  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int*>(nullptr),
+                                                 static_cast<int*>(nullptr), static_cast<const int*>(nullptr),
+                                                 static_cast<int*>(nullptr), static_cast<int>(n)));
+  return bytes;
+}
+
+}  // namespace
+
+size_t target_sort_work_bytes(int64_t n) { return static_cast<size_t>(n) * 8 + target_sort_temp_bytes(n) + 256; }
+
+std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& plan) {
+  const size_t n = static_cast<size_t>(p.n), pairs = static_cast<size_t>(plan.tiles * plan.token_blocks);
+  return {
+      {"per-token grad scale [N]", n * 4},
+      {"target coefficient [N]", n * 4},
+      {"targets sorted by position: positions, tokens [2][N]", n * 8},
+      {"keep flags [tiles][token blocks]", pairs},
+      {"kept counts [tiles], slot offsets [tiles+1]", static_cast<size_t>(2 * plan.tiles + 1) * 4},
+      {"slots: token block, tile, slot of pair [3][pairs]", pairs * 12},
+  };
+}
+
+KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                            float eps, cudaStream_t stream) {
+  const float* grad_scale = scratch.get<float>("per-token grad scale [N]");
+  // The targets' exact terms: coefficients, and the tokens sorted by target
+  // position (stable: equal positions keep token order) for dC's owners.
+  {
+    unsigned char* work = scratch.get<unsigned char>("work buffer");  // free between forward and correction
+    int* key = reinterpret_cast<int*>(work);
+    int* token = key + p.n;
+    void* temp = token + p.n;
+    int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N]");
+    target_coefficient_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(
+        grad_scale, lse, scratch.get<float>("target logit [N]"), scratch.get<int64_t>("target position [N]"), p.n,
+        p.softcap, scratch.get<float>("target coefficient [N]"), key, token);
+    CCE_CHECK_LAUNCH();
+    size_t temp_bytes = target_sort_temp_bytes(p.n);
+    CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
+                                                   static_cast<int>(p.n), 0, 32, stream));
+  }
+  uint8_t* flags = scratch.get<uint8_t>("keep flags [tiles][token blocks]");
+  int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1]");
+  int* offsets = counts + plan.tiles;
+  const float log_eps = eps > 0.0f ? std::log(eps) : -INFINITY;
+  decide_kernel<<<static_cast<unsigned>(plan.tiles), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
+      scratch.get<uint32_t>("tile statistics [tiles][N]"), lse, grad_scale, p.n, plan.token_blocks, log_eps,
+      eps <= 0.0f, flags, counts);
+  CCE_CHECK_LAUNCH();
+  KeptTiles kept;
+  std::vector<int> host_counts(static_cast<size_t>(plan.tiles));
+  CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  kept.offsets.assign(host_counts.size() + 1, 0);
+  for (size_t t = 0; t < host_counts.size(); ++t) kept.offsets[t + 1] = kept.offsets[t] + host_counts[t];
+  CCE_CUDA_CHECK(cudaMemcpyAsync(offsets, kept.offsets.data(), kept.offsets.size() * 4, cudaMemcpyHostToDevice,
+                                 stream));
+  int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
+  const int64_t pairs = plan.tiles * plan.token_blocks;
+  fill_slots_kernel<<<blocks_for(plan.tiles), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
+                                                                     slots, slots + pairs, slots + 2 * pairs);
+  CCE_CHECK_LAUNCH();
+  // The host vector must outlive the copy: wait for it.
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return kept;
+}
+
+void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                          int64_t first_slot, int64_t slots, void* s_out, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  if (slots == 0) return;
+  const int* slot_arrays = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
+  const int64_t pairs = plan.tiles * plan.token_blocks;
+  dispatch_block_path(choose_block_path(p), [&](auto tile, auto element, auto aligned) {
+    using Tile = decltype(tile);
+    using T = decltype(element);
+    auto kernel = recompute_kept_kernel<Tile, T, decltype(aligned)::value>;
+    const size_t shared = RecomputeShared<Tile, T>::kBytes;
+    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    kernel<<<static_cast<unsigned>(slots), Tile::kThreads, shared, stream>>>(
+        reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()),
+        scratch.get<int64_t>("target position [N]"), lse, scratch.get<float>("per-token grad scale [N]"), p.n, p.d,
+        p.v, p.softcap, scratch.get<int>("vocabulary order [V]"), slot_arrays, slot_arrays + pairs, first_slot,
+        static_cast<T*>(s_out));
+    CCE_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace cce::s08

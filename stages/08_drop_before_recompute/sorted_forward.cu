@@ -1,0 +1,253 @@
+// Stage 08's forward when a backward follows: sort the vocabulary by its
+// average logit before computing any tile, then run the fused forward over
+// the sorted vocabulary, chunk by chunk, keeping each (row, tile)'s
+// statistics (tile_stats.cuh). Deterministic: every reduction runs in a
+// fixed order (the ranges' states are merged by one thread per row).
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
+
+#include "common/check.h"
+#include "common/device_math.cuh"
+#include "common/tile/launch.cuh"
+#include "common/token_reduction.h"
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/08_drop_before_recompute/tile_stats.cuh"
+
+namespace cce::s08 {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kSumRows = 256;      // rows per partial column sum of E
+constexpr int64_t kMaxRanges = 16;     // the forward's ranges per chunk: 16·N·8 bytes of partials
+
+unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
+
+// Partial column sums of the valid rows of E: partial[chunk][k] = Σ_{rows of the chunk, t_i valid} E_ik.
+template <typename T>
+__global__ void valid_row_partial_sums_kernel(const T* __restrict__ e, const int64_t* __restrict__ targets, int64_t n,
+                                              int64_t d, int64_t ignore_index, float* __restrict__ partial) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+  if (k >= d) return;
+  float sum = 0.0f;
+  const int64_t end = n < (chunk + 1) * kSumRows ? n : (chunk + 1) * kSumRows;
+  for (int64_t i = chunk * kSumRows; i < end; ++i)
+    if (targets[i] != ignore_index) sum += to_float(e[i * d + k]);
+  partial[chunk * d + k] = sum;
+}
+
+__global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t chunks, int64_t d,
+                                    float* __restrict__ e_sum) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= d) return;
+  float sum = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) sum += partial[c * d + k];
+  e_sum[k] = sum;
+}
+
+// key_j = C_j · Σ_i E_i: a warp per vocabulary row; N·key_j/#valid is the
+// average logit of entry j (without softcap; with it, the same order is used).
+template <typename T>
+__global__ void sort_key_kernel(const T* __restrict__ c, const float* __restrict__ e_sum, int64_t v, int64_t d,
+                                float* __restrict__ key, int* __restrict__ identity) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (j >= v) return;
+  float dot = 0.0f;
+  for (int64_t k = lane; k < d; k += 32) dot += to_float(c[j * d + k]) * e_sum[k];
+  dot = warp_reduce_sum(dot);
+  if (lane == 0) {
+    key[j] = dot;
+    identity[j] = static_cast<int>(j);
+  }
+}
+
+// rank[order[p]] = p, then each token's target as a sorted position.
+__global__ void rank_kernel(const int* __restrict__ order, int64_t v, int* __restrict__ rank) {
+  const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p < v) rank[order[p]] = static_cast<int>(p);
+}
+__global__ void target_position_kernel(const int64_t* __restrict__ targets, const int* __restrict__ rank, int64_t n,
+                                       int64_t v, int64_t ignore_index, int64_t* __restrict__ position) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int64_t t = targets[i];
+  position[i] = t != ignore_index && t >= 0 && t < v ? rank[t] : -1;  // −1: ignored
+}
+
+// rows [first, first + rows) of the sorted vocabulary: out[r] = C[order[first + r]].
+template <typename T>
+__global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restrict__ order, int64_t first,
+                                   int64_t rows, int64_t d, T* __restrict__ out) {
+  const int64_t r = blockIdx.x;
+  if (r >= rows) return;
+  const T* src = c + static_cast<int64_t>(order[first + r]) * d;
+  T* dst = out + r * d;
+  if ((d * sizeof(T)) % 16 == 0) {
+    const int64_t vectors = d * static_cast<int64_t>(sizeof(T)) / 16;
+    for (int64_t x = threadIdx.x; x < vectors; x += blockDim.x)
+      reinterpret_cast<uint4*>(dst)[x] = reinterpret_cast<const uint4*>(src)[x];
+  } else {
+    for (int64_t k = threadIdx.x; k < d; k += blockDim.x) dst[k] = src[k];
+  }
+}
+
+// Merges the chunk's ranges into the running (max, sum) of each row, in range order.
+__global__ void merge_chunk_kernel(const float2* __restrict__ partial, int64_t n, int64_t ranges,
+                                   float2* __restrict__ row_state) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  OnlineSoftmax state{row_state[i].x, row_state[i].y};
+  for (int64_t r = 0; r < ranges; ++r) state.merge(OnlineSoftmax{partial[r * n + i].x, partial[r * n + i].y});
+  row_state[i] = make_float2(state.max, state.sum);
+}
+
+__global__ void lse_and_loss_kernel(const float2* __restrict__ row_state, const float* __restrict__ target_logit,
+                                    const int64_t* __restrict__ position, int64_t n, float* __restrict__ lse,
+                                    float* __restrict__ loss_per_token) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float row_lse = OnlineSoftmax{row_state[i].x, row_state[i].y}.lse();
+  lse[i] = row_lse;
+  loss_per_token[i] = position[i] < 0 ? 0.0f : row_lse - target_logit[i];
+}
+
+__global__ void fill_row_state_kernel(float2* __restrict__ row_state, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) row_state[i] = make_float2(-INFINITY, 0.0f);
+}
+
+Problem chunk_problem(const Problem& p, int64_t rows) {
+  Problem chunk = p;
+  chunk.v = rows;
+  return chunk;
+}
+
+struct ChunkPlan {
+  TilePath path;
+  TileUnits units;
+};
+ChunkPlan plan_chunk(const Problem& p, int64_t rows) {
+  const Problem chunk = chunk_problem(p, rows);
+  ChunkPlan plan;
+  plan.path = choose_forward_path(chunk);
+  UnitPolicy policy;
+  policy.fill_wave = true;
+  policy.blocks_per_sm = resident_blocks_per_sm<TileStatsEpilogue>(plan.path);
+  policy.max_ranges = kMaxRanges;
+  plan.units = plan_tile_units(chunk, plan.path, policy);
+  return plan;
+}
+
+size_t vocab_sort_temp_bytes(int64_t v) {
+  if (!cuda_device_available()) return static_cast<size_t>(v) * 8 + (size_t{1} << 20);  // the tour, without a GPU
+  size_t bytes = 0;
+  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(nullptr, bytes, static_cast<const float*>(nullptr),
+                                                           static_cast<float*>(nullptr), static_cast<const int*>(nullptr),
+                                                           static_cast<int*>(nullptr), static_cast<int>(v)));
+  return bytes;
+}
+
+}  // namespace
+
+// The work buffer's use in this forward: first the sort's temporaries (keys,
+// sorted keys, identity, rank: 16 bytes per entry, then cub's scratch), then
+// the gathered chunks of C.
+size_t sort_work_bytes(int64_t v) { return static_cast<size_t>(v) * 16 + vocab_sort_temp_bytes(v) + 256; }
+
+int64_t forward_ranges(const Problem& p, int64_t chunk_rows) {
+  const int64_t last = p.v % chunk_rows == 0 ? chunk_rows : p.v % chunk_rows;
+  return std::max(plan_chunk(p, std::min(chunk_rows, p.v)).units.ranges, plan_chunk(p, last).units.ranges);
+}
+
+std::vector<MemoryItem> sorted_forward_scratch(const Problem& p, const DropPlan& plan) {
+  const size_t n = static_cast<size_t>(p.n), v = static_cast<size_t>(p.v), d = static_cast<size_t>(p.d);
+  const size_t sum_chunks = static_cast<size_t>((p.n + kSumRows - 1) / kSumRows);
+  std::vector<MemoryItem> items = {
+      {"tile statistics [tiles][N]", static_cast<size_t>(plan.tiles) * n * 4},
+      {"work buffer", plan.work_bytes},
+      {"vocabulary order [V]", v * 4},
+      {"E column sums [chunks+1][D]", (sum_chunks + 1) * d * 4},
+      {"target position [N]", n * 8},
+      {"target logit [N]", n * 4},
+      {"range (max, sum) [ranges][N]", static_cast<size_t>(plan.ranges) * n * 8},
+      {"row (max, sum) [N]", n * 8},
+  };
+  return concat(items, per_token_loss_scratch(p));
+}
+
+void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, float* loss, float* lse,
+                    cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const bool bf16 = p.dtype == Dtype::kBFloat16;
+  unsigned char* work = scratch.get<unsigned char>("work buffer");
+  int* order = scratch.get<int>("vocabulary order [V]");
+  auto dispatch = [&](auto kernel_of_type) {
+    if (bf16) kernel_of_type(__nv_bfloat16{});
+    else kernel_of_type(float{});
+  };
+
+  // 1. The sort key and the order.
+  const int64_t sum_chunks = (p.n + kSumRows - 1) / kSumRows;
+  float* partial_sums = scratch.get<float>("E column sums [chunks+1][D]");
+  float* e_sum = partial_sums + sum_chunks * p.d;
+  float* key = reinterpret_cast<float*>(work);
+  float* sorted_key = key + p.v;
+  int* identity = reinterpret_cast<int*>(sorted_key + p.v);
+  int* rank = identity + p.v;
+  void* sort_temp = rank + p.v;
+  dispatch([&](auto element_type) {
+    using T = decltype(element_type);
+    const T* e = reinterpret_cast<const T*>(in.e.get());
+    valid_row_partial_sums_kernel<T><<<dim3(blocks_for(p.d), static_cast<unsigned>(sum_chunks)), kThreads, 0,
+                                       stream>>>(e, in.targets.get(), p.n, p.d, p.ignore_index, partial_sums);
+    CCE_CHECK_LAUNCH();
+    sum_partials_kernel<<<blocks_for(p.d), kThreads, 0, stream>>>(partial_sums, sum_chunks, p.d, e_sum);
+    CCE_CHECK_LAUNCH();
+    sort_key_kernel<T><<<static_cast<unsigned>((p.v + 7) / 8), kThreads, 0, stream>>>(
+        reinterpret_cast<const T*>(in.c.get()), e_sum, p.v, p.d, key, identity);
+    CCE_CHECK_LAUNCH();
+  });
+  size_t temp = vocab_sort_temp_bytes(p.v);
+  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(sort_temp, temp, key, sorted_key, identity, order,
+                                                           static_cast<int>(p.v), 0, 32, stream));
+  rank_kernel<<<blocks_for(p.v), kThreads, 0, stream>>>(order, p.v, rank);
+  CCE_CHECK_LAUNCH();
+  int64_t* position = scratch.get<int64_t>("target position [N]");
+  target_position_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(in.targets.get(), rank, p.n, p.v, p.ignore_index, position);
+  CCE_CHECK_LAUNCH();
+
+  // 2. The forward over the sorted vocabulary, a gathered chunk at a time.
+  float2* row_state = scratch.get<float2>("row (max, sum) [N]");
+  fill_row_state_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(row_state, p.n);
+  CCE_CHECK_LAUNCH();
+  float* target_logit = scratch.get<float>("target logit [N]");
+  CCE_CUDA_CHECK(cudaMemsetAsync(target_logit, 0, p.n * sizeof(float), stream));  // ignored tokens keep 0
+  float2* partial = scratch.get<float2>("range (max, sum) [ranges][N]");
+  for (int64_t first = 0; first < p.v; first += plan.chunk_rows) {
+    const int64_t rows = std::min(plan.chunk_rows, p.v - first);
+    dispatch([&](auto element_type) {
+      using T = decltype(element_type);
+      gather_rows_kernel<T><<<static_cast<unsigned>(rows), 128, 0, stream>>>(
+          reinterpret_cast<const T*>(in.c.get()), order, first, rows, p.d, reinterpret_cast<T*>(work));
+      CCE_CHECK_LAUNCH();
+    });
+    const ChunkPlan chunk = plan_chunk(p, rows);
+    if (chunk.units.ranges > plan.ranges) throw CudaError("stage 08: a chunk has more ranges than planned");
+    TileStatsParams params{position, p.n, p.v, first, p.softcap, partial, target_logit,
+                           scratch.get<uint32_t>("tile statistics [tiles][N]")};
+    launch_tile_units<TileStatsEpilogue>(chunk_problem(p, rows), in.e.get(), work, chunk.path, chunk.units, params,
+                                         stream);
+    merge_chunk_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(partial, p.n, chunk.units.ranges, row_state);
+    CCE_CHECK_LAUNCH();
+  }
+
+  // 3. LSE and loss.
+  float* per_token = per_token_loss_buffer(p, loss, scratch);
+  lse_and_loss_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(row_state, target_logit, position, p.n, lse,
+                                                                per_token);
+  CCE_CHECK_LAUNCH();
+  finish_loss(p, per_token, in.targets.get(), loss, stream);
+}
+
+}  // namespace cce::s08

@@ -1,0 +1,105 @@
+// Stage 08's tail correction: what the dropped tiles would have added to dE,
+// approximated by their softmax mass times the mean row of C over the tile,
+//   dE_i ≈ Σ_{T dropped for i} g_i M_iT C̄_T,   M_iT = s_iT·exp(m_iT − LSE_i) − [t_i ∈ T]·p_{i,t_i},
+// as one GEMM [N, tiles] × [tiles, D] (README.md derives it and bounds what it leaves).
+// M is written over the tile statistics (they are not needed after it), so
+// that the correction costs no memory of its own; C̄ lives in the work
+// buffer's region until the S tiles take it over.
+#include <algorithm>
+
+#include "common/check.h"
+#include "common/cublas_handle.h"
+#include "common/device_math.cuh"
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/08_drop_before_recompute/tile_stats.cuh"
+
+namespace cce::s08 {
+namespace {
+
+constexpr int kThreads = 256;
+
+// C̄_T = mean of C's rows at sorted positions T·BN .. min(V, T·BN + BN).
+template <typename T>
+__global__ void tile_means_kernel(const T* __restrict__ c, const int* __restrict__ order, int64_t v, int64_t d,
+                                  int64_t tile_cols, T* __restrict__ means) {
+  const int64_t tile = blockIdx.y, k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= d) return;
+  const int64_t first = tile * tile_cols, last = v < first + tile_cols ? v : first + tile_cols;
+  float sum = 0.0f;
+  for (int64_t pos = first; pos < last; ++pos) sum += to_float(c[static_cast<int64_t>(order[pos]) * d + k]);
+  means[tile * d + k] = from_float<T>(sum / static_cast<float>(last - first));
+}
+
+// In place over the statistics of one tile (a block per tile): stats[T][i]
+// (4 bytes) becomes M[T][i] (the dtype's bytes) at element i of a row of
+// stats_bytes / element bytes elements. The block walks the row in pieces,
+// reading a piece before it writes: a write at element i of a bf16 row
+// covers the statistics of entries i/2 .. which the block has read already.
+template <typename T>
+__global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __restrict__ lse,
+                                 const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
+                                 const int64_t* __restrict__ position, const uint8_t* __restrict__ flags, int64_t n,
+                                 int64_t token_blocks, int64_t tile_rows, int64_t tile_cols, float softcap) {
+  const int64_t tile = blockIdx.x;
+  uint32_t* row_stats = stats + tile * n;
+  T* mass = reinterpret_cast<T*>(row_stats);
+  for (int64_t first = 0; first < n; first += blockDim.x) {
+    const int64_t i = first + threadIdx.x;
+    float m = 0.0f;
+    if (i < n) {
+      const uint32_t packed = row_stats[i];
+      const bool kept = flags[tile * token_blocks + i / tile_rows] != 0;
+      if (!kept && grad_scale[i] != 0.0f) {
+        const float tile_max = stats_max(packed);
+        m = stats_sum(packed) * __expf(tile_max - lse[i]);
+        if (position[i] / tile_cols == tile && position[i] >= 0) m -= __expf(target_logit[i] - lse[i]);
+        // softcap' at the tile's largest logit stands for the tile's (an approximation).
+        m = grad_scale[i] * fmaxf(m, 0.0f) * softcap_derivative(tile_max, softcap);
+      }
+    }
+    __syncthreads();  // the whole piece is read before any of it is overwritten
+    if (i < n) mass[i] = from_float<T>(m);
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+void correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                          void* region, float* de_acc, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const bool bf16 = p.dtype == Dtype::kBFloat16;
+  uint32_t* stats = scratch.get<uint32_t>("tile statistics [tiles][N]");
+  auto run = [&](auto element_type) {
+    using T = decltype(element_type);
+    T* means = static_cast<T*>(region);
+    tile_means_kernel<T><<<dim3(static_cast<unsigned>((p.d + kThreads - 1) / kThreads), static_cast<unsigned>(plan.tiles)),
+                           kThreads, 0, stream>>>(reinterpret_cast<const T*>(in.c.get()),
+                                                  scratch.get<int>("vocabulary order [V]"), p.v, p.d, plan.tile_cols,
+                                                  means);
+    CCE_CHECK_LAUNCH();
+    tail_mass_kernel<T><<<static_cast<unsigned>(plan.tiles), kThreads, 0, stream>>>(
+        stats, lse, scratch.get<float>("per-token grad scale [N]"), scratch.get<float>("target logit [N]"),
+        scratch.get<int64_t>("target position [N]"), scratch.get<uint8_t>("keep flags [tiles][token blocks]"), p.n,
+        plan.token_blocks, plan.tile_rows, plan.tile_cols, p.softcap);
+    CCE_CHECK_LAUNCH();
+  };
+  if (bf16) run(__nv_bfloat16{});
+  else run(float{});
+
+  // Row-major dE [N, D] is column-major D×N: dEᵀ = C̄ᵀ (D×tiles, ld D) · Mᵀ, with
+  // M stored tile-major (column-major N×tiles, ld = N·4 bytes / element bytes).
+  const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const int64_t mass_ld = p.n * 4 / static_cast<int64_t>(p.element_bytes());
+  const float one = 1.0f, zero = 0.0f;
+  cublasHandle_t handle = cublas_handle();
+  if (cublasSetStream(handle, stream) != CUBLAS_STATUS_SUCCESS) throw CudaError("cublasSetStream failed");
+  const cublasStatus_t status = cublasGemmEx(
+      handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(p.d), static_cast<int>(p.n), static_cast<int>(plan.tiles), &one,
+      region, type, static_cast<int>(p.d), stats, type, static_cast<int>(mass_ld), &zero, de_acc, CUDA_R_32F,
+      static_cast<int>(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw CudaError("stage 08: cublasGemmEx (tail correction) failed with status " + std::to_string(static_cast<int>(status)));
+}
+
+}  // namespace cce::s08

@@ -1,0 +1,196 @@
+// Stage 08's own properties (the stage table's tests cover the reference
+// checks, the memory model and the bitwise run-twice on small shapes):
+//   - the kept list is the brute-force one: no dropped tile holds a softmax
+//     entry ≥ eps, and every kept tile holds one up to the rounding of the
+//     stored tile max (bf16, rounded up: at most 2^-7·|m| in the logit);
+//   - bitwise equal over two runs at a shape with several chunks;
+//   - dropping without correction moves dE and dC by at most stage 07's bound
+//     (each dropped S_ij is below g_i·eps), and the tail correction makes dE
+//     closer to the fp64 reference than dropping alone;
+//   - every token with the same target (all of dC's target terms on one row).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/compare.h"
+#include "common/reference.h"
+#include "common/runner.h"
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+
+namespace cce {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                       \
+  do {                                                                           \
+    std::string why;                                                             \
+    if (!cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+  } while (0)
+
+struct Stage08Run {
+  HostOutputs out;
+  s08::DropStats stats;
+  std::vector<uint8_t> flags;
+  std::vector<int> order;
+};
+
+Stage08Run run_stage08(const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
+                std::vector<const char*> flags) {
+  s08::DropBeforeRecomputeStage stage;
+  OptionParser parser("stage08");
+  stage.add_options(parser);
+  flags.insert(flags.begin(), "stage08");
+  if (!parser.parse(static_cast<int>(flags.size()), const_cast<char**>(flags.data()))) ADD_FAILURE();
+  stage.validate_options();
+  StageRunner runner(stage, p, in, upstream);
+  runner.poison_outputs();
+  runner.forward_backward();
+  Stage08Run run;
+  run.out = runner.download();
+  run.stats = stage.stats();
+  run.flags = stage.kept_flags();
+  run.order = stage.vocabulary_order();
+  return run;
+}
+
+Problem bf16_problem(int64_t n, int64_t d, int64_t v) {
+  Problem p;
+  p.n = n;
+  p.d = d;
+  p.v = v;
+  p.dtype = Dtype::kBFloat16;
+  return p;
+}
+
+TEST(DropBeforeRecompute, KeptListIsTheBruteForceOne) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 16411);
+  GeneratorOptions gen;
+  gen.seed = 81;
+  gen.ignore_fraction = 0.1;
+  const HostInputs in = generate_inputs(p, gen);
+  const double eps = std::ldexp(1.0, -8);
+  const Stage08Run run = run_stage08(p, in, default_upstream(p, 3), {"--drop-eps", "0.00390625"});
+  const int64_t bm = 128, bn = 128, tiles = (p.v + bn - 1) / bn, blocks = (p.n + bm - 1) / bm;
+  ASSERT_EQ(run.flags.size(), static_cast<size_t>(tiles * blocks));
+  int64_t kept = 0;
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int64_t b = 0; b < blocks; ++b) {
+      // Over the block's rows with a gradient: the largest log p, and the slack the rounded max allows.
+      double best_margin = -INFINITY, largest_log_p = -INFINITY;
+      for (int64_t i = b * bm; i < std::min(p.n, (b + 1) * bm); ++i) {
+        if (in.targets[i] == p.ignore_index) continue;
+        double m = -INFINITY;
+        for (int64_t pos = t * bn; pos < std::min(p.v, (t + 1) * bn); ++pos) {
+          const int64_t j = run.order[pos];
+          double z = 0.0;
+          for (int64_t k = 0; k < p.d; ++k) z += static_cast<double>(in.e[i * p.d + k]) * in.c[j * p.d + k];
+          m = std::max(m, z);
+        }
+        const double log_p = m - run.out.lse[i];
+        largest_log_p = std::max(largest_log_p, log_p);
+        best_margin = std::max(best_margin, log_p + std::ldexp(std::fabs(m), -7));
+      }
+      const bool is_kept = run.flags[t * blocks + b] != 0;
+      kept += is_kept;
+      if (is_kept)
+        EXPECT_GE(best_margin + 1e-3, std::log(eps)) << "tile " << t << " block " << b << " kept with nothing near eps";
+      else
+        EXPECT_LT(largest_log_p, std::log(eps) + 1e-3) << "tile " << t << " block " << b << " dropped with an entry >= eps";
+    }
+  EXPECT_EQ(kept, run.stats.kept_tiles);
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, tiles * blocks) << "nothing dropped: the test would prove nothing";
+}
+
+TEST(DropBeforeRecompute, BitwiseEqualOverTwoRunsWithSeveralChunks) {
+  SKIP_WITHOUT_GPU();
+  Problem p = bf16_problem(1100, 192, 30011);
+  p.softcap = 30.0f;
+  GeneratorOptions gen;
+  gen.seed = 5;
+  const HostInputs in = generate_inputs(p, gen);
+  const std::vector<float> upstream = default_upstream(p, 4);
+  const Stage08Run a = run_stage08(p, in, upstream, {"--drop-eps", "1e-9"});
+  const Stage08Run b = run_stage08(p, in, upstream, {"--drop-eps", "1e-9"});
+  EXPECT_GT(a.stats.chunks, 1) << "one chunk: the order across chunks is not exercised";
+  EXPECT_EQ(a.out.loss, b.out.loss);
+  EXPECT_EQ(a.out.lse, b.out.lse);
+  EXPECT_TRUE(a.out.de == b.out.de) << "dE differs between two runs";
+  EXPECT_TRUE(a.out.dc == b.out.dc) << "dC differs between two runs";
+}
+
+double rel_l2(const std::vector<float>& x, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (x[i] - ref[i]) * (x[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+TEST(DropBeforeRecompute, DroppingStaysWithinTheBoundAndTheCorrectionHelps) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(256, 128, 16411);
+  GeneratorOptions gen;
+  gen.seed = 12;
+  const HostInputs in = generate_inputs(p, gen);
+  const std::vector<float> upstream = default_upstream(p, 1);  // mean: every g_i = 1/#valid
+  const double eps = std::ldexp(1.0, -8);
+  const Stage08Run exact = run_stage08(p, in, upstream, {"--keep-all"});
+  const Stage08Run dropped = run_stage08(p, in, upstream, {"--drop-eps", "0.00390625", "--no-correction"});
+  const Stage08Run corrected = run_stage08(p, in, upstream, {"--drop-eps", "0.00390625"});
+  EXPECT_LT(dropped.stats.kept_tiles, dropped.stats.tiles);
+
+  // Stage 07's bound on what dropping changes (plus the outputs' bf16 rounding).
+  const double g = 1.0 / static_cast<double>(count_valid_targets(p, in.targets));
+  std::vector<double> c_abs(p.d, 0.0), e_abs(p.d, 0.0);
+  for (int64_t j = 0; j < p.v; ++j)
+    for (int64_t k = 0; k < p.d; ++k) c_abs[k] += std::fabs(in.c[j * p.d + k]);
+  for (int64_t i = 0; i < p.n; ++i)
+    for (int64_t k = 0; k < p.d; ++k) e_abs[k] += g * std::fabs(in.e[i * p.d + k]);
+  auto within = [&](const std::vector<float>& a, const std::vector<float>& b, const std::vector<double>& bound_k,
+                    double scale, const char* what) {
+    for (size_t x = 0; x < a.size(); ++x) {
+      const double bound = scale * bound_k[x % p.d] + std::ldexp(1.0, -7) * std::max(std::fabs(a[x]), std::fabs(b[x])) + 1e-9;
+      ASSERT_LE(std::fabs(static_cast<double>(a[x]) - b[x]), bound) << what << "[" << x / p.d << "," << x % p.d << "]";
+    }
+  };
+  within(dropped.out.de, exact.out.de, c_abs, g * eps, "dE");
+  within(dropped.out.dc, exact.out.dc, e_abs, eps, "dC");
+
+  ReferenceOptions opt;
+  opt.backward = true;
+  opt.upstream = upstream;
+  const ReferenceResult ref = reference_cross_entropy(p, in, opt);
+  const double err_exact = rel_l2(exact.out.de, ref.de), err_dropped = rel_l2(dropped.out.de, ref.de),
+               err_corrected = rel_l2(corrected.out.de, ref.de);
+  std::printf("dE rel L2 vs fp64: every tile %.3e, dropped %.3e, dropped + corrected %.3e (%lld of %lld tiles kept)\n",
+              err_exact, err_dropped, err_corrected, static_cast<long long>(corrected.stats.kept_tiles),
+              static_cast<long long>(corrected.stats.tiles));
+  std::printf("dC rel L2 vs fp64: every tile %.3e, dropped %.3e\n", rel_l2(exact.out.dc, ref.dc),
+              rel_l2(dropped.out.dc, ref.dc));
+  EXPECT_LT(err_corrected, err_dropped);
+  EXPECT_LT(err_exact, 1e-2);
+}
+
+TEST(DropBeforeRecompute, EveryTokenWithTheSameTarget) {
+  SKIP_WITHOUT_GPU();
+  Problem p = bf16_problem(300, 96, 5003);
+  p.reduction = Reduction::kSum;
+  GeneratorOptions gen;
+  gen.seed = 3;
+  HostInputs in = generate_inputs(p, gen);
+  std::fill(in.targets.begin(), in.targets.end(), 4001);
+  const std::vector<float> upstream = default_upstream(p, 2);
+  s08::DropBeforeRecomputeStage stage;
+  StageRunner runner(stage, p, in, upstream);
+  runner.poison_outputs();
+  runner.forward_backward();
+  const CheckReport report = check_outputs(p, in, runner.download(), upstream, true, int64_t{1} << 26, 8,
+                                           stage.gradient_tolerance_scale());
+  for (const auto& cmp : report.comparisons) EXPECT_TRUE(cmp.passed()) << cmp.summary();
+}
+
+}  // namespace
+}  // namespace cce
