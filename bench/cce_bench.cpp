@@ -45,6 +45,7 @@
 #include "common/stage_table.h"
 #include "common/timer.h"
 #include "stages/07_filter_sort/filter_sort.h"
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
 
 #ifndef CCE_SOURCE_DIR
 #define CCE_SOURCE_DIR ""
@@ -381,10 +382,14 @@ void setup_stage(ActiveCase& c, const CaseSpec& spec) {
       c.fixed_counters["dC_rel_err"] = rel_l2_error(out.dc, ref.dc);
     }
   }
-  // Stage 07 counts the backward tiles it kept (the rest skip their products).
+  // Stages 07 and 08 count the backward tiles they kept (the rest skip their products).
   if (backward) {
     if (const auto* filter = dynamic_cast<const s07::FilterSortStage*>(c.stage.get())) {
       const s07::FilterStats st = filter->stats();
+      if (st.tiles > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_tiles) / st.tiles;
+    }
+    if (const auto* drop = dynamic_cast<const s08::DropBeforeRecomputeStage*>(c.stage.get())) {
+      const s08::DropStats st = drop->stats();
       if (st.tiles > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_tiles) / st.tiles;
     }
   }

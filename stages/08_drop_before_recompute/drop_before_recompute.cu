@@ -36,8 +36,7 @@ DropPlan plan_drop(const Problem& p) {
       std::min(pairs, std::max(plan.token_blocks, static_cast<int64_t>(kSlotBudget) / plan.slot_bytes));
   plan.de_accumulator_bytes = bf16 ? static_cast<size_t>(p.n * p.d) * 4 : 0;
   plan.region_offset = round_up(plan.de_accumulator_bytes, 256);
-  plan.region_bytes = std::max(static_cast<size_t>(plan.slot_capacity * plan.slot_bytes),
-                               static_cast<size_t>(plan.tiles * p.d) * element);  // S slots, or C̄ before them
+  plan.region_bytes = static_cast<size_t>(plan.slot_capacity * plan.slot_bytes);
   plan.work_bytes = std::max({plan.region_offset + plan.region_bytes, sort_work_bytes(p.v), target_sort_work_bytes(p.n)});
   // The forward gathers as many rows of sorted C as the buffer holds.
   const size_t row_bytes = static_cast<size_t>(p.d) * element;
@@ -104,7 +103,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
   void* region = work + plan.region_offset;
   const int64_t pairs = plan.tiles * plan.token_blocks;
   if (!no_correction_ && kept.kept() < pairs)
-    correct_dropped_tail(in, plan, scratch_, lse, region, de_acc, stream);
+    correct_dropped_tail(in, plan, scratch_, lse, de_acc, stream);
   else
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
 
@@ -115,7 +114,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= plan.slot_capacity) ++last;
     const int64_t first_slot = kept.offsets[first], slots = kept.offsets[last] - first_slot;
     recompute_kept_tiles(in, plan, scratch_, lse, first_slot, slots, region, stream);
-    kept_products(in, plan, scratch_, region, first_slot, first, last, de_acc, dc, stream);
+    kept_products(in, plan, scratch_, kept, region, first_slot, first, last, de_acc, dc, stream);
     first = last;
     ++chunks;
   }

@@ -50,7 +50,7 @@ struct DropPlan {
   int64_t slot_capacity = 0;             // S tiles the work buffer holds at once
   int64_t chunk_rows = 0;                // rows of C the forward gathers at once
   size_t de_accumulator_bytes = 0;       // fp32 dE for bf16 (at the start of the work buffer)
-  size_t region_offset = 0, region_bytes = 0;  // then the S slots (or, first, the tile means C̄)
+  size_t region_offset = 0, region_bytes = 0;  // then the recomputed S tiles of a chunk
   size_t work_bytes = 0;
   int64_t ranges = 0;                    // the forward's vocabulary ranges per chunk (most)
 };
@@ -114,6 +114,7 @@ void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch&
 // kept_tiles.cu: the decision, the slots, the recomputed S of kept tiles.
 struct KeptTiles {
   std::vector<int> offsets;  // [tiles + 1]: tile T's kept token blocks are slots offsets[T]..offsets[T+1]
+  std::vector<int> tiles_with_slots;  // ascending: the tiles with at least one kept token block (also on the device)
   int64_t kept() const { return offsets.empty() ? 0 : offsets.back(); }
 };
 size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in the work buffer
@@ -125,10 +126,11 @@ void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Sc
 
 // tail_correction.cu: dE_acc = Σ over dropped tiles of g_i M_iT C̄_T (overwrites the tile statistics).
 void correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          void* region, float* de_acc, cudaStream_t stream);
+                          float* de_acc, cudaStream_t stream);
 
 // kept_products.cu: the products of one chunk of kept tiles, and the targets' exact terms.
-void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const void* s_tiles,
+void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
+                   const void* s_tiles,
                    int64_t first_slot, int64_t tile_begin, int64_t tile_end, float* de_acc, void* dc,
                    cudaStream_t stream);
 void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream);

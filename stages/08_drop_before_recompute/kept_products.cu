@@ -50,12 +50,32 @@ __device__ __forceinline__ float target_terms(int2 range, const int* __restrict_
   return sum;
 }
 
+// The entries of a sorted list in [begin, end): [lo, hi).
+__device__ __forceinline__ int2 list_range(const int* __restrict__ list, int count, int64_t begin, int64_t end) {
+  int lo = 0, hi = count;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (list[mid] < begin) lo = mid + 1;
+    else hi = mid;
+  }
+  int stop = lo, top = count;
+  while (stop < top) {
+    const int mid = (stop + top) / 2;
+    if (list[mid] < end) stop = mid + 1;
+    else top = mid;
+  }
+  return make_int2(lo, stop);
+}
+
 struct ProductArgs {
   const void* s_tiles;  // the chunk's S tiles, [slot − first_slot][rows][cols]
   int64_t first_slot;
   const int* offsets;     // [tiles + 1]
   const int* slot_block;  // [slots]
   const int* slot_of;     // [token blocks][tiles]
+  const int* tiles_with_slots;  // the dC blocks' tiles: tiles_with_slots[kept_tile_begin + blockIdx.x]
+  int64_t kept_tile_begin;
+  const int* block_lists;  // [token blocks][1 + tiles]: count, then the kept tiles ascending
   const int* order;       // [V]
   int64_t n, d, v, tiles, tile_begin, tile_end;
   // the targets' exact terms
@@ -165,7 +185,8 @@ template <bool kAligned>
 __global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
                                                            __nv_bfloat16* __restrict__ dc) {
   extern __shared__ __align__(16) unsigned char shared[];
-  const int64_t tile = args.tile_begin + blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
+  const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const auto* s_tiles = static_cast<const __nv_bfloat16*>(args.s_tiles);
   const int begin = args.offsets[tile], end = args.offsets[tile + 1];
   float acc[2][8][4] = {};
@@ -210,25 +231,22 @@ __global__ void __launch_bounds__(256, 1) de_products_bf16(ProductArgs args, con
   const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const auto* s_tiles = static_cast<const __nv_bfloat16*>(args.s_tiles);
   const int* kept = args.slot_of + block * args.tiles;
-  // Items are tile indices of the chunk whose (block, tile) was kept.
-  auto next = [&](int tile) {
-    for (; tile < args.tile_end; ++tile)
-      if (kept[tile] >= 0) return tile;
-    return -1;
-  };
-  const int first = next(static_cast<int>(args.tile_begin));
-  if (first < 0) return;  // nothing kept for this token block in this chunk
+  // Items: positions in the token block's list of kept tiles that fall in this chunk.
+  const int* list = args.block_lists + block * (args.tiles + 1);
+  const int2 range = list_range(list + 1, list[0], args.tile_begin, args.tile_end);
+  if (range.x == range.y) return;  // nothing kept for this token block in this chunk
   float acc[2][8][4] = {};
   run_items<kAligned>(
-      acc, shared, false, next,
-      [&](int tile, __nv_bfloat16* a, __nv_bfloat16* b) {
+      acc, shared, false, [&](int item) { return item < range.y ? item : -1; },
+      [&](int item, __nv_bfloat16* a, __nv_bfloat16* b) {
+        const int tile = list[1 + item];
         load_s_tile(s_tiles + (kept[tile] - args.first_slot) * kTile * kTile, a);
         const int64_t pos0 = static_cast<int64_t>(tile) * kTile;
         load_rows<kAligned>(c, args.d, d0,
                             [&](int r) { return pos0 + r < args.v ? static_cast<int64_t>(args.order[pos0 + r]) : int64_t{-1}; },
                             b);
       },
-      first);
+      range.x);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 4, wn = warp / 4;
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
@@ -277,7 +295,8 @@ __device__ __forceinline__ void fp32_item(float (&acc)[4][4], const float* __res
 __global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const float* __restrict__ e,
                                                         float* __restrict__ dc) {
   __shared__ float a_tile[kTile32 * kPitch32], b_tile[kTile32 * kPitch32];
-  const int64_t tile = args.tile_begin + blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
+  const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
+  const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
   const auto* s_tiles = static_cast<const float*>(args.s_tiles);
   float acc[4][4] = {};
   for (int slot = args.offsets[tile]; slot < args.offsets[tile + 1]; ++slot) {
@@ -305,11 +324,12 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
   const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
   const auto* s_tiles = static_cast<const float*>(args.s_tiles);
   const int* kept = args.slot_of + block * args.tiles;
+  const int* list = args.block_lists + block * (args.tiles + 1);
+  const int2 range = list_range(list + 1, list[0], args.tile_begin, args.tile_end);
   float acc[4][4] = {};
-  bool any = false;
-  for (int64_t tile = args.tile_begin; tile < args.tile_end; ++tile) {
-    if (kept[tile] < 0) continue;
-    any = true;
+  const bool any = range.x < range.y;
+  for (int item = range.x; item < range.y; ++item) {
+    const int64_t tile = list[1 + item];
     const int64_t pos0 = tile * kTile32;
     fp32_item<false>(acc, s_tiles + (kept[tile] - args.first_slot) * kTile32 * kTile32, c, args.d, d0,
                      [&](int r) { return pos0 + r < args.v ? static_cast<int64_t>(args.order[pos0 + r]) : int64_t{-1}; },
@@ -324,6 +344,20 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
       const int64_t col = d0 + tx + 16 * j;
       if (col < args.d) de_acc[row * args.d + col] += acc[i][j];
     }
+  }
+}
+
+// The dC rows of tiles without a kept token block: only the dropped targets' terms (or zeros).
+template <typename T>
+__global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __restrict__ dc, int64_t tile_cols) {
+  const int64_t tile = args.tile_begin + blockIdx.x;
+  if (args.offsets[tile + 1] > args.offsets[tile]) return;  // the products' blocks write this tile
+  for (int64_t pos = tile * tile_cols; pos < (tile + 1) * tile_cols && pos < args.v; ++pos) {
+    const int2 range = target_range(args.sorted_position, args.n, pos);
+    T* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
+    for (int64_t col = threadIdx.x; col < args.d; col += blockDim.x)
+      row[col] = from_float<T>(range.x < range.y ? target_terms(range, args.sorted_token, args.coefficient, e, args.d, col)
+                                                 : 0.0f);
   }
 }
 
@@ -343,18 +377,25 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
 
 }  // namespace
 
-void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const void* s_tiles,
+void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
+                   const void* s_tiles,
                    int64_t first_slot, int64_t tile_begin, int64_t tile_end, float* de_acc, void* dc,
                    cudaStream_t stream) {
   const Problem& p = in.problem;
   const int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
   const int64_t pairs = plan.tiles * plan.token_blocks;
   const int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N]");
+  const auto first_kept = std::lower_bound(kept.tiles_with_slots.begin(), kept.tiles_with_slots.end(), tile_begin);
+  const auto last_kept = std::lower_bound(kept.tiles_with_slots.begin(), kept.tiles_with_slots.end(), tile_end);
+  const int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");
   ProductArgs args{s_tiles,
                    first_slot,
-                   scratch.get<int>("kept counts [tiles], slot offsets [tiles+1]") + plan.tiles,
+                   counts + plan.tiles,
                    slots,
                    slots + 2 * pairs,
+                   counts + 2 * plan.tiles + 1,
+                   first_kept - kept.tiles_with_slots.begin(),
+                   scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]"),
                    scratch.get<int>("vocabulary order [V]"),
                    p.n,
                    p.d,
@@ -366,8 +407,10 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                    sorted + p.n,
                    scratch.get<float>("target coefficient [N]")};
   const unsigned d_tiles = static_cast<unsigned>((p.d + plan.tile_cols - 1) / plan.tile_cols);
-  const dim3 dc_grid(static_cast<unsigned>(tile_end - tile_begin), d_tiles);
+  const unsigned kept_tiles = static_cast<unsigned>(last_kept - first_kept);
+  const dim3 dc_grid(kept_tiles, d_tiles);
   const dim3 de_grid(static_cast<unsigned>(plan.token_blocks), d_tiles);
+  const unsigned unkept_grid = static_cast<unsigned>(tile_end - tile_begin);
   if (p.dtype == Dtype::kBFloat16) {
     auto launch = [&](auto aligned) {
       constexpr bool kAligned = decltype(aligned)::value;
@@ -377,20 +420,30 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                                           static_cast<int>(kProductShared)));
       CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kProductShared)));
-      dc_kernel<<<dc_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
-                                                          static_cast<__nv_bfloat16*>(dc));
-      CCE_CHECK_LAUNCH();
+      if (kept_tiles > 0) {
+        dc_kernel<<<dc_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
+                                                            static_cast<__nv_bfloat16*>(dc));
+        CCE_CHECK_LAUNCH();
+      }
       de_kernel<<<de_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
                                                           de_acc);
       CCE_CHECK_LAUNCH();
     };
     if (p.d % 8 == 0) launch(std::true_type{});
     else launch(std::false_type{});
-  } else {
-    dc_products_fp32<<<dc_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
-                                                  static_cast<float*>(dc));
+    dc_unkept_rows<__nv_bfloat16><<<unkept_grid, 256, 0, stream>>>(
+        args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc), plan.tile_cols);
     CCE_CHECK_LAUNCH();
+  } else {
+    if (kept_tiles > 0) {
+      dc_products_fp32<<<dc_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
+                                                    static_cast<float*>(dc));
+      CCE_CHECK_LAUNCH();
+    }
     de_products_fp32<<<de_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.c.get()), de_acc);
+    CCE_CHECK_LAUNCH();
+    dc_unkept_rows<float><<<unkept_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
+                                                           static_cast<float*>(dc), plan.tile_cols);
     CCE_CHECK_LAUNCH();
   }
 }

@@ -57,24 +57,56 @@ __global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* 
   }
 }
 
-// a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i}): the target entry's S, handled exactly.
+// The targets of dropped tiles, handled exactly: a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i})
+// when t_i's tile is dropped for i's token block (≈ −g_i: p_{i,t_i} < eps there),
+// 0 when it is kept (the recomputed S holds the target's entry).
 __global__ void target_coefficient_kernel(const float* __restrict__ grad_scale, const float* __restrict__ lse,
                                           const float* __restrict__ target_logit, const int64_t* __restrict__ position,
-                                          int64_t n, float softcap, float* __restrict__ coefficient,
-                                          int* __restrict__ sort_key, int* __restrict__ token) {
+                                          const uint8_t* __restrict__ flags, int64_t n, int64_t token_blocks,
+                                          int64_t tile_rows, int64_t tile_cols, float softcap,
+                                          float* __restrict__ coefficient, int* __restrict__ sort_key,
+                                          int* __restrict__ token) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const bool valid = position[i] >= 0 && grad_scale[i] != 0.0f;
+  bool dropped_target = position[i] >= 0 && grad_scale[i] != 0.0f;
+  if (dropped_target) dropped_target = flags[(position[i] / tile_cols) * token_blocks + i / tile_rows] == 0;
   const float z = target_logit[i];
-  coefficient[i] = valid ? grad_scale[i] * (__expf(z - lse[i]) - 1.0f) * softcap_derivative(z, softcap) : 0.0f;
-  sort_key[i] = valid ? static_cast<int>(position[i]) : INT_MAX;  // tokens without a term sort last
+  coefficient[i] = dropped_target ? grad_scale[i] * (__expf(z - lse[i]) - 1.0f) * softcap_derivative(z, softcap) : 0.0f;
+  sort_key[i] = dropped_target ? static_cast<int>(position[i]) : INT_MAX;  // tokens without a term sort last
   token[i] = static_cast<int>(i);
+}
+
+// Each token block's kept tiles, ascending: lists[b] = {count, tiles...}.
+__global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64_t tiles, int64_t token_blocks,
+                                        int* __restrict__ lists) {
+  __shared__ int warp_counts[32];
+  __shared__ int base;
+  const int64_t b = blockIdx.x;
+  int* list = lists + b * (tiles + 1);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (threadIdx.x == 0) base = 0;
+  __syncthreads();
+  for (int64_t t0 = 0; t0 < tiles; t0 += blockDim.x) {
+    const int64_t t = t0 + threadIdx.x;
+    const bool kept = t < tiles && flags[t * token_blocks + b] != 0;
+    const unsigned ballot = __ballot_sync(0xffffffffu, kept);
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    int before = base + __popc(ballot & ((1u << lane) - 1u));
+    for (int w = 0; w < warp; ++w) before += warp_counts[w];
+    if (kept) list[1 + before] = static_cast<int>(t);
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int w = 0; w < warps; ++w) base += warp_counts[w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) list[0] = base;
 }
 
 // One block per kept slot: recompute the logits tile (its columns are the
 // sorted positions, read from C through the order), turn it into
-// S_ij = g_i·p_ij·softcap'(z_ij) (0 for the target entry, for rows without
-// a gradient and past V), and write it compactly to s_out[slot − first].
+// S_ij = g_i·(p_ij − [j = t_i])·softcap'(z_ij) (0 for rows without a
+// gradient and past V), and write it compactly to s_out[slot − first].
 template <class Tile, typename T>
 struct RecomputeShared {
   static constexpr int kPitch = Tile::kBN + (sizeof(T) == 2 ? 8 : 1);
@@ -109,9 +141,10 @@ __global__ void __launch_bounds__(256, 1)
       const int tc = Tile::col_of(cc);
       const int64_t pos = col0 + tc;
       float s = 0.0f;
-      if (pos < v && rows.g[tr] != 0.0f && pos != rows.target[tr]) {
+      if (pos < v && rows.g[tr] != 0.0f) {
         const float z = apply_softcap(tile.z(r, cc), softcap);
-        s = rows.g[tr] * __expf(z - rows.lse[tr]) * softcap_derivative(z, softcap);
+        const float p = __expf(z - rows.lse[tr]) - (pos == rows.target[tr] ? 1.0f : 0.0f);
+        s = rows.g[tr] * p * softcap_derivative(z, softcap);
       }
       staged[tr * Shared::kPitch + tc] = from_float<T>(s);
     }
@@ -151,7 +184,10 @@ std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& pla
       {"target coefficient [N]", n * 4},
       {"targets sorted by position: positions, tokens [2][N]", n * 8},
       {"keep flags [tiles][token blocks]", pairs},
-      {"kept counts [tiles], slot offsets [tiles+1]", static_cast<size_t>(2 * plan.tiles + 1) * 4},
+      {"kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]",
+       static_cast<size_t>(3 * plan.tiles + 1) * 4},
+      {"kept tiles of each token block [token blocks][1+tiles]",
+       static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)) * 4},
       {"slots: token block, tile, slot of pair [3][pairs]", pairs * 12},
   };
 }
@@ -159,25 +195,10 @@ std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& pla
 KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratch& scratch, const float* lse,
                             float eps, cudaStream_t stream) {
   const float* grad_scale = scratch.get<float>("per-token grad scale [N]");
-  // The targets' exact terms: coefficients, and the tokens sorted by target
-  // position (stable: equal positions keep token order) for dC's owners.
-  {
-    unsigned char* work = scratch.get<unsigned char>("work buffer");  // free between forward and correction
-    int* key = reinterpret_cast<int*>(work);
-    int* token = key + p.n;
-    void* temp = token + p.n;
-    int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N]");
-    target_coefficient_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(
-        grad_scale, lse, scratch.get<float>("target logit [N]"), scratch.get<int64_t>("target position [N]"), p.n,
-        p.softcap, scratch.get<float>("target coefficient [N]"), key, token);
-    CCE_CHECK_LAUNCH();
-    size_t temp_bytes = target_sort_temp_bytes(p.n);
-    CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
-                                                   static_cast<int>(p.n), 0, 32, stream));
-  }
   uint8_t* flags = scratch.get<uint8_t>("keep flags [tiles][token blocks]");
-  int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1]");
+  int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");
   int* offsets = counts + plan.tiles;
+  int* tiles_with_slots = offsets + plan.tiles + 1;
   const float log_eps = eps > 0.0f ? std::log(eps) : -INFINITY;
   decide_kernel<<<static_cast<unsigned>(plan.tiles), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
       scratch.get<uint32_t>("tile statistics [tiles][N]"), lse, grad_scale, p.n, plan.token_blocks, log_eps,
@@ -186,17 +207,45 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
   KeptTiles kept;
   std::vector<int> host_counts(static_cast<size_t>(plan.tiles));
   CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
+
+  // Meanwhile on the device: the targets of dropped tiles (coefficients, and
+  // the tokens sorted by target position, stable, for dC's owners) and each
+  // token block's list of kept tiles (dE's owners).
+  {
+    unsigned char* work = scratch.get<unsigned char>("work buffer");  // free between forward and correction
+    int* key = reinterpret_cast<int*>(work);
+    int* token = key + p.n;
+    void* temp = token + p.n;
+    int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N]");
+    target_coefficient_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(
+        grad_scale, lse, scratch.get<float>("target logit [N]"), scratch.get<int64_t>("target position [N]"), flags,
+        p.n, plan.token_blocks, plan.tile_rows, plan.tile_cols, p.softcap,
+        scratch.get<float>("target coefficient [N]"), key, token);
+    CCE_CHECK_LAUNCH();
+    size_t temp_bytes = target_sort_temp_bytes(p.n);
+    CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
+                                                   static_cast<int>(p.n), 0, 32, stream));
+    fill_block_lists_kernel<<<static_cast<unsigned>(plan.token_blocks), kThreads, 0, stream>>>(
+        flags, plan.tiles, plan.token_blocks, scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]"));
+    CCE_CHECK_LAUNCH();
+  }
   CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
   kept.offsets.assign(host_counts.size() + 1, 0);
-  for (size_t t = 0; t < host_counts.size(); ++t) kept.offsets[t + 1] = kept.offsets[t] + host_counts[t];
+  for (size_t t = 0; t < host_counts.size(); ++t) {
+    kept.offsets[t + 1] = kept.offsets[t] + host_counts[t];
+    if (host_counts[t] > 0) kept.tiles_with_slots.push_back(static_cast<int>(t));
+  }
   CCE_CUDA_CHECK(cudaMemcpyAsync(offsets, kept.offsets.data(), kept.offsets.size() * 4, cudaMemcpyHostToDevice,
                                  stream));
+  if (!kept.tiles_with_slots.empty())
+    CCE_CUDA_CHECK(cudaMemcpyAsync(tiles_with_slots, kept.tiles_with_slots.data(), kept.tiles_with_slots.size() * 4,
+                                   cudaMemcpyHostToDevice, stream));
   int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
   const int64_t pairs = plan.tiles * plan.token_blocks;
   fill_slots_kernel<<<blocks_for(plan.tiles), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
                                                                      slots, slots + pairs, slots + 2 * pairs);
   CCE_CHECK_LAUNCH();
-  // The host vector must outlive the copy: wait for it.
+  // The host vectors must outlive the copies: wait for them.
   CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return kept;
 }

@@ -75,20 +75,43 @@ __global__ void target_position_kernel(const int64_t* __restrict__ targets, cons
   position[i] = t != ignore_index && t >= 0 && t < v ? rank[t] : -1;  // −1: ignored
 }
 
-// rows [first, first + rows) of the sorted vocabulary: out[r] = C[order[first + r]].
+// Rows [first, first + rows) of the sorted vocabulary, a block per backward
+// tile of tile_cols rows: out[r] = C[order[first + r]], and the tile's mean
+// row C̄_T (the tail correction's) on the way, as the rows pass anyway.
 template <typename T>
 __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restrict__ order, int64_t first,
-                                   int64_t rows, int64_t d, T* __restrict__ out) {
-  const int64_t r = blockIdx.x;
-  if (r >= rows) return;
-  const T* src = c + static_cast<int64_t>(order[first + r]) * d;
-  T* dst = out + r * d;
+                                   int64_t rows, int64_t d, int64_t tile_cols, T* __restrict__ out,
+                                   T* __restrict__ means) {
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * tile_cols;
+  const int64_t count = rows - r0 < tile_cols ? rows - r0 : tile_cols;
+  T* mean = means + ((first + r0) / tile_cols) * d;
+  constexpr int kPerVector = 16 / sizeof(T);
   if ((d * sizeof(T)) % 16 == 0) {
-    const int64_t vectors = d * static_cast<int64_t>(sizeof(T)) / 16;
-    for (int64_t x = threadIdx.x; x < vectors; x += blockDim.x)
-      reinterpret_cast<uint4*>(dst)[x] = reinterpret_cast<const uint4*>(src)[x];
+    const int64_t vectors = d / kPerVector;
+    for (int64_t x = threadIdx.x; x < vectors; x += blockDim.x) {
+      float sum[kPerVector] = {};
+      for (int64_t r = 0; r < count; ++r) {
+        const uint4 value = reinterpret_cast<const uint4*>(c + static_cast<int64_t>(order[first + r0 + r]) * d)[x];
+        reinterpret_cast<uint4*>(out + (r0 + r) * d)[x] = value;
+        const T* parts = reinterpret_cast<const T*>(&value);
+#pragma unroll
+        for (int k = 0; k < kPerVector; ++k) sum[k] += to_float(parts[k]);
+      }
+      T result[kPerVector];
+#pragma unroll
+      for (int k = 0; k < kPerVector; ++k) result[k] = from_float<T>(sum[k] / static_cast<float>(count));
+      reinterpret_cast<uint4*>(mean)[x] = *reinterpret_cast<const uint4*>(result);
+    }
   } else {
-    for (int64_t k = threadIdx.x; k < d; k += blockDim.x) dst[k] = src[k];
+    for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+      float sum = 0.0f;
+      for (int64_t r = 0; r < count; ++r) {
+        const T value = c[static_cast<int64_t>(order[first + r0 + r]) * d + k];
+        out[(r0 + r) * d + k] = value;
+        sum += to_float(value);
+      }
+      mean[k] = from_float<T>(sum / static_cast<float>(count));
+    }
   }
 }
 
@@ -167,6 +190,7 @@ std::vector<MemoryItem> sorted_forward_scratch(const Problem& p, const DropPlan&
       {"tile statistics [tiles][N]", static_cast<size_t>(plan.tiles) * n * 4},
       {"work buffer", plan.work_bytes},
       {"vocabulary order [V]", v * 4},
+      {"tile means [tiles][D]", static_cast<size_t>(plan.tiles) * d * p.element_bytes()},
       {"E column sums [chunks+1][D]", (sum_chunks + 1) * d * 4},
       {"target position [N]", n * 8},
       {"target logit [N]", n * 4},
@@ -228,8 +252,9 @@ void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch&
     const int64_t rows = std::min(plan.chunk_rows, p.v - first);
     dispatch([&](auto element_type) {
       using T = decltype(element_type);
-      gather_rows_kernel<T><<<static_cast<unsigned>(rows), 128, 0, stream>>>(
-          reinterpret_cast<const T*>(in.c.get()), order, first, rows, p.d, reinterpret_cast<T*>(work));
+      gather_rows_kernel<T><<<static_cast<unsigned>((rows + plan.tile_cols - 1) / plan.tile_cols), kThreads, 0, stream>>>(
+          reinterpret_cast<const T*>(in.c.get()), order, first, rows, p.d, plan.tile_cols, reinterpret_cast<T*>(work),
+          scratch.get<T>("tile means [tiles][D]"));
       CCE_CHECK_LAUNCH();
     });
     const ChunkPlan chunk = plan_chunk(p, rows);

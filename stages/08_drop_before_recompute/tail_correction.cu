@@ -3,8 +3,7 @@
 //   dE_i ≈ Σ_{T dropped for i} g_i M_iT C̄_T,   M_iT = s_iT·exp(m_iT − LSE_i) − [t_i ∈ T]·p_{i,t_i},
 // as one GEMM [N, tiles] × [tiles, D] (README.md derives it and bounds what it leaves).
 // M is written over the tile statistics (they are not needed after it), so
-// that the correction costs no memory of its own; C̄ lives in the work
-// buffer's region until the S tiles take it over.
+// that it costs no memory of its own; C̄ was summed by the forward's gather.
 #include <algorithm>
 
 #include "common/check.h"
@@ -17,18 +16,6 @@ namespace cce::s08 {
 namespace {
 
 constexpr int kThreads = 256;
-
-// C̄_T = mean of C's rows at sorted positions T·BN .. min(V, T·BN + BN).
-template <typename T>
-__global__ void tile_means_kernel(const T* __restrict__ c, const int* __restrict__ order, int64_t v, int64_t d,
-                                  int64_t tile_cols, T* __restrict__ means) {
-  const int64_t tile = blockIdx.y, k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (k >= d) return;
-  const int64_t first = tile * tile_cols, last = v < first + tile_cols ? v : first + tile_cols;
-  float sum = 0.0f;
-  for (int64_t pos = first; pos < last; ++pos) sum += to_float(c[static_cast<int64_t>(order[pos]) * d + k]);
-  means[tile * d + k] = from_float<T>(sum / static_cast<float>(last - first));
-}
 
 // In place over the statistics of one tile (a block per tile): stats[T][i]
 // (4 bytes) becomes M[T][i] (the dtype's bytes) at element i of a row of
@@ -66,18 +53,12 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
 }  // namespace
 
 void correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          void* region, float* de_acc, cudaStream_t stream) {
+                          float* de_acc, cudaStream_t stream) {
   const Problem& p = in.problem;
   const bool bf16 = p.dtype == Dtype::kBFloat16;
   uint32_t* stats = scratch.get<uint32_t>("tile statistics [tiles][N]");
   auto run = [&](auto element_type) {
     using T = decltype(element_type);
-    T* means = static_cast<T*>(region);
-    tile_means_kernel<T><<<dim3(static_cast<unsigned>((p.d + kThreads - 1) / kThreads), static_cast<unsigned>(plan.tiles)),
-                           kThreads, 0, stream>>>(reinterpret_cast<const T*>(in.c.get()),
-                                                  scratch.get<int>("vocabulary order [V]"), p.v, p.d, plan.tile_cols,
-                                                  means);
-    CCE_CHECK_LAUNCH();
     tail_mass_kernel<T><<<static_cast<unsigned>(plan.tiles), kThreads, 0, stream>>>(
         stats, lse, scratch.get<float>("per-token grad scale [N]"), scratch.get<float>("target logit [N]"),
         scratch.get<int64_t>("target position [N]"), scratch.get<uint8_t>("keep flags [tiles][token blocks]"), p.n,
@@ -96,7 +77,7 @@ void correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Sc
   if (cublasSetStream(handle, stream) != CUBLAS_STATUS_SUCCESS) throw CudaError("cublasSetStream failed");
   const cublasStatus_t status = cublasGemmEx(
       handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(p.d), static_cast<int>(p.n), static_cast<int>(plan.tiles), &one,
-      region, type, static_cast<int>(p.d), stats, type, static_cast<int>(mass_ld), &zero, de_acc, CUDA_R_32F,
+      scratch.get<void>("tile means [tiles][D]"), type, static_cast<int>(p.d), stats, type, static_cast<int>(mass_ld), &zero, de_acc, CUDA_R_32F,
       static_cast<int>(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS)
     throw CudaError("stage 08: cublasGemmEx (tail correction) failed with status " + std::to_string(static_cast<int>(status)));
