@@ -23,7 +23,7 @@ size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 float default_drop_eps(Dtype dtype) { return dtype == Dtype::kBFloat16 ? std::ldexp(1.0f, -10) : std::ldexp(1.0f, -28); }
 
-DropPlan plan_drop(const Problem& p) {
+DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
   DropPlan plan;
   const bool bf16 = p.dtype == Dtype::kBFloat16;
   const size_t element = p.element_bytes();
@@ -42,6 +42,7 @@ DropPlan plan_drop(const Problem& p) {
   const size_t row_bytes = static_cast<size_t>(p.d) * element;
   plan.chunk_rows = std::max<int64_t>(kChunkMultiple, static_cast<int64_t>(plan.work_bytes / row_bytes) / kChunkMultiple *
                                                           kChunkMultiple);
+  if (chunk_rows > 0) plan.chunk_rows = chunk_rows;
   if (plan.chunk_rows >= p.v) plan.chunk_rows = p.v;
   plan.work_bytes = std::max(plan.work_bytes, static_cast<size_t>(plan.chunk_rows) * row_bytes);
   plan.ranges = forward_ranges(p, plan.chunk_rows);
@@ -58,16 +59,19 @@ void DropBeforeRecomputeStage::add_options(OptionParser& parser) {
                     "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = 2^-10 (bf16), 2^-28 (fp32)");
   parser.add_flag("keep-all", &keep_all_, "recompute every tile (the exact backward, deterministic)");
   parser.add_flag("no-correction", &no_correction_, "drop tiles without correcting dE for them");
+  parser.add_int("chunk-rows", &chunk_rows_flag_,
+                 "rows of sorted C the forward gathers at once, a multiple of 256; 0 = what the backward's buffer holds");
 }
 
 void DropBeforeRecomputeStage::validate_options() const {
   if (!(eps_flag_ >= 0.0 && eps_flag_ < 1.0)) throw InputError("--drop-eps must be in [0, 1)");
   if (keep_all_ && eps_flag_ > 0.0) throw InputError("--drop-eps and --keep-all contradict each other");
+  if (chunk_rows_flag_ < 0 || chunk_rows_flag_ % 256 != 0) throw InputError("--chunk-rows must be a multiple of 256 (0: the default)");
 }
 
 std::vector<MemoryItem> DropBeforeRecomputeStage::workspace(const Problem& p, bool backward) const {
   if (!backward) return s05::forward_scratch(p);  // a loss alone keeps nothing
-  const DropPlan plan = plan_drop(p);
+  const DropPlan plan = plan_drop(p, chunk_rows_flag_);
   return concat(sorted_forward_scratch(p, plan), kept_tiles_scratch(p, plan));
 }
 
@@ -80,7 +84,7 @@ void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, floa
     s05::forward(in, scratch_, loss, lse, stream);
     return;
   }
-  const DropPlan plan = plan_drop(p);
+  const DropPlan plan = plan_drop(p, chunk_rows_flag_);
   scratch_.allocate(sorted_forward_scratch(p, plan));
   sorted_forward(in, plan, scratch_, loss, lse, stream);
   stats_ready_ = true;
@@ -92,7 +96,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
   if (!stats_ready_)
     throw InputError("stage 08: backward() needs a forward() told that a backward follows (expect_backward(true))");
   stats_ready_ = false;  // the correction overwrites the statistics
-  const DropPlan plan = plan_drop(p);
+  const DropPlan plan = plan_drop(p, chunk_rows_flag_);
   scratch_.allocate(workspace(p, true));
   compute_token_grad_scale(p, in.targets.get(), upstream, scratch_.get<float>("per-token grad scale [N]"), stream);
   const float eps = drop_eps(p.dtype);
@@ -123,7 +127,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
 }
 
 std::vector<uint8_t> DropBeforeRecomputeStage::kept_flags() const {
-  const DropPlan plan = plan_drop(last_problem_);
+  const DropPlan plan = plan_drop(last_problem_, chunk_rows_flag_);
   std::vector<uint8_t> flags(static_cast<size_t>(plan.tiles * plan.token_blocks));
   if (!flags.empty()) copy_to_host(flags.data(), scratch_.get<uint8_t>("keep flags [tiles][token blocks]"), flags.size());
   return flags;
@@ -138,7 +142,7 @@ std::vector<int> DropBeforeRecomputeStage::vocabulary_order() const {
 std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
   std::vector<std::string> lines;
   if (last_problem_.n == 0) return lines;
-  const DropPlan plan = plan_drop(last_problem_);
+  const DropPlan plan = plan_drop(last_problem_, chunk_rows_flag_);
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "plan         %lld sorted tiles of %lld x %lld token blocks; forward chunks of %lld rows of C; "

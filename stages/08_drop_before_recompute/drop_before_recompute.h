@@ -54,7 +54,9 @@ struct DropPlan {
   size_t work_bytes = 0;
   int64_t ranges = 0;                    // the forward's vocabulary ranges per chunk (most)
 };
-DropPlan plan_drop(const Problem& problem);
+// chunk_rows: rows of sorted C the forward gathers at once (a multiple of
+// 256); 0: as many as the backward's work buffer holds anyway.
+DropPlan plan_drop(const Problem& problem, int64_t chunk_rows = 0);
 
 struct DropStats {
   int64_t tiles = 0, kept_tiles = 0;  // (token block, vocabulary tile) pairs
@@ -93,6 +95,7 @@ class DropBeforeRecomputeStage : public Stage {
 
  private:
   double eps_flag_ = 0.0;  // --drop-eps; 0 = the dtype's default
+  int64_t chunk_rows_flag_ = 0;  // --chunk-rows
   bool keep_all_ = false, no_correction_ = false;
   bool backward_follows_ = false;
   bool stats_ready_ = false;

@@ -88,23 +88,29 @@ struct ProductArgs {
 constexpr int kTile = 128, kPitch = kTile + 8;  // 272-byte rows: conflict-free ldmatrix
 constexpr size_t kOperandBytes = static_cast<size_t>(kTile) * kPitch * 2;
 constexpr size_t kStageBytes = 2 * kOperandBytes;  // S tile + the other operand's 128×128 piece
-constexpr size_t kProductShared = 2 * kStageBytes;  // two stages
+constexpr int kStages = 3;                                // items in flight: 3 × 68 KB
+constexpr size_t kProductShared = kStages * kStageBytes;
 
 // 128 rows of `src` ([rows_total, d] bf16; row r is row_of(r), or < 0 for a
 // zero row) × columns [d0, d0 + 128) into dst (pitch kPitch).
 template <bool kAligned, class RowOf>
 __device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0, RowOf&& row_of,
                                           __nv_bfloat16* dst) {
-  for (int i = threadIdx.x; i < kTile * (kTile / 8); i += blockDim.x) {
-    const int r = i / (kTile / 8), part = i % (kTile / 8);
-    const int64_t row = row_of(r), k = d0 + part * 8;
+  constexpr int kParts = kTile / 8, kPerThread = kTile * kParts / 256;  // blockDim.x == 256
+  int64_t rows[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) rows[j] = row_of((threadIdx.x + j * 256) / kParts);  // independent loads first
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int i = threadIdx.x + j * 256, r = i / kParts, part = i % kParts;
+    const int64_t row = rows[j], k = d0 + part * 8;
     __nv_bfloat16* out = dst + r * kPitch + part * 8;
     if constexpr (kAligned) {
       const bool valid = row >= 0 && k < d;
       cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(out)), valid ? src + row * d + k : src, valid);
     } else {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) out[j] = row >= 0 && k + j < d ? src[row * d + k + j] : __float2bfloat16(0.0f);
+      for (int x = 0; x < 8; ++x) out[x] = row >= 0 && k + x < d ? src[row * d + k + x] : __float2bfloat16(0.0f);
     }
   }
 }
@@ -156,28 +162,33 @@ __device__ __forceinline__ void mma_slice(float (&acc)[2][8][4], const __nv_bflo
   }
 }
 
-// The k-loop over a list of items (kept slots), two stages in flight.
-// next(cursor) → the next item's index ≥ cursor, or −1; load(item, stage buffers).
+// The k-loop over a list of items (kept slots), kStages − 1 loads ahead of
+// the products. next(cursor) → the next item's index ≥ cursor, or −1;
+// load(item, S buffer, other operand's buffer) issues its cp.asyncs.
 template <bool kAligned, class Next, class Load>
 __device__ __forceinline__ void run_items(float (&acc)[2][8][4], unsigned char* shared, bool transpose_s, Next&& next,
                                           Load&& load, int first) {
   auto a_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes); };
   auto b_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes + kOperandBytes); };
-  int item = first, stage = 0;
-  if (item < 0) return;
-  load(item, a_of(0), b_of(0));
-  cp_async_commit();
-  while (item >= 0) {
-    const int following = next(item + 1);
-    if (following >= 0) load(following, a_of(stage ^ 1), b_of(stage ^ 1));
-    cp_async_commit();  // an empty group when nothing follows
-    cp_async_wait<1>();
-    __syncthreads();
+  int items[kStages];
+  int fetch = first;
+  auto issue = [&](int stage) {
+    items[stage] = fetch;
+    if (fetch >= 0) {
+      load(fetch, a_of(stage), b_of(stage));
+      fetch = next(fetch + 1);
+    }
+    cp_async_commit();  // an empty group when nothing is left
+  };
+#pragma unroll
+  for (int stage = 0; stage < kStages - 1; ++stage) issue(stage);
+  for (int stage = 0, load_stage = kStages - 1;; stage = (stage + 1) % kStages, load_stage = (load_stage + 1) % kStages) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // this stage's data is in, and every warp is done with load_stage's previous item
+    if (items[stage] < 0) break;
+    issue(load_stage);
     if (transpose_s) mma_slice<true>(acc, a_of(stage), b_of(stage));
     else mma_slice<false>(acc, a_of(stage), b_of(stage));
-    __syncthreads();  // the stage is read before it is loaded again
-    item = following;
-    stage ^= 1;
   }
 }
 
@@ -347,12 +358,23 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
   }
 }
 
-// The dC rows of tiles without a kept token block: only the dropped targets' terms (or zeros).
+// The dC rows of tiles without a kept token block: zeros, plus the dropped
+// targets' terms on the rows that have some.
 template <typename T>
 __global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __restrict__ dc, int64_t tile_cols) {
   const int64_t tile = args.tile_begin + blockIdx.x;
   if (args.offsets[tile + 1] > args.offsets[tile]) return;  // the products' blocks write this tile
-  for (int64_t pos = tile * tile_cols; pos < (tile + 1) * tile_cols && pos < args.v; ++pos) {
+  const int64_t first = tile * tile_cols, last = (tile + 1) * tile_cols < args.v ? (tile + 1) * tile_cols : args.v;
+  const int2 tile_targets = make_int2(target_range(args.sorted_position, args.n, first).x,
+                                      target_range(args.sorted_position, args.n, last - 1).y);
+  if (tile_targets.x == tile_targets.y && (args.d * sizeof(T)) % 16 == 0) {  // the common case: zeros, 16 bytes a store
+    const int64_t vectors = args.d * static_cast<int64_t>(sizeof(T)) / 16;
+    for (int64_t x = threadIdx.x; x < (last - first) * vectors; x += blockDim.x)
+      reinterpret_cast<uint4*>(dc + static_cast<int64_t>(args.order[first + x / vectors]) * args.d)[x % vectors] =
+          make_uint4(0, 0, 0, 0);
+    return;
+  }
+  for (int64_t pos = first; pos < last; ++pos) {
     const int2 range = target_range(args.sorted_position, args.n, pos);
     T* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
     for (int64_t col = threadIdx.x; col < args.d; col += blockDim.x)

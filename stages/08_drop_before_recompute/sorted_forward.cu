@@ -88,7 +88,8 @@ __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restric
   constexpr int kPerVector = 16 / sizeof(T);
   if ((d * sizeof(T)) % 16 == 0) {
     const int64_t vectors = d / kPerVector;
-    for (int64_t x = threadIdx.x; x < vectors; x += blockDim.x) {
+    for (int64_t x = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; x < vectors;
+         x += static_cast<int64_t>(gridDim.y) * blockDim.x) {
       float sum[kPerVector] = {};
       for (int64_t r = 0; r < count; ++r) {
         const uint4 value = reinterpret_cast<const uint4*>(c + static_cast<int64_t>(order[first + r0 + r]) * d)[x];
@@ -103,7 +104,8 @@ __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restric
       reinterpret_cast<uint4*>(mean)[x] = *reinterpret_cast<const uint4*>(result);
     }
   } else {
-    for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+    for (int64_t k = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; k < d;
+         k += static_cast<int64_t>(gridDim.y) * blockDim.x) {
       float sum = 0.0f;
       for (int64_t r = 0; r < count; ++r) {
         const T value = c[static_cast<int64_t>(order[first + r0 + r]) * d + k];
@@ -252,7 +254,10 @@ void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch&
     const int64_t rows = std::min(plan.chunk_rows, p.v - first);
     dispatch([&](auto element_type) {
       using T = decltype(element_type);
-      gather_rows_kernel<T><<<static_cast<unsigned>((rows + plan.tile_cols - 1) / plan.tile_cols), kThreads, 0, stream>>>(
+      // A block per (tile, 64 columns' worth of 16-byte pieces): enough blocks to keep the copy in flight.
+      const dim3 grid(static_cast<unsigned>((rows + plan.tile_cols - 1) / plan.tile_cols),
+                      static_cast<unsigned>((p.d * sizeof(T) / 16 + 63) / 64));
+      gather_rows_kernel<T><<<grid, 64, 0, stream>>>(
           reinterpret_cast<const T*>(in.c.get()), order, first, rows, p.d, plan.tile_cols, reinterpret_cast<T*>(work),
           scratch.get<T>("tile means [tiles][D]"));
       CCE_CHECK_LAUNCH();
