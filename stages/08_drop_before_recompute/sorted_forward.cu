@@ -256,7 +256,7 @@ void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch&
       using T = decltype(element_type);
       // A block per (tile, 64 columns' worth of 16-byte pieces): enough blocks to keep the copy in flight.
       const dim3 grid(static_cast<unsigned>((rows + plan.tile_cols - 1) / plan.tile_cols),
-                      static_cast<unsigned>((p.d * sizeof(T) / 16 + 63) / 64));
+                      static_cast<unsigned>(((p.d * sizeof(T) + 15) / 16 + 63) / 64));
       gather_rows_kernel<T><<<grid, 64, 0, stream>>>(
           reinterpret_cast<const T*>(in.c.get()), order, first, rows, p.d, plan.tile_cols, reinterpret_cast<T*>(work),
           scratch.get<T>("tile means [tiles][D]"));

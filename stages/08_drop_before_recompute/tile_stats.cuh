@@ -1,6 +1,6 @@
 // Stage 08's forward epilogue: stage 03's fold (the deterministic split
-// LSE: each unit leaves a (max, sum) per row, merged later in a fixed order)
-// plus, for every row i and vocabulary tile T of the backward (128 columns in
+// LSE: each unit leaves a (max, sum) per row, merged later in a fixed order),
+// written again so that the same exponentials also give, for every row i and vocabulary tile T of the backward (128 columns in
 // bf16, 64 in fp32), the tile's statistics
 //   m_iT = max_{j∈T} z_ij,   s_iT = Σ_{j∈T} exp(z_ij − m_iT)  (1 ≤ s_iT ≤ |T|),
 // packed into 32 bits: m_iT in bf16 rounded up (so that exp(m_iT − LSE_i)
@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "common/device_math.cuh"
 #include "common/tile/units.cuh"
 #include "stages/03_fused_gemm_ce/online_fold.cuh"
 
@@ -76,42 +77,77 @@ struct TileStatsEpilogue {
 
   __device__ void begin(const Unit& unit) { states.init(p.target_position, unit.token_block * Frag::kBM, p.n); }
 
+  // Stage 03's fold (online_fold.cuh), with the statistics taken from the
+  // same exponentials: each thread sums exp(z − its running max) per
+  // statistics tile, then rescales the sum to the tile's max once per row.
   __device__ void tile(Frag& frag, const Unit& unit, int64_t local_col0) {
-    const int64_t row0 = unit.token_block * Frag::kBM, col0 = p.col_offset + local_col0;
-    fold_tile_into_rows(frag, states, row0, col0, p.v, p.softcap, p.target_logit);  // masks columns past V
     constexpr float kLog2e = 1.4426950408889634f;
+    const int64_t row0 = unit.token_block * Frag::kBM, col0 = p.col_offset + local_col0;
+    if (p.softcap > 0.0f || col0 + Frag::kBN > p.v) {
+#pragma unroll
+      for (int r = 0; r < Frag::kRows; ++r)
+#pragma unroll
+        for (int c = 0; c < Frag::kCols; ++c)
+          frag.z(r, c) = col0 + Frag::col_of(c) < p.v ? apply_softcap(frag.z(r, c), p.softcap) : -INFINITY;
+    }
 #pragma unroll
     for (int r = 0; r < Frag::kRows; ++r) {
       const int tile_row = Frag::row_of(r);
-#pragma unroll
-      for (int h = 0; h < kStatsPerTile; ++h) {
-        float m = -INFINITY;
+      const int target = states.targets[tile_row];
+      if (target >= col0 && target < col0 + Frag::kBN) {  // rare: one tile per row holds the target
 #pragma unroll
         for (int c = 0; c < Frag::kCols; ++c)
-          if (Frag::col_of(c) / kStatsCols == h) m = fmaxf(m, frag.z(r, c));
-        float s = 0.0f;
-        if (m != -INFINITY) {
+          if (col0 + Frag::col_of(c) == target) p.target_logit[row0 + tile_row] = frag.z(r, c);
+      }
+      float m[kStatsPerTile], sum[kStatsPerTile];
 #pragma unroll
-          for (int c = 0; c < Frag::kCols; ++c)
-            if (Frag::col_of(c) / kStatsCols == h) s += fast_exp2((frag.z(r, c) - m) * kLog2e);
+      for (int h = 0; h < kStatsPerTile; ++h) m[h] = -INFINITY, sum[h] = 0.0f;
+#pragma unroll
+      for (int c = 0; c < Frag::kCols; ++c)
+#pragma unroll
+        for (int h = 0; h < kStatsPerTile; ++h)  // a select, not an index: m and sum stay in registers
+          if (kStatsPerTile == 1 || Frag::col_of(c) / kStatsCols == h) m[h] = fmaxf(m[h], frag.z(r, c));
+      float tile_max = m[0];
+#pragma unroll
+      for (int h = 1; h < kStatsPerTile; ++h) tile_max = fmaxf(tile_max, m[h]);
+      OnlineSoftmax& state = states.slot(tile_row);
+      const float new_max = fmaxf(state.max, tile_max);
+      if (new_max != -INFINITY) {
+#pragma unroll
+        for (int c = 0; c < Frag::kCols; ++c) {
+          const float e = fast_exp2((frag.z(r, c) - new_max) * kLog2e);
+#pragma unroll
+          for (int h = 0; h < kStatsPerTile; ++h)
+            if (kStatsPerTile == 1 || Frag::col_of(c) / kStatsCols == h) sum[h] += e;
         }
-        if constexpr (Frag::kColumnsShareLaneMod4) {  // the quad's four pieces of the row
+        float row_sum = state.sum * fast_exp2((state.max - new_max) * kLog2e);
 #pragma unroll
-          for (int mask = 1; mask <= 2; mask *= 2) {
-            const float om = __shfl_xor_sync(0xffffffffu, m, mask), os = __shfl_xor_sync(0xffffffffu, s, mask);
-            const float nm = fmaxf(m, om);
-            if (nm != -INFINITY) s = s * fast_exp2((m - nm) * kLog2e) + os * fast_exp2((om - nm) * kLog2e);
-            m = nm;
-          }
+        for (int h = 0; h < kStatsPerTile; ++h) row_sum += sum[h];
+        state.sum = row_sum;
+        state.max = new_max;
+      }
+#pragma unroll
+      for (int h = 0; h < kStatsPerTile; ++h) {
+        float tile_m = m[h];
+        if constexpr (Frag::kColumnsShareLaneMod4) {  // the quad's max of the statistics tile
+          tile_m = fmaxf(tile_m, __shfl_xor_sync(0xffffffffu, tile_m, 1));
+          tile_m = fmaxf(tile_m, __shfl_xor_sync(0xffffffffu, tile_m, 2));
+        }
+        // Σ exp(z − tile_m) from Σ exp(z − new_max): one rescale (a sum that
+        // underflowed belongs to a tile far below the row's max: it stays 0).
+        float s = sum[h] > 0.0f ? sum[h] * fast_exp2(fminf((new_max - tile_m) * kLog2e, 126.0f)) : 0.0f;
+        if constexpr (Frag::kColumnsShareLaneMod4) {
+          s += __shfl_xor_sync(0xffffffffu, s, 1);
+          s += __shfl_xor_sync(0xffffffffu, s, 2);
         }
         const int64_t tile = col0 / kStatsCols + h;
         if constexpr (kGroups == 1) {
           if (threadIdx.x % 4 == 0 && row0 + tile_row < p.n && tile * kStatsCols < p.v)
-            p.stats[tile * p.n + row0 + tile_row] = pack_tile_stats(m, s);
+            p.stats[tile * p.n + row0 + tile_row] = pack_tile_stats(tile_m, s);
         } else {
           const int group = Frag::kColumnsShareLaneMod4 ? Frag::sharer_index() / 4 : Frag::sharer_index();
           if (!Frag::kColumnsShareLaneMod4 || threadIdx.x % 4 == 0)
-            slots[(tile_row * kStatsPerTile + h) * kGroups + group] = make_float2(m, s);
+            slots[(tile_row * kStatsPerTile + h) * kGroups + group] = make_float2(tile_m, s);
         }
       }
     }
