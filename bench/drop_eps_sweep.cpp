@@ -138,12 +138,12 @@ int run(int argc, char** argv) {
          << ", \"v\": " << p.v << ", \"rows\": [";
     first_shape = false;
     struct Setting {
-      int exponent;  // 0: every tile kept
-      bool correction;
+      int exponent;            // 0: every tile kept
+      const char* correction;  // "dE+dC", "dE", "none"
     };
-    std::vector<Setting> settings = {{0, true}};
-    for (int e : exponents) settings.push_back({e, true});
-    for (int e : exponents) settings.push_back({e, false});
+    std::vector<Setting> settings = {{0, "none"}};
+    for (const char* c : {"dE+dC", "dE", "none"})
+      for (int e : exponents) settings.push_back({e, c});
     bool first_row = true;
     for (const Setting& s : settings) {
       s08::DropBeforeRecomputeStage stage;
@@ -156,7 +156,8 @@ int run(int argc, char** argv) {
       } else {
         flags.push_back("--drop-eps");
         flags.push_back(eps_text.c_str());
-        if (!s.correction) flags.push_back("--no-correction");
+        if (std::string(s.correction) == "none") flags.push_back("--no-correction");
+        if (std::string(s.correction) == "dE") flags.push_back("--no-dc-correction");
       }
       if (!parser.parse(static_cast<int>(flags.size()), const_cast<char**>(flags.data())))
         throw InputError("stage 08 refused its flags");
@@ -169,12 +170,12 @@ int run(int argc, char** argv) {
       const double kept = st.tiles > 0 ? static_cast<double>(st.kept_tiles) / static_cast<double>(st.tiles) : 1.0;
       const double ms = runner.time_forward_backward_ms(iters, 1);
       const double de_err = rel_l2(out.de, ref.de), dc_err = rel_l2(out.dc, ref.dc);
-      std::printf("  eps %-9s correction %-3s kept %6.2f%%  dE %.3e  dC %.3e  %.2f ms\n",
-                  s.exponent == 0 ? "none" : ("2^-" + std::to_string(s.exponent)).c_str(), s.correction ? "on" : "off",
+      std::printf("  eps %-9s correction %-5s kept %6.2f%%  dE %.3e  dC %.3e  %.2f ms\n",
+                  s.exponent == 0 ? "none" : ("2^-" + std::to_string(s.exponent)).c_str(), s.correction,
                   100.0 * kept, de_err, dc_err, ms);
       std::fflush(stdout);
       json << (first_row ? "" : ",") << "\n      {\"eps_exponent\": " << s.exponent
-           << ", \"correction\": " << (s.correction ? "true" : "false") << ", \"kept_frac\": " << kept
+           << ", \"correction\": \"" << s.correction << "\", \"kept_frac\": " << kept
            << ", \"dE_rel_err\": " << de_err << ", \"dC_rel_err\": " << dc_err << ", \"loss_grad_ms\": " << ms << "}";
       first_row = false;
     }

@@ -46,6 +46,7 @@ DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
   if (plan.chunk_rows >= p.v) plan.chunk_rows = p.v;
   plan.work_bytes = std::max(plan.work_bytes, static_cast<size_t>(plan.chunk_rows) * row_bytes);
   plan.ranges = forward_ranges(p, plan.chunk_rows);
+  plan.tail_sums_in_stats = bf16 && p.n % 2 == 0 && 4 * p.d <= 2 * p.n;
   return plan;
 }
 
@@ -58,7 +59,8 @@ void DropBeforeRecomputeStage::add_options(OptionParser& parser) {
   parser.add_double("drop-eps", &eps_flag_,
                     "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = 2^-10 (bf16), 2^-28 (fp32)");
   parser.add_flag("keep-all", &keep_all_, "recompute every tile (the exact backward, deterministic)");
-  parser.add_flag("no-correction", &no_correction_, "drop tiles without correcting dE for them");
+  parser.add_flag("no-correction", &no_correction_, "drop tiles without correcting dE and dC for them");
+  parser.add_flag("no-dc-correction", &no_dc_correction_, "correct dE only");
   parser.add_int("chunk-rows", &chunk_rows_flag_,
                  "rows of sorted C the forward gathers at once, a multiple of 256; 0 = what the backward's buffer holds");
 }
@@ -72,7 +74,7 @@ void DropBeforeRecomputeStage::validate_options() const {
 std::vector<MemoryItem> DropBeforeRecomputeStage::workspace(const Problem& p, bool backward) const {
   if (!backward) return s05::forward_scratch(p);  // a loss alone keeps nothing
   const DropPlan plan = plan_drop(p, chunk_rows_flag_);
-  return concat(sorted_forward_scratch(p, plan), kept_tiles_scratch(p, plan));
+  return concat(concat(sorted_forward_scratch(p, plan), kept_tiles_scratch(p, plan)), tail_correction_scratch(p, plan));
 }
 
 void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
@@ -106,8 +108,9 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
   float* de_acc = p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(work) : static_cast<float*>(de);
   void* region = work + plan.region_offset;
   const int64_t pairs = plan.tiles * plan.token_blocks;
+  TailSums tail;
   if (!no_correction_ && kept.kept() < pairs)
-    correct_dropped_tail(in, plan, scratch_, lse, de_acc, stream);
+    tail = correct_dropped_tail(in, plan, scratch_, lse, de_acc, !no_dc_correction_, stream);
   else
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
 
@@ -118,7 +121,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= plan.slot_capacity) ++last;
     const int64_t first_slot = kept.offsets[first], slots = kept.offsets[last] - first_slot;
     recompute_kept_tiles(in, plan, scratch_, lse, first_slot, slots, region, stream);
-    kept_products(in, plan, scratch_, kept, region, first_slot, first, last, de_acc, dc, stream);
+    kept_products(in, plan, scratch_, kept, tail, region, first_slot, first, last, de_acc, dc, stream);
     first = last;
     ++chunks;
   }
@@ -154,7 +157,7 @@ std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
   const float eps = drop_eps(last_problem_.dtype);
   std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s",
                 eps > 0 ? ("eps " + std::to_string(eps)).c_str() : "off (every tile kept)",
-                no_correction_ ? "off" : "on");
+                no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC");
   lines.push_back(buf);
   if (stats_.tiles > 0) {
     std::snprintf(buf, sizeof buf, "kept tiles   %lld of %lld (%.2f%%) recomputed, in %lld chunks",

@@ -53,6 +53,10 @@ struct DropPlan {
   size_t region_offset = 0, region_bytes = 0;  // then the recomputed S tiles of a chunk
   size_t work_bytes = 0;
   int64_t ranges = 0;                    // the forward's vocabulary ranges per chunk (most)
+  // dC's tail sums G_T = Σ_i M_iT E_i (fp32 [tiles][D]) live in the free half
+  // of each tile's statistics row once M (bf16) took the first half, when
+  // it fits (N ≥ 2D, N even); otherwise in an item of their own.
+  bool tail_sums_in_stats = false;
 };
 // chunk_rows: rows of sorted C the forward gathers at once (a multiple of
 // 256); 0: as many as the backward's work buffer holds anyway.
@@ -96,7 +100,7 @@ class DropBeforeRecomputeStage : public Stage {
  private:
   double eps_flag_ = 0.0;  // --drop-eps; 0 = the dtype's default
   int64_t chunk_rows_flag_ = 0;  // --chunk-rows
-  bool keep_all_ = false, no_correction_ = false;
+  bool keep_all_ = false, no_correction_ = false, no_dc_correction_ = false;
   bool backward_follows_ = false;
   bool stats_ready_ = false;
   Problem last_problem_;
@@ -128,14 +132,19 @@ void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Sc
                           int64_t first_slot, int64_t slots, void* s_out, cudaStream_t stream);
 
 // tail_correction.cu: dE_acc = Σ over dropped tiles of g_i M_iT C̄_T (overwrites the tile statistics).
-void correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          float* de_acc, cudaStream_t stream);
+// Also G_T = Σ_i M_iT E_i for dC (each entry of tile T gets G_T / |T|), when correct_dc.
+struct TailSums {
+  const float* sums = nullptr;  // null: no dC correction
+  int64_t ld = 0;               // floats between tiles
+};
+TailSums correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                              float* de_acc, bool correct_dc, cudaStream_t stream);
+std::vector<MemoryItem> tail_correction_scratch(const Problem& problem, const DropPlan& plan);
 
 // kept_products.cu: the products of one chunk of kept tiles, and the targets' exact terms.
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
-                   const void* s_tiles,
-                   int64_t first_slot, int64_t tile_begin, int64_t tile_end, float* de_acc, void* dc,
-                   cudaStream_t stream);
+                   const TailSums& tail, const void* s_tiles, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
+                   float* de_acc, void* dc, cudaStream_t stream);
 void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream);
 
 }  // namespace cce::s08

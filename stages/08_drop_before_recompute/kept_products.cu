@@ -82,7 +82,17 @@ struct ProductArgs {
   const int* sorted_position;
   const int* sorted_token;
   const float* coefficient;
+  // the dropped tail of dC: every row of tile T gets tail_sums[T·tail_ld + k] / (rows of T)
+  const float* tail_sums;  // null: no correction
+  int64_t tail_ld, tile_cols;
 };
+
+// The dropped tail's share of one dC element of tile `tile`.
+__device__ __forceinline__ float tail_share(const ProductArgs& args, int64_t tile, int64_t col) {
+  if (args.tail_sums == nullptr) return 0.0f;
+  const int64_t rows = args.v - tile * args.tile_cols < args.tile_cols ? args.v - tile * args.tile_cols : args.tile_cols;
+  return args.tail_sums[tile * args.tail_ld + col] / static_cast<float>(rows);
+}
 
 // ------------------------------------------------------------------ bf16
 constexpr int kTile = 128, kPitch = kTile + 8;  // 272-byte rows: conflict-free ldmatrix
@@ -222,9 +232,10 @@ __global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, con
       for (int nt = 0; nt < 8; ++nt) {
         const int64_t col = d0 + wn * 64 + nt * 8 + (lane % 4) * 2;
         if (col >= args.d) continue;
-        const float x = acc[mt][nt][2 * half] + target_terms(range, args.sorted_token, args.coefficient, e, args.d, col);
+        const float x = acc[mt][nt][2 * half] + tail_share(args, tile, col) +
+                        target_terms(range, args.sorted_token, args.coefficient, e, args.d, col);
         if (col + 1 < args.d) {
-          const float y = acc[mt][nt][2 * half + 1] +
+          const float y = acc[mt][nt][2 * half + 1] + tail_share(args, tile, col + 1) +
                           target_terms(range, args.sorted_token, args.coefficient, e, args.d, col + 1);
           if (kAligned) *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(x, y);
           else row[col] = __float2bfloat16(x), row[col + 1] = __float2bfloat16(y);
@@ -324,7 +335,7 @@ __global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const 
       const int64_t col = d0 + tx + 16 * j;
       if (col < args.d)
         dc[static_cast<int64_t>(args.order[pos]) * args.d + col] =
-            acc[i][j] + target_terms(range, args.sorted_token, args.coefficient, e, args.d, col);
+            acc[i][j] + tail_share(args, tile, col) + target_terms(range, args.sorted_token, args.coefficient, e, args.d, col);
     }
   }
 }
@@ -358,28 +369,29 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
   }
 }
 
-// The dC rows of tiles without a kept token block: zeros, plus the dropped
-// targets' terms on the rows that have some.
+// The dC rows of tiles without a kept token block: the dropped tail's share
+// (or zeros), plus the dropped targets' terms on the rows that have some.
 template <typename T>
-__global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __restrict__ dc, int64_t tile_cols) {
+__global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __restrict__ dc) {
   const int64_t tile = args.tile_begin + blockIdx.x;
   if (args.offsets[tile + 1] > args.offsets[tile]) return;  // the products' blocks write this tile
-  const int64_t first = tile * tile_cols, last = (tile + 1) * tile_cols < args.v ? (tile + 1) * tile_cols : args.v;
+  const int64_t first = tile * args.tile_cols;
+  const int64_t last = (tile + 1) * args.tile_cols < args.v ? (tile + 1) * args.tile_cols : args.v;
   const int2 tile_targets = make_int2(target_range(args.sorted_position, args.n, first).x,
                                       target_range(args.sorted_position, args.n, last - 1).y);
-  if (tile_targets.x == tile_targets.y && (args.d * sizeof(T)) % 16 == 0) {  // the common case: zeros, 16 bytes a store
-    const int64_t vectors = args.d * static_cast<int64_t>(sizeof(T)) / 16;
-    for (int64_t x = threadIdx.x; x < (last - first) * vectors; x += blockDim.x)
-      reinterpret_cast<uint4*>(dc + static_cast<int64_t>(args.order[first + x / vectors]) * args.d)[x % vectors] =
-          make_uint4(0, 0, 0, 0);
+  if (tile_targets.x == tile_targets.y) {  // the common case: every row the same
+    for (int64_t pos = first; pos < last; ++pos) {
+      T* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
+      for (int64_t col = threadIdx.x; col < args.d; col += blockDim.x) row[col] = from_float<T>(tail_share(args, tile, col));
+    }
     return;
   }
   for (int64_t pos = first; pos < last; ++pos) {
     const int2 range = target_range(args.sorted_position, args.n, pos);
     T* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
     for (int64_t col = threadIdx.x; col < args.d; col += blockDim.x)
-      row[col] = from_float<T>(range.x < range.y ? target_terms(range, args.sorted_token, args.coefficient, e, args.d, col)
-                                                 : 0.0f);
+      row[col] = from_float<T>(tail_share(args, tile, col) +
+                               target_terms(range, args.sorted_token, args.coefficient, e, args.d, col));
   }
 }
 
@@ -400,9 +412,8 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
 }  // namespace
 
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
-                   const void* s_tiles,
-                   int64_t first_slot, int64_t tile_begin, int64_t tile_end, float* de_acc, void* dc,
-                   cudaStream_t stream) {
+                   const TailSums& tail, const void* s_tiles, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
+                   float* de_acc, void* dc, cudaStream_t stream) {
   const Problem& p = in.problem;
   const int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
   const int64_t pairs = plan.tiles * plan.token_blocks;
@@ -427,7 +438,10 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                    tile_end,
                    sorted,
                    sorted + p.n,
-                   scratch.get<float>("target coefficient [N]")};
+                   scratch.get<float>("target coefficient [N]"),
+                   tail.sums,
+                   tail.ld,
+                   plan.tile_cols};
   const unsigned d_tiles = static_cast<unsigned>((p.d + plan.tile_cols - 1) / plan.tile_cols);
   const unsigned kept_tiles = static_cast<unsigned>(last_kept - first_kept);
   const dim3 dc_grid(kept_tiles, d_tiles);
@@ -454,7 +468,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
     if (p.d % 8 == 0) launch(std::true_type{});
     else launch(std::false_type{});
     dc_unkept_rows<__nv_bfloat16><<<unkept_grid, 256, 0, stream>>>(
-        args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc), plan.tile_cols);
+        args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
     CCE_CHECK_LAUNCH();
   } else {
     if (kept_tiles > 0) {
@@ -465,7 +479,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
     de_products_fp32<<<de_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.c.get()), de_acc);
     CCE_CHECK_LAUNCH();
     dc_unkept_rows<float><<<unkept_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
-                                                           static_cast<float*>(dc), plan.tile_cols);
+                                                           static_cast<float*>(dc));
     CCE_CHECK_LAUNCH();
   }
 }

@@ -52,8 +52,13 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
 
 }  // namespace
 
-void correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          float* de_acc, cudaStream_t stream) {
+std::vector<MemoryItem> tail_correction_scratch(const Problem& p, const DropPlan& plan) {
+  if (plan.tail_sums_in_stats) return {};
+  return {{"dC tail sums [tiles][D]", static_cast<size_t>(plan.tiles * p.d) * 4}};
+}
+
+TailSums correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                              float* de_acc, bool correct_dc, cudaStream_t stream) {
   const Problem& p = in.problem;
   const bool bf16 = p.dtype == Dtype::kBFloat16;
   uint32_t* stats = scratch.get<uint32_t>("tile statistics [tiles][N]");
@@ -81,6 +86,24 @@ void correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Sc
       static_cast<int>(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS)
     throw CudaError("stage 08: cublasGemmEx (tail correction) failed with status " + std::to_string(static_cast<int>(status)));
+  if (!correct_dc) return {};
+
+  // dC: G_T = Σ_i M_iT E_i, i.e. Gᵀ (D×tiles) = Eᵀ (D×N, ld D) · Mᵀ... as column-major: G = Eᵀ·M.
+  TailSums tail;
+  if (plan.tail_sums_in_stats) {  // the second half of each tile's statistics row (bytes 2N..4N)
+    tail.sums = reinterpret_cast<float*>(stats) + p.n / 2;
+    tail.ld = p.n;
+  } else {
+    tail.sums = scratch.get<float>("dC tail sums [tiles][D]");
+    tail.ld = p.d;
+  }
+  const cublasStatus_t dc_status = cublasGemmEx(
+      handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p.d), static_cast<int>(plan.tiles), static_cast<int>(p.n), &one,
+      in.e.get(), type, static_cast<int>(p.d), stats, type, static_cast<int>(mass_ld), &zero,
+      const_cast<float*>(tail.sums), CUDA_R_32F, static_cast<int>(tail.ld), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (dc_status != CUBLAS_STATUS_SUCCESS)
+    throw CudaError("stage 08: cublasGemmEx (dC tail sums) failed with status " + std::to_string(static_cast<int>(dc_status)));
+  return tail;
 }
 
 }  // namespace cce::s08
