@@ -19,9 +19,28 @@ constexpr int64_t kChunkMultiple = 256;           // the forward's chunks: whole
 
 size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
+// The recomputation's thread blocks for tiles [first, last): per token block,
+// its kept tiles there cut into runs of consecutive tiles, at most kRunTiles each.
+constexpr int kRunTiles = 8;
+std::vector<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_t first, int64_t last) {
+  std::vector<int> runs;
+  for (int64_t b = 0; b < plan.token_blocks; ++b) {
+    const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
+    const int* begin = std::lower_bound(list + 1, list + 1 + list[0], static_cast<int>(first));
+    const int* end = std::lower_bound(begin, list + 1 + list[0], static_cast<int>(last));
+    for (const int* t = begin; t < end;) {
+      const int* run_end = t + 1;
+      while (run_end < end && *run_end == *(run_end - 1) + 1 && run_end - t < kRunTiles) ++run_end;
+      runs.insert(runs.end(), {static_cast<int>(b), *t, *(run_end - 1) + 1, 0});
+      t = run_end;
+    }
+  }
+  return runs;
+}
+
 }  // namespace
 
-float default_drop_eps(Dtype dtype) { return dtype == Dtype::kBFloat16 ? std::ldexp(1.0f, -10) : std::ldexp(1.0f, -28); }
+float default_drop_eps(Dtype dtype) { return dtype == Dtype::kBFloat16 ? std::ldexp(1.0f, -8) : std::ldexp(1.0f, -28); }
 
 DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
   DropPlan plan;
@@ -57,7 +76,7 @@ float DropBeforeRecomputeStage::drop_eps(Dtype dtype) const {
 
 void DropBeforeRecomputeStage::add_options(OptionParser& parser) {
   parser.add_double("drop-eps", &eps_flag_,
-                    "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = 2^-10 (bf16), 2^-28 (fp32)");
+                    "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = 2^-8 (bf16), 2^-28 (fp32)");
   parser.add_flag("keep-all", &keep_all_, "recompute every tile (the exact backward, deterministic)");
   parser.add_flag("no-correction", &no_correction_, "drop tiles without correcting dE and dC for them");
   parser.add_flag("no-dc-correction", &no_dc_correction_, "correct dE only");
@@ -119,8 +138,8 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
   for (int64_t first = 0; first < plan.tiles;) {
     int64_t last = first + 1;
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= plan.slot_capacity) ++last;
-    const int64_t first_slot = kept.offsets[first], slots = kept.offsets[last] - first_slot;
-    recompute_kept_tiles(in, plan, scratch_, lse, first_slot, slots, region, stream);
+    const int64_t first_slot = kept.offsets[first];
+    recompute_kept_tiles(in, plan, scratch_, lse, recompute_runs(kept, plan, first, last), first_slot, region, stream);
     kept_products(in, plan, scratch_, kept, tail, region, first_slot, first, last, de_acc, dc, stream);
     first = last;
     ++chunks;

@@ -122,14 +122,16 @@ void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch&
 struct KeptTiles {
   std::vector<int> offsets;  // [tiles + 1]: tile T's kept token blocks are slots offsets[T]..offsets[T+1]
   std::vector<int> tiles_with_slots;  // ascending: the tiles with at least one kept token block (also on the device)
+  std::vector<int> block_lists;       // [token blocks][1 + tiles]: count, then the kept tiles ascending (also on the device)
   int64_t kept() const { return offsets.empty() ? 0 : offsets.back(); }
 };
 size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in the work buffer
 std::vector<MemoryItem> kept_tiles_scratch(const Problem& problem, const DropPlan& plan);
 KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const Scratch& scratch, const float* lse,
                             float eps, cudaStream_t stream);
+// runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          int64_t first_slot, int64_t slots, void* s_out, cudaStream_t stream);
+                          const std::vector<int>& runs, int64_t first_slot, void* s_out, cudaStream_t stream);
 
 // tail_correction.cu: dE_acc = Σ over dropped tiles of g_i M_iT C̄_T (overwrites the tile statistics).
 // Also G_T = Σ_i M_iT E_i for dC (each entry of tile T gets G_T / |T|), when correct_dc.

@@ -379,7 +379,20 @@ __global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __r
   const int64_t last = (tile + 1) * args.tile_cols < args.v ? (tile + 1) * args.tile_cols : args.v;
   const int2 tile_targets = make_int2(target_range(args.sorted_position, args.n, first).x,
                                       target_range(args.sorted_position, args.n, last - 1).y);
-  if (tile_targets.x == tile_targets.y) {  // the common case: every row the same
+  if (tile_targets.x == tile_targets.y) {  // the common case: every row the same, 16 bytes a store
+    constexpr int kPerVector = 16 / sizeof(T);
+    if ((args.d * sizeof(T)) % 16 == 0) {
+      const int64_t vectors = args.d / kPerVector;
+      for (int64_t x = threadIdx.x; x < vectors; x += blockDim.x) {
+        T values[kPerVector];
+#pragma unroll
+        for (int k = 0; k < kPerVector; ++k) values[k] = from_float<T>(tail_share(args, tile, x * kPerVector + k));
+        const uint4 packed = *reinterpret_cast<const uint4*>(values);
+        for (int64_t pos = first; pos < last; ++pos)
+          reinterpret_cast<uint4*>(dc + static_cast<int64_t>(args.order[pos]) * args.d)[x] = packed;
+      }
+      return;
+    }
     for (int64_t pos = first; pos < last; ++pos) {
       T* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
       for (int64_t col = threadIdx.x; col < args.d; col += blockDim.x) row[col] = from_float<T>(tail_share(args, tile, col));

@@ -103,65 +103,44 @@ __global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64
   if (threadIdx.x == 0) list[0] = base;
 }
 
-// One block per kept slot: recompute the logits tile (its columns are the
-// sorted positions, read from C through the order), turn it into
-// S_ij = g_i·(p_ij − [j = t_i])·softcap'(z_ij) (0 for rows without a
-// gradient and past V), and write it compactly to s_out[slot − first].
-template <class Tile, typename T>
-struct RecomputeShared {
-  static constexpr int kPitch = Tile::kBN + (sizeof(T) == 2 ? 8 : 1);
-  static constexpr size_t kStaging = static_cast<size_t>(Tile::kBM) * kPitch * sizeof(T);
-  static constexpr size_t kWork = ((Tile::kSharedBytes > kStaging ? Tile::kSharedBytes : kStaging) + 15) / 16 * 16;
-  static constexpr size_t kBytes = kWork + RowGradientInputs<Tile>::kSharedBytes;
-};
-
+// One block per run of consecutive kept tiles of one token block (a few
+// tiles, so that the product's pipeline runs on from tile to tile): each
+// tile's logits are recomputed (columns are sorted positions, read from C
+// through the order), turned into S_ij = g_i·(p_ij − [j = t_i])·softcap'(z_ij)
+// (0 for rows without a gradient and past V) and written compactly to the
+// tile's slot, s_out[slot − first_slot].
 template <class Tile, typename T, bool kAligned>
 __global__ void __launch_bounds__(256, 1)
     recompute_kept_kernel(const T* __restrict__ e, const T* __restrict__ c, const int64_t* __restrict__ position,
                           const float* __restrict__ lse, const float* __restrict__ grad_scale, int64_t n, int64_t d,
-                          int64_t v, float softcap, const int* __restrict__ order, const int* __restrict__ slot_block,
-                          const int* __restrict__ slot_tile, int64_t first_slot, T* __restrict__ s_out) {
-  using Shared = RecomputeShared<Tile, T>;
+                          int64_t v, float softcap, const int* __restrict__ order, const int* __restrict__ slot_of,
+                          int64_t tiles, const int4* __restrict__ runs, int64_t first_slot, T* __restrict__ s_out) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
-  RowGradientInputs<Tile> rows(shared_bytes + Shared::kWork);
-  const int64_t slot = first_slot + blockIdx.x;
-  const int64_t row0 = static_cast<int64_t>(slot_block[slot]) * Tile::kBM;
-  const int64_t tile_index = slot_tile[slot], col0 = tile_index * Tile::kBN;
+  RowGradientInputs<Tile> rows(shared_bytes + Tile::kSharedBytes);
+  const int4 run = runs[blockIdx.x];  // token block, first tile, end tile
+  const int64_t row0 = static_cast<int64_t>(run.x) * Tile::kBM;
   rows.load(lse, grad_scale, position, row0, n);  // rows.target: sorted positions
-
   Tile tile;
-  tile.template for_each_tile<kAligned>(e, n, row0, c, v, order, tile_index, tile_index + 1, d, shared_bytes,
-                                        [](int64_t) {});
-  T* staged = reinterpret_cast<T*>(shared_bytes);  // the product's buffers are free now
+  tile.template for_each_tile<kAligned>(e, n, row0, c, v, order, run.y, run.z, d, shared_bytes, [&](int64_t col0) {
+    const int64_t slot = slot_of[static_cast<int64_t>(run.x) * tiles + col0 / Tile::kBN];
+    T* out = s_out + (slot - first_slot) * Tile::kBM * Tile::kBN;
 #pragma unroll
-  for (int r = 0; r < Tile::kRows; ++r) {
-    const int tr = Tile::row_of(r);
+    for (int r = 0; r < Tile::kRows; ++r) {
+      const int tr = Tile::row_of(r);
 #pragma unroll
-    for (int cc = 0; cc < Tile::kCols; ++cc) {
-      const int tc = Tile::col_of(cc);
-      const int64_t pos = col0 + tc;
-      float s = 0.0f;
-      if (pos < v && rows.g[tr] != 0.0f) {
-        const float z = apply_softcap(tile.z(r, cc), softcap);
-        const float p = __expf(z - rows.lse[tr]) - (pos == rows.target[tr] ? 1.0f : 0.0f);
-        s = rows.g[tr] * p * softcap_derivative(z, softcap);
+      for (int cc = 0; cc < Tile::kCols; ++cc) {
+        const int tc = Tile::col_of(cc);
+        const int64_t pos = col0 + tc;
+        float s = 0.0f;
+        if (pos < v && rows.g[tr] != 0.0f) {
+          const float z = apply_softcap(tile.z(r, cc), softcap);
+          const float p = __expf(z - rows.lse[tr]) - (pos == rows.target[tr] ? 1.0f : 0.0f);
+          s = rows.g[tr] * p * softcap_derivative(z, softcap);
+        }
+        out[tr * Tile::kBN + tc] = from_float<T>(s);
       }
-      staged[tr * Shared::kPitch + tc] = from_float<T>(s);
     }
-  }
-  __syncthreads();
-  T* out = s_out + static_cast<int64_t>(blockIdx.x) * Tile::kBM * Tile::kBN;
-  if constexpr (sizeof(T) == 2) {
-    constexpr int kVectors = Tile::kBN * 2 / 16;  // 16-byte pieces per row
-    for (int i = threadIdx.x; i < Tile::kBM * kVectors; i += blockDim.x) {
-      const int r = i / kVectors, x = i % kVectors;
-      reinterpret_cast<uint4*>(out + r * Tile::kBN)[x] =
-          *reinterpret_cast<const uint4*>(staged + r * Shared::kPitch + x * 8);
-    }
-  } else {
-    for (int i = threadIdx.x; i < Tile::kBM * Tile::kBN; i += blockDim.x)
-      out[i] = staged[(i / Tile::kBN) * Shared::kPitch + i % Tile::kBN];
-  }
+  });
 }
 
 size_t target_sort_temp_bytes(int64_t n) {
@@ -189,6 +168,7 @@ std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& pla
       {"kept tiles of each token block [token blocks][1+tiles]",
        static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)) * 4},
       {"slots: token block, tile, slot of pair [3][pairs]", pairs * 12},
+      {"recompute runs [slots]", static_cast<size_t>(plan.slot_capacity) * 16},
   };
 }
 
@@ -240,6 +220,10 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
   if (!kept.tiles_with_slots.empty())
     CCE_CUDA_CHECK(cudaMemcpyAsync(tiles_with_slots, kept.tiles_with_slots.data(), kept.tiles_with_slots.size() * 4,
                                    cudaMemcpyHostToDevice, stream));
+  kept.block_lists.resize(static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)));
+  CCE_CUDA_CHECK(cudaMemcpyAsync(kept.block_lists.data(),
+                                 scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]"),
+                                 kept.block_lists.size() * 4, cudaMemcpyDeviceToHost, stream));
   int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
   const int64_t pairs = plan.tiles * plan.token_blocks;
   fill_slots_kernel<<<blocks_for(plan.tiles), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
@@ -251,22 +235,26 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
 }
 
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          int64_t first_slot, int64_t slots, void* s_out, cudaStream_t stream) {
+                          const std::vector<int>& runs, int64_t first_slot, void* s_out, cudaStream_t stream) {
   const Problem& p = in.problem;
-  if (slots == 0) return;
+  const int64_t count = static_cast<int64_t>(runs.size()) / 4;
+  if (count == 0) return;
+  int* device_runs = scratch.get<int>("recompute runs [slots]");
+  // From pageable memory: the copy has read `runs` when it returns.
+  CCE_CUDA_CHECK(cudaMemcpyAsync(device_runs, runs.data(), runs.size() * 4, cudaMemcpyHostToDevice, stream));
   const int* slot_arrays = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
   const int64_t pairs = plan.tiles * plan.token_blocks;
   dispatch_block_path(choose_block_path(p), [&](auto tile, auto element, auto aligned) {
     using Tile = decltype(tile);
     using T = decltype(element);
     auto kernel = recompute_kept_kernel<Tile, T, decltype(aligned)::value>;
-    const size_t shared = RecomputeShared<Tile, T>::kBytes;
+    const size_t shared = Tile::kSharedBytes + RowGradientInputs<Tile>::kSharedBytes;
     CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-    kernel<<<static_cast<unsigned>(slots), Tile::kThreads, shared, stream>>>(
+    kernel<<<static_cast<unsigned>(count), Tile::kThreads, shared, stream>>>(
         reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()),
         scratch.get<int64_t>("target position [N]"), lse, scratch.get<float>("per-token grad scale [N]"), p.n, p.d,
-        p.v, p.softcap, scratch.get<int>("vocabulary order [V]"), slot_arrays, slot_arrays + pairs, first_slot,
-        static_cast<T*>(s_out));
+        p.v, p.softcap, scratch.get<int>("vocabulary order [V]"), slot_arrays + 2 * pairs, plan.tiles,
+        reinterpret_cast<const int4*>(device_runs), first_slot, static_cast<T*>(s_out));
     CCE_CHECK_LAUNCH();
   });
 }
