@@ -20,51 +20,20 @@
 namespace cce::s08 {
 namespace {
 
-// The targets' terms of dC row `pos` (a sorted position): tokens [lo, hi)
-// of the list sorted by target position.
-__device__ __forceinline__ int2 target_range(const int* __restrict__ sorted_position, int64_t n, int64_t pos) {
-  int lo = 0, hi = static_cast<int>(n);
-  while (lo < hi) {  // first ≥ pos
-    const int mid = (lo + hi) / 2;
-    if (sorted_position[mid] < pos) lo = mid + 1;
-    else hi = mid;
-  }
-  int end = lo, top = static_cast<int>(n);
-  while (end < top) {  // first > pos
-    const int mid = (end + top) / 2;
-    if (sorted_position[mid] <= pos) end = mid + 1;
-    else top = mid;
-  }
-  return make_int2(lo, end);
-}
-
+// The dropped targets' terms of dC row `pos` (a sorted position) of tile
+// `tile`: the tokens [range.x, range.y) of the list sorted by target position
+// are the tile's (tile_target_offsets); those at `pos` add a_i E_i.
 template <typename T>
-__device__ __forceinline__ float target_terms(int2 range, const int* __restrict__ sorted_token,
-                                              const float* __restrict__ coefficient, const T* __restrict__ e,
-                                              int64_t d, int64_t col) {
+__device__ __forceinline__ float target_terms(int2 range, int64_t pos, const int* __restrict__ sorted_position,
+                                              const int* __restrict__ sorted_token, const float* __restrict__ coefficient,
+                                              const T* __restrict__ e, int64_t d, int64_t col) {
   float sum = 0.0f;
   for (int k = range.x; k < range.y; ++k) {
+    if (sorted_position[k] != pos) continue;
     const int64_t token = sorted_token[k];
     sum += coefficient[token] * to_float(e[token * d + col]);
   }
   return sum;
-}
-
-// The entries of a sorted list in [begin, end): [lo, hi).
-__device__ __forceinline__ int2 list_range(const int* __restrict__ list, int count, int64_t begin, int64_t end) {
-  int lo = 0, hi = count;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (list[mid] < begin) lo = mid + 1;
-    else hi = mid;
-  }
-  int stop = lo, top = count;
-  while (stop < top) {
-    const int mid = (stop + top) / 2;
-    if (list[mid] < end) stop = mid + 1;
-    else top = mid;
-  }
-  return make_int2(lo, stop);
 }
 
 struct ProductArgs {
@@ -82,10 +51,16 @@ struct ProductArgs {
   const int* sorted_position;
   const int* sorted_token;
   const float* coefficient;
+  const int* tile_target_offsets;  // [tiles + 1]: tile T's dropped targets are sorted entries [off[T], off[T+1])
+  const int2* block_ranges;        // [token blocks]: dE's items, entries [x, y) of the block's list, this chunk
   // the dropped tail of dC: every row of tile T gets tail_sums[T·tail_ld + k] / (rows of T)
   const float* tail_sums;  // null: no correction
   int64_t tail_ld, tile_cols;
 };
+
+__device__ __forceinline__ int2 tile_targets(const ProductArgs& args, int64_t tile) {
+  return make_int2(args.tile_target_offsets[tile], args.tile_target_offsets[tile + 1]);
+}
 
 // The dropped tail's share of one dC element of tile `tile`.
 __device__ __forceinline__ float tail_share(const ProductArgs& args, int64_t tile, int64_t col) {
@@ -226,17 +201,17 @@ __global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, con
     for (int half = 0; half < 2; ++half) {
       const int64_t pos = tile * kTile + wm * 32 + mt * 16 + lane / 4 + 8 * half;
       if (pos >= args.v) continue;
-      const int2 range = target_range(args.sorted_position, args.n, pos);
+      const int2 range = tile_targets(args, tile);
       __nv_bfloat16* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const int64_t col = d0 + wn * 64 + nt * 8 + (lane % 4) * 2;
         if (col >= args.d) continue;
         const float x = acc[mt][nt][2 * half] + tail_share(args, tile, col) +
-                        target_terms(range, args.sorted_token, args.coefficient, e, args.d, col);
+                        target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col);
         if (col + 1 < args.d) {
           const float y = acc[mt][nt][2 * half + 1] + tail_share(args, tile, col + 1) +
-                          target_terms(range, args.sorted_token, args.coefficient, e, args.d, col + 1);
+                          target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col + 1);
           if (kAligned) *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(x, y);
           else row[col] = __float2bfloat16(x), row[col + 1] = __float2bfloat16(y);
         } else {
@@ -255,7 +230,7 @@ __global__ void __launch_bounds__(256, 1) de_products_bf16(ProductArgs args, con
   const int* kept = args.slot_of + block * args.tiles;
   // Items: positions in the token block's list of kept tiles that fall in this chunk.
   const int* list = args.block_lists + block * (args.tiles + 1);
-  const int2 range = list_range(list + 1, list[0], args.tile_begin, args.tile_end);
+  const int2 range = args.block_ranges[block];
   if (range.x == range.y) return;  // nothing kept for this token block in this chunk
   float acc[2][8][4] = {};
   run_items<kAligned>(
@@ -330,12 +305,13 @@ __global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const 
   for (int i = 0; i < 4; ++i) {
     const int64_t pos = tile * kTile32 + ty + 16 * i;
     if (pos >= args.v) continue;
-    const int2 range = target_range(args.sorted_position, args.n, pos);
+    const int2 range = tile_targets(args, tile);
     for (int j = 0; j < 4; ++j) {
       const int64_t col = d0 + tx + 16 * j;
       if (col < args.d)
         dc[static_cast<int64_t>(args.order[pos]) * args.d + col] =
-            acc[i][j] + tail_share(args, tile, col) + target_terms(range, args.sorted_token, args.coefficient, e, args.d, col);
+            acc[i][j] + tail_share(args, tile, col) +
+            target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col);
     }
   }
 }
@@ -347,7 +323,7 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
   const auto* s_tiles = static_cast<const float*>(args.s_tiles);
   const int* kept = args.slot_of + block * args.tiles;
   const int* list = args.block_lists + block * (args.tiles + 1);
-  const int2 range = list_range(list + 1, list[0], args.tile_begin, args.tile_end);
+  const int2 range = args.block_ranges[block];
   float acc[4][4] = {};
   const bool any = range.x < range.y;
   for (int item = range.x; item < range.y; ++item) {
@@ -377,9 +353,8 @@ __global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __r
   if (args.offsets[tile + 1] > args.offsets[tile]) return;  // the products' blocks write this tile
   const int64_t first = tile * args.tile_cols;
   const int64_t last = (tile + 1) * args.tile_cols < args.v ? (tile + 1) * args.tile_cols : args.v;
-  const int2 tile_targets = make_int2(target_range(args.sorted_position, args.n, first).x,
-                                      target_range(args.sorted_position, args.n, last - 1).y);
-  if (tile_targets.x == tile_targets.y) {  // the common case: every row the same, 16 bytes a store
+  const int2 range = tile_targets(args, tile);
+  if (range.x == range.y) {  // the common case: every row the same, 16 bytes a store
     constexpr int kPerVector = 16 / sizeof(T);
     if ((args.d * sizeof(T)) % 16 == 0) {
       const int64_t vectors = args.d / kPerVector;
@@ -400,11 +375,11 @@ __global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __r
     return;
   }
   for (int64_t pos = first; pos < last; ++pos) {
-    const int2 range = target_range(args.sorted_position, args.n, pos);
     T* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
     for (int64_t col = threadIdx.x; col < args.d; col += blockDim.x)
-      row[col] = from_float<T>(tail_share(args, tile, col) +
-                               target_terms(range, args.sorted_token, args.coefficient, e, args.d, col));
+      row[col] = from_float<T>(tail_share(args, tile, col) + target_terms(range, pos, args.sorted_position,
+                                                                          args.sorted_token, args.coefficient, e,
+                                                                          args.d, col));
   }
 }
 
@@ -430,7 +405,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
   const Problem& p = in.problem;
   const int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
   const int64_t pairs = plan.tiles * plan.token_blocks;
-  const int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N]");
+  const int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]");
   const auto first_kept = std::lower_bound(kept.tiles_with_slots.begin(), kept.tiles_with_slots.end(), tile_begin);
   const auto last_kept = std::lower_bound(kept.tiles_with_slots.begin(), kept.tiles_with_slots.end(), tile_end);
   const int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");
@@ -452,9 +427,22 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                    sorted,
                    sorted + p.n,
                    scratch.get<float>("target coefficient [N]"),
+                   sorted + 2 * p.n,
+                   reinterpret_cast<const int2*>(scratch.get<int>("dE block ranges [token blocks]")),
                    tail.sums,
                    tail.ld,
                    plan.tile_cols};
+  // dE's items per token block in this chunk: entries [x, y) of its list (found here, not by every block).
+  std::vector<int> block_ranges(static_cast<size_t>(2 * plan.token_blocks));
+  for (int64_t b = 0; b < plan.token_blocks; ++b) {
+    const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
+    const int* lo = std::lower_bound(list + 1, list + 1 + list[0], static_cast<int>(tile_begin));
+    const int* hi = std::lower_bound(lo, list + 1 + list[0], static_cast<int>(tile_end));
+    block_ranges[2 * b] = static_cast<int>(lo - (list + 1));
+    block_ranges[2 * b + 1] = static_cast<int>(hi - (list + 1));
+  }
+  CCE_CUDA_CHECK(cudaMemcpyAsync(const_cast<int2*>(args.block_ranges), block_ranges.data(), block_ranges.size() * 4,
+                                 cudaMemcpyHostToDevice, stream));  // pageable: read when the call returns
   const unsigned d_tiles = static_cast<unsigned>((p.d + plan.tile_cols - 1) / plan.tile_cols);
   const unsigned kept_tiles = static_cast<unsigned>(last_kept - first_kept);
   const dim3 dc_grid(kept_tiles, d_tiles);

@@ -76,6 +76,21 @@ __global__ void target_coefficient_kernel(const float* __restrict__ grad_scale, 
   token[i] = static_cast<int>(i);
 }
 
+// off[T] = the first entry of the sorted target positions at or past T·tile_cols (T = 0..tiles).
+__global__ void tile_target_offsets_kernel(const int* __restrict__ sorted_position, int64_t n, int64_t tiles,
+                                           int64_t tile_cols, int* __restrict__ offsets) {
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tile > tiles) return;
+  const int64_t first = tile * tile_cols;
+  int lo = 0, hi = static_cast<int>(n);
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (sorted_position[mid] < first) lo = mid + 1;
+    else hi = mid;
+  }
+  offsets[tile] = lo;
+}
+
 // Each token block's kept tiles, ascending: lists[b] = {count, tiles...}.
 __global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64_t tiles, int64_t token_blocks,
                                         int* __restrict__ lists) {
@@ -161,7 +176,9 @@ std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& pla
   return {
       {"per-token grad scale [N]", n * 4},
       {"target coefficient [N]", n * 4},
-      {"targets sorted by position: positions, tokens [2][N]", n * 8},
+      {"targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]",
+       n * 8 + static_cast<size_t>(plan.tiles + 1) * 4},
+      {"dE block ranges [token blocks]", static_cast<size_t>(plan.token_blocks) * 8},
       {"keep flags [tiles][token blocks]", pairs},
       {"kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]",
        static_cast<size_t>(3 * plan.tiles + 1) * 4},
@@ -196,7 +213,7 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
     int* key = reinterpret_cast<int*>(work);
     int* token = key + p.n;
     void* temp = token + p.n;
-    int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N]");
+    int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]");
     target_coefficient_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(
         grad_scale, lse, scratch.get<float>("target logit [N]"), scratch.get<int64_t>("target position [N]"), flags,
         p.n, plan.token_blocks, plan.tile_rows, plan.tile_cols, p.softcap,
@@ -205,6 +222,9 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
     size_t temp_bytes = target_sort_temp_bytes(p.n);
     CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
                                                    static_cast<int>(p.n), 0, 32, stream));
+    tile_target_offsets_kernel<<<blocks_for(plan.tiles + 1), kThreads, 0, stream>>>(sorted, p.n, plan.tiles,
+                                                                                   plan.tile_cols, sorted + 2 * p.n);
+    CCE_CHECK_LAUNCH();
     fill_block_lists_kernel<<<static_cast<unsigned>(plan.token_blocks), kThreads, 0, stream>>>(
         flags, plan.tiles, plan.token_blocks, scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]"));
     CCE_CHECK_LAUNCH();
