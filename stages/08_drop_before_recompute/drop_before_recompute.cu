@@ -140,7 +140,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= plan.slot_capacity) ++last;
     const int64_t first_slot = kept.offsets[first];
     recompute_kept_tiles(in, plan, scratch_, lse, recompute_runs(kept, plan, first, last), first_slot, region, stream);
-    kept_products(in, plan, scratch_, kept, tail, region, first_slot, first, last, de_acc, dc, stream);
+    kept_products(in, plan, scratch_, kept, tail, region, first_slot, first, last, de_acc, dc, stream, side_);
     first = last;
     ++chunks;
   }

@@ -62,6 +62,15 @@ struct DropPlan {
 // 256); 0: as many as the backward's work buffer holds anyway.
 DropPlan plan_drop(const Problem& problem, int64_t chunk_rows = 0);
 
+// A second stream (and two events) on which the dE products run beside dC's:
+// the dense head of the sorted vocabulary leaves dC few, long blocks.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+  void create();  // once, on first use
+  ~SideStream();
+};
+
 struct DropStats {
   int64_t tiles = 0, kept_tiles = 0;  // (token block, vocabulary tile) pairs
   int64_t chunks = 0;
@@ -105,6 +114,7 @@ class DropBeforeRecomputeStage : public Stage {
   bool stats_ready_ = false;
   Problem last_problem_;
   DropStats stats_;
+  SideStream side_;
 };
 
 std::unique_ptr<Stage> make_stage();
@@ -146,7 +156,7 @@ std::vector<MemoryItem> tail_correction_scratch(const Problem& problem, const Dr
 // kept_products.cu: the products of one chunk of kept tiles, and the targets' exact terms.
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
                    const TailSums& tail, const void* s_tiles, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
-                   float* de_acc, void* dc, cudaStream_t stream);
+                   float* de_acc, void* dc, cudaStream_t stream, SideStream& side);
 void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream);
 
 }  // namespace cce::s08

@@ -401,7 +401,7 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
 
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
                    const TailSums& tail, const void* s_tiles, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
-                   float* de_acc, void* dc, cudaStream_t stream) {
+                   float* de_acc, void* dc, cudaStream_t stream, SideStream& side) {
   const Problem& p = in.problem;
   const int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
   const int64_t pairs = plan.tiles * plan.token_blocks;
@@ -448,6 +448,10 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
   const dim3 dc_grid(kept_tiles, d_tiles);
   const dim3 de_grid(static_cast<unsigned>(plan.token_blocks), d_tiles);
   const unsigned unkept_grid = static_cast<unsigned>(tile_end - tile_begin);
+  // dE's blocks run on the side stream, beside dC's (they read the same S tiles and write other outputs).
+  side.create();
+  CCE_CUDA_CHECK(cudaEventRecord(side.fork, stream));
+  CCE_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   if (p.dtype == Dtype::kBFloat16) {
     auto launch = [&](auto aligned) {
       constexpr bool kAligned = decltype(aligned)::value;
@@ -462,7 +466,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                                                             static_cast<__nv_bfloat16*>(dc));
         CCE_CHECK_LAUNCH();
       }
-      de_kernel<<<de_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
+      de_kernel<<<de_grid, 256, kProductShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
                                                           de_acc);
       CCE_CHECK_LAUNCH();
     };
@@ -477,12 +481,27 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                                                     static_cast<float*>(dc));
       CCE_CHECK_LAUNCH();
     }
-    de_products_fp32<<<de_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.c.get()), de_acc);
+    de_products_fp32<<<de_grid, 256, 0, side.stream>>>(args, reinterpret_cast<const float*>(in.c.get()), de_acc);
     CCE_CHECK_LAUNCH();
     dc_unkept_rows<float><<<unkept_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
                                                            static_cast<float*>(dc));
     CCE_CHECK_LAUNCH();
   }
+  CCE_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
+  CCE_CUDA_CHECK(cudaStreamWaitEvent(stream, side.join, 0));
+}
+
+void SideStream::create() {
+  if (stream != nullptr) return;
+  CCE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CCE_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CCE_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+}
+
+SideStream::~SideStream() {  // no throwing from a destructor: errors here are ignored
+  if (join != nullptr) cudaEventDestroy(join);
+  if (fork != nullptr) cudaEventDestroy(fork);
+  if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
 void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream) {
