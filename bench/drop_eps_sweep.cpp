@@ -5,7 +5,8 @@
 // dE and dC, loss+grad time (median). Writes one JSON (docs/drop_eps_sweep.json).
 //
 // Usage: drop_eps_sweep [--shapes=gpt2,llama3,gemma2,lm32k,lm128k] [--lm-data=DIR]
-//                       [--exponents=6,8,10,12,14,16,18,20] [--iters=K] [--out=FILE]
+//                       [--exponents=6,8,10,12,14,16,18,20] [--corrections=dE+dC,dE,none]
+//                       [--iters=K] [--out=FILE]
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -56,7 +57,7 @@ std::vector<std::string> split(const std::string& text) {
 
 int run(int argc, char** argv) {
   std::string shapes_text = "gpt2,llama3,gemma2", lm_data = "/tmp/cce-lm-data", out_path = "docs/drop_eps_sweep.json";
-  std::string exponents_text = "6,8,10,12,14,16,18,20";
+  std::string exponents_text = "6,8,10,12,14,16,18,20", corrections_text = "dE+dC,dE,none";
   int iters = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -69,11 +70,13 @@ int run(int argc, char** argv) {
     const char* exp_v = value("--exponents");
     const char* out_v = value("--out");
     const char* iters_v = value("--iters");
+    const char* corrections_v = value("--corrections");
     if (shapes_v) shapes_text = shapes_v;
     else if (lm_v) lm_data = lm_v;
     else if (exp_v) exponents_text = exp_v;
     else if (out_v) out_path = out_v;
     else if (iters_v) iters = std::atoi(iters_v);
+    else if (corrections_v) corrections_text = corrections_v;
     else throw InputError("unknown argument '" + arg + "' (see the usage at the top of bench/drop_eps_sweep.cpp)");
   }
   if (iters < 1) throw InputError("--iters must be >= 1");
@@ -83,6 +86,9 @@ int run(int argc, char** argv) {
     if (x < 1 || x > 40) throw InputError("--exponents: each in 1..40");
     exponents.push_back(x);
   }
+  std::vector<std::string> corrections = split(corrections_text);
+  for (const std::string& c : corrections)
+    if (c != "dE+dC" && c != "dE" && c != "none") throw InputError("--corrections: each of dE+dC, dE, none");
   std::string why;
   if (!cuda_device_available(&why)) {
     std::fprintf(stderr, "drop_eps_sweep: no CUDA device (%s)\n", why.c_str());
@@ -139,10 +145,10 @@ int run(int argc, char** argv) {
     first_shape = false;
     struct Setting {
       int exponent;            // 0: every tile kept
-      const char* correction;  // "dE+dC", "dE", "none"
+      std::string correction;  // "dE+dC", "dE", "none"
     };
     std::vector<Setting> settings = {{0, "none"}};
-    for (const char* c : {"dE+dC", "dE", "none"})
+    for (const std::string& c : corrections)
       for (int e : exponents) settings.push_back({e, c});
     bool first_row = true;
     for (const Setting& s : settings) {
@@ -156,8 +162,8 @@ int run(int argc, char** argv) {
       } else {
         flags.push_back("--drop-eps");
         flags.push_back(eps_text.c_str());
-        if (std::string(s.correction) == "none") flags.push_back("--no-correction");
-        if (std::string(s.correction) == "dE") flags.push_back("--no-dc-correction");
+        if (s.correction == "none") flags.push_back("--no-correction");
+        if (s.correction == "dE") flags.push_back("--no-dc-correction");
       }
       if (!parser.parse(static_cast<int>(flags.size()), const_cast<char**>(flags.data())))
         throw InputError("stage 08 refused its flags");
@@ -171,7 +177,7 @@ int run(int argc, char** argv) {
       const double ms = runner.time_forward_backward_ms(iters, 1);
       const double de_err = rel_l2(out.de, ref.de), dc_err = rel_l2(out.dc, ref.dc);
       std::printf("  eps %-9s correction %-5s kept %6.2f%%  dE %.3e  dC %.3e  %.2f ms\n",
-                  s.exponent == 0 ? "none" : ("2^-" + std::to_string(s.exponent)).c_str(), s.correction,
+                  s.exponent == 0 ? "none" : ("2^-" + std::to_string(s.exponent)).c_str(), s.correction.c_str(),
                   100.0 * kept, de_err, dc_err, ms);
       std::fflush(stdout);
       json << (first_row ? "" : ",") << "\n      {\"eps_exponent\": " << s.exponent
