@@ -11,7 +11,7 @@ stageNN_name or peer_*, mode is loss or loss_grad. Writes one table per shape:
 rows are the implementations (the cuBLAS floor, the stages in order, then the
 peers), cells come from the "median" aggregate of each benchmark (time in ms,
 counters peak_MB, floor_ratio, dE_rel_err, dC_rel_err, and kept_frac, the
-share of backward tiles stage 07 keeps, in a column of its own in the tables
+share of backward tiles stages 07 and 08 keep, in a column of its own in the tables
 where some benchmark has it); a missing cell is "–". The trained-model shapes
 (lm32k, lm128k: bench/lm_data.py) come after the generated ones, with N, D
 and V read from the files' "cce_shapes" context.
@@ -250,7 +250,7 @@ LEGEND = [
     "Times are medians over 5 repetitions of CUDA-event times; MB is the peak device memory beyond the inputs"
     " (outputs included, cuBLAS workspace excluded); × floor is the time over the cuBLAS floor's of the same"
     " shape and mode in the same run; dE/dC err are relative L2 errors against an fp32 computation from the same"
-    " bf16 inputs; kept tiles (where shown) is the share of backward tiles stage 07 keeps after filtering."
+    " bf16 inputs; kept tiles (where shown) is the share of backward tiles stage 07 keeps after filtering, or stage 08 recomputes."
     " See bench/README.md.",
 ]
 

@@ -19,14 +19,17 @@
 // Backward (kept_tiles.cu, kept_products.cu, tail_correction.cu):
 //   1. decide: a (token block, tile) is kept iff some row has
 //      exp(m_iT − LSE_i) ≥ eps, i.e. some softmax entry may reach eps;
-//   2. correct: every dropped tile's softmax mass M_iT = s_iT·exp(m_iT − LSE_i)
-//      times the tile's mean row of C: dE_i = g_i Σ_T M_iT C̄_T, one GEMM;
-//   3. per chunk of kept tiles: recompute each kept tile's S = g·p·softcap'
+//   2. correct what is dropped: each dropped tile's softmax mass
+//      M_iT = s_iT·exp(m_iT − LSE_i) times the tile's mean row of C gives dE
+//      (dE_i = g_i Σ_T M_iT C̄_T, one GEMM), and G_T = Σ_i g_i M_iT E_i shared
+//      evenly over the tile's rows gives dC (a second GEMM);
+//   3. per chunk of kept tiles: recompute each kept tile's S = g·(p − onehot)·softcap'
 //      into a compact buffer, then dC rows (one owner per output tile, over
 //      its kept token blocks) and dE += S·C (one owner per output tile):
 //      no atomics, a fixed order, bitwise reproducible;
-//   4. the target entries exactly: dE_i += a_i C_{t_i}, dC_t += Σ a_i E_i with
-//      a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i}).
+//   4. the targets that fall in dropped tiles, exactly: dE_i += a_i C_{t_i},
+//      dC_t += Σ a_i E_i with a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i}).
+// README.md derives each step and gives the measurements.
 #pragma once
 
 #include <cstdint>
