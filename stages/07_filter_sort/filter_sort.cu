@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/check.h"
+#include "common/radix_sort.cuh"
 #include "common/tile/column_sums.cuh"
 #include "common/tile/launch.cuh"
 #include "common/tile/tile_path.cuh"
@@ -111,17 +112,6 @@ __global__ void iota_kernel(int* __restrict__ x, int64_t n) {
   if (i < n) x[i] = static_cast<int>(i);
 }
 
-// cub's scratch for sorting V (key, index) pairs. Without a device (the tour's
-// memory table) cub cannot be asked: V·8 bytes plus 1 MiB is a safe estimate.
-size_t sort_temp_bytes(int64_t v) {
-  if (!cuda_device_available()) return static_cast<size_t>(v) * 8 + (size_t{1} << 20);
-  size_t bytes = 0;
-  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(nullptr, bytes, static_cast<const float*>(nullptr),
-                                                           static_cast<float*>(nullptr), static_cast<const int*>(nullptr),
-                                                           static_cast<int*>(nullptr), static_cast<int>(v)));
-  return bytes;
-}
-
 }  // namespace
 
 float default_filter_eps(Dtype dtype) { return dtype == Dtype::kBFloat16 ? std::ldexp(1.0f, -12) : std::ldexp(1.0f, -28); }
@@ -150,7 +140,7 @@ std::vector<MemoryItem> FilterSortStage::workspace(const Problem& p, bool backwa
   if (!no_sort_) {
     items.push_back({"sorted sums [V]", v * 4});
     items.push_back({"vocabulary order [V] + identity [V]", v * 8});
-    items.push_back({"sort scratch", sort_temp_bytes(p.v)});
+    items.push_back({"sort scratch", radix_sort_pairs_temp_bytes<float>(p.v, true)});
   }
   items.push_back({"kept-tile counter", sizeof(unsigned long long)});
   return concat(items, s06::backward_scratch(p));
@@ -174,7 +164,7 @@ void FilterSortStage::forward(const DeviceInputs& in, float* loss, float* lse, c
 }
 
 void FilterSortStage::sort_vocabulary(const Problem& p, cudaStream_t stream) {
-  size_t temp = sort_temp_bytes(p.v);
+  size_t temp = radix_sort_pairs_temp_bytes<float>(p.v, true);
   int* identity = scratch_.get<int>("vocabulary order [V] + identity [V]") + p.v;
   constexpr int kThreads = 256;
   iota_kernel<<<static_cast<unsigned>((p.v + kThreads - 1) / kThreads), kThreads, 0, stream>>>(identity, p.v);

@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "common/device_math.cuh"
+#include "common/radix_sort.cuh"
 #include "common/tile/tile_path.cuh"
 #include "common/token_reduction.h"
 #include "stages/06_fused_backward/backward_tile.cuh"
@@ -158,18 +159,9 @@ __global__ void __launch_bounds__(256, 1)
   });
 }
 
-size_t target_sort_temp_bytes(int64_t n) {
-  if (!cuda_device_available()) return static_cast<size_t>(n) * 8 + (size_t{1} << 20);
-  size_t bytes = 0;
-  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int*>(nullptr),
-                                                 static_cast<int*>(nullptr), static_cast<const int*>(nullptr),
-                                                 static_cast<int*>(nullptr), static_cast<int>(n)));
-  return bytes;
-}
-
 }  // namespace
 
-size_t target_sort_work_bytes(int64_t n) { return static_cast<size_t>(n) * 8 + target_sort_temp_bytes(n) + 256; }
+size_t target_sort_work_bytes(int64_t n) { return static_cast<size_t>(n) * 8 + radix_sort_pairs_temp_bytes<int>(n, false) + 256; }
 
 std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& plan) {
   const size_t n = static_cast<size_t>(p.n), pairs = static_cast<size_t>(plan.tiles * plan.token_blocks);
@@ -219,7 +211,7 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
         p.n, plan.token_blocks, plan.tile_rows, plan.tile_cols, p.softcap,
         scratch.get<float>("target coefficient [N]"), key, token);
     CCE_CHECK_LAUNCH();
-    size_t temp_bytes = target_sort_temp_bytes(p.n);
+    size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
     CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
                                                    static_cast<int>(p.n), 0, 32, stream));
     tile_target_offsets_kernel<<<blocks_for(plan.tiles + 1), kThreads, 0, stream>>>(sorted, p.n, plan.tiles,

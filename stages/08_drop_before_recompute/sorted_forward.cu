@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/device_math.cuh"
+#include "common/radix_sort.cuh"
 #include "common/tile/launch.cuh"
 #include "common/token_reduction.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
@@ -164,21 +165,12 @@ ChunkPlan plan_chunk(const Problem& p, int64_t rows) {
   return plan;
 }
 
-size_t vocab_sort_temp_bytes(int64_t v) {
-  if (!cuda_device_available()) return static_cast<size_t>(v) * 8 + (size_t{1} << 20);  // the tour, without a GPU
-  size_t bytes = 0;
-  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(nullptr, bytes, static_cast<const float*>(nullptr),
-                                                           static_cast<float*>(nullptr), static_cast<const int*>(nullptr),
-                                                           static_cast<int*>(nullptr), static_cast<int>(v)));
-  return bytes;
-}
-
 }  // namespace
 
 // The work buffer's use in this forward: first the sort's temporaries (keys,
 // sorted keys, identity, rank: 16 bytes per entry, then cub's scratch), then
 // the gathered chunks of C.
-size_t sort_work_bytes(int64_t v) { return static_cast<size_t>(v) * 16 + vocab_sort_temp_bytes(v) + 256; }
+size_t sort_work_bytes(int64_t v) { return static_cast<size_t>(v) * 16 + radix_sort_pairs_temp_bytes<float>(v, true) + 256; }
 
 int64_t forward_ranges(const Problem& p, int64_t chunk_rows) {
   const int64_t last = p.v % chunk_rows == 0 ? chunk_rows : p.v % chunk_rows;
@@ -234,7 +226,7 @@ void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch&
         reinterpret_cast<const T*>(in.c.get()), e_sum, p.v, p.d, key, identity);
     CCE_CHECK_LAUNCH();
   });
-  size_t temp = vocab_sort_temp_bytes(p.v);
+  size_t temp = radix_sort_pairs_temp_bytes<float>(p.v, true);
   CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(sort_temp, temp, key, sorted_key, identity, order,
                                                            static_cast<int>(p.v), 0, 32, stream));
   rank_kernel<<<blocks_for(p.v), kThreads, 0, stream>>>(order, p.v, rank);

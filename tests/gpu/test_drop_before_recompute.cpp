@@ -16,16 +16,11 @@
 #include "common/compare.h"
 #include "common/reference.h"
 #include "common/runner.h"
+#include "tests/gpu/skip_without_gpu.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
 
 namespace cce {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                       \
-  do {                                                                           \
-    std::string why;                                                             \
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 struct Stage08Run {
   HostOutputs out;

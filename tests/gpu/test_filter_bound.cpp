@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "common/runner.h"
+#include "tests/gpu/skip_without_gpu.h"
 #include "stages/07_filter_sort/filter_sort.h"
 
 namespace cce {
@@ -34,8 +35,7 @@ HostOutputs run_stage07(const Problem& p, const HostInputs& in, const std::vecto
 }
 
 TEST(FilterBound, ErrorWithinEpsBound) {
-  std::string why;
-  if (!cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  SKIP_WITHOUT_GPU();
   Problem p;
   p.n = 300;
   p.d = 128;

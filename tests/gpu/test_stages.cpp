@@ -12,16 +12,11 @@
 
 #include "common/driver.h"
 #include "common/runner.h"
+#include "tests/gpu/skip_without_gpu.h"
 #include "common/stage_table.h"
 
 namespace cce {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                         \
-  do {                                                             \
-    std::string why;                                               \
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 struct Case {
   std::string name;

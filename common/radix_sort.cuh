@@ -1,0 +1,32 @@
+// The scratch cub's radix sort of (key, int) pairs needs, asked once where a
+// stage plans its memory (stages 07 and 08 sort the vocabulary, stage 08 the
+// targets). Without a device cub cannot be asked (the tour's memory table):
+// 8 bytes per pair plus 1 MiB is a safe estimate.
+#pragma once
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/check.h"
+#include "common/device_buffer.h"
+
+namespace cce {
+
+template <typename Key>
+size_t radix_sort_pairs_temp_bytes(int64_t count, bool descending) {
+  if (!cuda_device_available()) return static_cast<size_t>(count) * 8 + (size_t{1} << 20);
+  size_t bytes = 0;
+  const Key* keys = nullptr;
+  const int* values = nullptr;
+  if (descending)
+    CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(nullptr, bytes, keys, static_cast<Key*>(nullptr), values,
+                                                             static_cast<int*>(nullptr), static_cast<int>(count)));
+  else
+    CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, static_cast<Key*>(nullptr), values,
+                                                   static_cast<int*>(nullptr), static_cast<int>(count)));
+  return bytes;
+}
+
+}  // namespace cce
