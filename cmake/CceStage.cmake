@@ -1,4 +1,5 @@
-# cce_add_stage(NN name SOURCES file.cu ... [BACKWARD] [USES NN_name ...] [CHECK_ARGS ...])
+# cce_add_stage(NN name SOURCES file.cu ... [BACKWARD] [OUTSIDE_TABLE] [USES NN_name ...] [LIBS target ...]
+#               [CHECK_ARGS ...])
 #
 # Adds one stage of stages/NN_name/:
 #   - stageNN_name_lib: the stage's kernels (the GPU tests and benchmarks link it),
@@ -9,9 +10,12 @@
 #   - an entry in the stage table (cce_stage_table) that tests and benchmarks loop over.
 # BACKWARD: the stage has a backward, so the checks also compare dE and dC.
 # USES: earlier stages whose building blocks this one includes (linked, never copied).
+# LIBS: other libraries the stage links (stage 09: NCCL).
+# OUTSIDE_TABLE: the stage has a driver of its own and no stage-table entry
+#   (stage 09's inputs live on several GPUs, the table's on one).
 # (The tile engine in common/tile/ comes with cce_common.)
 function(cce_add_stage number name)
-  cmake_parse_arguments(ARG "BACKWARD" "" "SOURCES;USES;CHECK_ARGS" ${ARGN})
+  cmake_parse_arguments(ARG "BACKWARD;OUTSIDE_TABLE" "" "SOURCES;USES;LIBS;CHECK_ARGS" ${ARGN})
   set(stage stage${number}_${name})
   set(dir ${CMAKE_CURRENT_SOURCE_DIR}/${number}_${name})
   list(TRANSFORM ARG_SOURCES PREPEND ${dir}/)
@@ -20,6 +24,7 @@ function(cce_add_stage number name)
   foreach(used IN LISTS ARG_USES)
     target_link_libraries(${stage}_lib PUBLIC stage${used}_lib)
   endforeach()
+  target_link_libraries(${stage}_lib PUBLIC ${ARG_LIBS})
   target_compile_options(${stage}_lib PRIVATE ${CCE_WARNINGS})
   add_executable(${stage} ${dir}/main.cu)
   target_link_libraries(${stage} PRIVATE ${stage}_lib)
@@ -35,6 +40,9 @@ function(cce_add_stage number name)
   set_tests_properties(${stage}.check_fp32 ${stage}.check_bf16_softcap_ignore
                        PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;stage")
 
+  if(ARG_OUTSIDE_TABLE)
+    return()
+  endif()
   set_property(GLOBAL APPEND PROPERTY CCE_STAGE_IDS "${number}")
   set_property(GLOBAL APPEND PROPERTY CCE_STAGE_LIBS "${stage}_lib")
 endfunction()

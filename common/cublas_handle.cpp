@@ -3,6 +3,9 @@
 #include "common/check.h"
 #include "common/device_buffer.h"
 
+#include <mutex>
+#include <string>
+
 namespace cce {
 namespace {
 struct CublasState {
@@ -18,16 +21,33 @@ struct CublasState {
     if (handle) cublasDestroy(handle);
   }
 };
-CublasState* g_state = nullptr;
+// One per device, made on first use there (a process driving several GPUs,
+// stage 09, has a thread per GPU, each asking on its own device).
+constexpr int kMaxDevices = 64;
+CublasState* g_states[kMaxDevices] = {};
+std::mutex g_mutex;
+
+int current_device() {
+  int device = 0;
+  CCE_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices) throw CudaError("cublas_handle: device " + std::to_string(device) + " out of range");
+  return device;
+}
 }  // namespace
 
 cublasHandle_t cublas_handle() {
   // Leaked on purpose: destroying a handle after the CUDA runtime has shut down
   // at exit is not allowed.
-  if (!g_state) g_state = new CublasState();
-  return g_state->handle;
+  const int device = current_device();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_states[device]) g_states[device] = new CublasState();
+  return g_states[device]->handle;
 }
 
-bool cublas_handle_created() { return g_state != nullptr; }
+bool cublas_handle_created() {
+  const int device = current_device();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_states[device] != nullptr;
+}
 
 }  // namespace cce

@@ -1,6 +1,6 @@
-// One cuBLAS handle per process, with a workspace allocated through the
-// allocation tracker (so that cuBLAS's scratch memory is counted in every
-// stage's peak memory) and the default math mode: bf16 products accumulate in
+// One cuBLAS handle per device (made on first use there), with a workspace
+// allocated through the allocation tracker (so that cuBLAS's scratch memory
+// is counted in every stage's peak memory) and the default math mode: bf16 products accumulate in
 // fp32 and fp32 products are not downgraded to TF32.
 #pragma once
 
@@ -12,7 +12,7 @@ namespace cce {
 
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
-cublasHandle_t cublas_handle();  // created on first use, on the current device
-bool cublas_handle_created();
+cublasHandle_t cublas_handle();  // the current device's, created on first use
+bool cublas_handle_created();  // on the current device
 
 }  // namespace cce

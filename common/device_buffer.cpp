@@ -7,35 +7,56 @@
 
 namespace cce {
 namespace {
-std::atomic<size_t> g_current{0};
-std::atomic<size_t> g_peak{0};
+constexpr int kMaxDevices = 64;
+std::atomic<size_t> g_current[kMaxDevices];
+std::atomic<size_t> g_peak[kMaxDevices];
+
+int device_index(int device) {
+  if (device < 0) cudaGetDevice(&device);  // the current device (0 when that call fails: nothing was allocated)
+  return device >= 0 && device < kMaxDevices ? device : 0;
+}
+
+// The device that holds ptr (device memory from cudaMalloc).
+int device_of(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return device_index(-1);
+  }
+  return device_index(attributes.device);
+}
 }  // namespace
 
 void* AllocationTracker::allocate(size_t bytes) {
+  const int device = device_index(-1);
   void* ptr = nullptr;
   cudaError_t status = cudaMalloc(&ptr, bytes);
   if (status != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error so later calls work
     throw CudaError("cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(status) +
-                    " (" + std::to_string(g_current.load() >> 20) + " MiB already allocated by this run)");
+                    " (" + std::to_string(g_current[device].load() >> 20) + " MiB already allocated by this run on GPU " +
+                    std::to_string(device) + ")");
   }
-  size_t now = g_current.fetch_add(bytes) + bytes;
-  size_t peak = g_peak.load();
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  size_t now = g_current[device].fetch_add(bytes) + bytes;
+  size_t peak = g_peak[device].load();
+  while (now > peak && !g_peak[device].compare_exchange_weak(peak, now)) {
   }
   return ptr;
 }
 
 void AllocationTracker::release(void* ptr, size_t bytes) {
+  const int device = device_of(ptr);
   // A destructor must not throw: a failing cudaFree here means the context is
   // already broken, and the call that broke it has reported that.
   cudaFree(ptr);
-  g_current.fetch_sub(bytes);
+  g_current[device].fetch_sub(bytes);
 }
 
-size_t AllocationTracker::current_bytes() { return g_current.load(); }
-size_t AllocationTracker::peak_bytes() { return g_peak.load(); }
-void AllocationTracker::reset_peak() { g_peak.store(g_current.load()); }
+size_t AllocationTracker::current_bytes(int device) { return g_current[device_index(device)].load(); }
+size_t AllocationTracker::peak_bytes(int device) { return g_peak[device_index(device)].load(); }
+void AllocationTracker::reset_peak() {
+  for (int d = 0; d < kMaxDevices; ++d) g_peak[d].store(g_current[d].load());
+}
 
 void poison_device(void* ptr, size_t bytes, cudaStream_t stream) {
   CCE_CUDA_CHECK(cudaMemsetAsync(ptr, 0xFF, bytes, stream));

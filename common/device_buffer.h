@@ -19,13 +19,15 @@
 
 namespace cce {
 
+// Counts per device: a process that drives several GPUs (stage 09) reads
+// each GPU's peak on its own. Without an argument: the current device.
 class AllocationTracker {
  public:
-  static void* allocate(size_t bytes);  // cudaMalloc, counted; throws on failure
+  static void* allocate(size_t bytes);  // cudaMalloc on the current device, counted; throws on failure
   static void release(void* ptr, size_t bytes);
-  static size_t current_bytes();
-  static size_t peak_bytes();
-  // Starts a new measurement window: peak := current.
+  static size_t current_bytes(int device = -1);
+  static size_t peak_bytes(int device = -1);
+  // Starts a new measurement window on every device: peak := current.
   static void reset_peak();
 };
 

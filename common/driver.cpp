@@ -19,10 +19,9 @@ std::string format_mb(size_t bytes) {
 
 namespace {
 
-struct CommonFlags {
-  int64_t n = kDefaultN, d = kDefaultD, v = kDefaultV, seed = 1234, iters = 10, ignore_index = -100;
-  std::string dtype = "bf16", data = "realistic", reduction = "mean", upstream, load, save;
-  double ignore_frac = 0.0, softcap = 0.0;
+struct CommonFlags : ProblemFlags {
+  int64_t iters = 10;
+  std::string upstream, load, save;
   bool backward = false, check = false, save_large = false;
 };
 
@@ -137,14 +136,7 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
   std::unique_ptr<Stage> stage = factory();
   CommonFlags f;
   OptionParser parser(program);
-  add_shape_options(parser, &f.n, &f.d, &f.v);
-  parser.add_string("dtype", &f.dtype, "input dtype: bf16 or fp32");
-  parser.add_int("seed", &f.seed, "seed of the generated inputs (and of --upstream random)");
-  parser.add_string("data", &f.data, "generated inputs: random or realistic (LM-like softmax)");
-  parser.add_double("ignore-frac", &f.ignore_frac, "share of targets set to ignore_index");
-  parser.add_int("ignore-index", &f.ignore_index, "target value that marks an ignored token");
-  parser.add_double("softcap", &f.softcap, "softcap s: logits -> s*tanh(logits/s); 0 = off");
-  parser.add_string("reduction", &f.reduction, "mean, sum or none");
+  add_problem_options(parser, &f);
   parser.add_flag("backward", &f.backward, "also compute dE and dC");
   parser.add_string("upstream", &f.upstream,
                     "upstream gradient dloss of the backward: ones (default; as loss.backward()) or random "
@@ -158,18 +150,8 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
   if (!parser.parse(argc, argv)) return kExitOk;
   stage->validate_options();
 
-  Problem p;
-  p.n = f.n;
-  p.d = f.d;
-  p.v = f.v;
-  p.dtype = parse_dtype(f.dtype);
-  p.reduction = parse_reduction(f.reduction);
-  p.ignore_index = f.ignore_index;
-  p.softcap = static_cast<float>(f.softcap);
-  GeneratorOptions gen;
-  gen.mode = parse_data_mode(f.data);
-  gen.seed = static_cast<uint64_t>(f.seed);
-  gen.ignore_fraction = f.ignore_frac;
+  Problem p = f.problem();
+  GeneratorOptions gen = f.generator();
   if (f.iters < 0) throw InputError("--iters must be >= 0");
   if (f.backward && !stage->has_backward())
     throw InputError("--backward: stage " + stage->name() + " computes the forward only (the backward comes in stage 06)");
@@ -262,6 +244,37 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
 }
 
 }  // namespace
+
+void add_problem_options(OptionParser& parser, ProblemFlags* f) {
+  add_shape_options(parser, &f->n, &f->d, &f->v);
+  parser.add_string("dtype", &f->dtype, "input dtype: bf16 or fp32");
+  parser.add_int("seed", &f->seed, "seed of the generated inputs (and of --upstream random)");
+  parser.add_string("data", &f->data, "generated inputs: random or realistic (LM-like softmax)");
+  parser.add_double("ignore-frac", &f->ignore_frac, "share of targets set to ignore_index");
+  parser.add_int("ignore-index", &f->ignore_index, "target value that marks an ignored token");
+  parser.add_double("softcap", &f->softcap, "softcap s: logits -> s*tanh(logits/s); 0 = off");
+  parser.add_string("reduction", &f->reduction, "mean, sum or none");
+}
+
+Problem ProblemFlags::problem() const {
+  Problem p;
+  p.n = n;
+  p.d = d;
+  p.v = v;
+  p.dtype = parse_dtype(dtype);
+  p.reduction = parse_reduction(reduction);
+  p.ignore_index = ignore_index;
+  p.softcap = static_cast<float>(softcap);
+  return p;
+}
+
+GeneratorOptions ProblemFlags::generator() const {
+  GeneratorOptions gen;
+  gen.mode = parse_data_mode(data);
+  gen.seed = static_cast<uint64_t>(seed);
+  gen.ignore_fraction = ignore_frac;
+  return gen;
+}
 
 int run_program(const std::string& program, const std::function<int()>& body) {
   const char* name = program.c_str();

@@ -21,6 +21,18 @@ constexpr int kExitSkipped = 77;  // ctest's SKIP_RETURN_CODE
 
 int run_stage_main(StageFactory factory, int argc, char** argv);
 
+// The problem's flags (--n --d --v --dtype --seed --data --ignore-frac
+// --ignore-index --softcap --reduction), for programs with a driver of their
+// own (stage 09) that take the same problem as every stage executable.
+struct ProblemFlags {
+  int64_t n = kDefaultN, d = kDefaultD, v = kDefaultV, seed = 1234, ignore_index = -100;
+  std::string dtype = "bf16", data = "realistic", reduction = "mean";
+  double ignore_frac = 0.0, softcap = 0.0;
+  Problem problem() const;             // not yet validated
+  GeneratorOptions generator() const;  // for generate_inputs
+};
+void add_problem_options(OptionParser& parser, ProblemFlags* flags);
+
 // Runs a program's body and turns its exceptions into one line on stderr and
 // the exit codes above (bad input 2, CUDA or other errors 1): every
 // executable of the repository (stages, tour, tools) ends this way.

@@ -90,10 +90,13 @@ void DropBeforeRecomputeStage::validate_options() const {
   if (chunk_rows_flag_ < 0 || chunk_rows_flag_ % 256 != 0) throw InputError("--chunk-rows must be a multiple of 256 (0: the default)");
 }
 
+std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan) {
+  return concat(concat(sorted_forward_scratch(p, plan), kept_tiles_scratch(p, plan)), tail_correction_scratch(p, plan));
+}
+
 std::vector<MemoryItem> DropBeforeRecomputeStage::workspace(const Problem& p, bool backward) const {
   if (!backward) return s05::forward_scratch(p);  // a loss alone keeps nothing
-  const DropPlan plan = plan_drop(p, chunk_rows_flag_);
-  return concat(concat(sorted_forward_scratch(p, plan), kept_tiles_scratch(p, plan)), tail_correction_scratch(p, plan));
+  return backward_scratch(p, plan_drop(p, chunk_rows_flag_));
 }
 
 void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
@@ -111,25 +114,20 @@ void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, floa
   stats_ready_ = true;
 }
 
-void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de,
-                                        void* dc, cudaStream_t stream) {
+float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                               const float* upstream, const DropSettings& settings, void* de, void* dc,
+                               cudaStream_t stream, SideStream& side, DropStats* stats) {
   const Problem& p = in.problem;
-  if (!stats_ready_)
-    throw InputError("stage 08: backward() needs a forward() told that a backward follows (expect_backward(true))");
-  stats_ready_ = false;  // the correction overwrites the statistics
-  const DropPlan plan = plan_drop(p, chunk_rows_flag_);
-  scratch_.allocate(workspace(p, true));
-  compute_token_grad_scale(p, in.targets.get(), upstream, scratch_.get<float>("per-token grad scale [N]"), stream);
-  const float eps = drop_eps(p.dtype);
-  const KeptTiles kept = decide_kept_tiles(p, plan, scratch_, lse, eps, stream);
+  compute_token_grad_scale(p, in.targets.get(), upstream, scratch.get<float>("per-token grad scale [N]"), stream);
+  const KeptTiles kept = decide_kept_tiles(p, plan, scratch, lse, settings.eps, stream);
 
-  unsigned char* work = scratch_.get<unsigned char>("work buffer");
+  unsigned char* work = scratch.get<unsigned char>("work buffer");
   float* de_acc = p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(work) : static_cast<float*>(de);
   void* region = work + plan.region_offset;
   const int64_t pairs = plan.tiles * plan.token_blocks;
   TailSums tail;
-  if (!no_correction_ && kept.kept() < pairs)
-    tail = correct_dropped_tail(in, plan, scratch_, lse, de_acc, !no_dc_correction_, stream);
+  if (settings.correct_tail && kept.kept() < pairs)
+    tail = correct_dropped_tail(in, plan, scratch, lse, de_acc, settings.correct_dc, stream);
   else
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
 
@@ -139,13 +137,26 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
     int64_t last = first + 1;
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= plan.slot_capacity) ++last;
     const int64_t first_slot = kept.offsets[first];
-    recompute_kept_tiles(in, plan, scratch_, lse, recompute_runs(kept, plan, first, last), first_slot, region, stream);
-    kept_products(in, plan, scratch_, kept, tail, region, first_slot, first, last, de_acc, dc, stream, side_);
+    recompute_kept_tiles(in, plan, scratch, lse, recompute_runs(kept, plan, first, last), first_slot, region, stream);
+    kept_products(in, plan, scratch, kept, tail, region, first_slot, first, last, de_acc, dc, stream, side);
     first = last;
     ++chunks;
   }
+  if (stats != nullptr) *stats = DropStats{pairs, kept.kept(), chunks};
+  return de_acc;
+}
+
+void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de,
+                                        void* dc, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  if (!stats_ready_)
+    throw InputError("stage 08: backward() needs a forward() told that a backward follows (expect_backward(true))");
+  stats_ready_ = false;  // the correction overwrites the statistics
+  const DropPlan plan = plan_drop(p, chunk_rows_flag_);
+  scratch_.allocate(workspace(p, true));
+  const float* de_acc =
+      backward_to_accumulator(in, plan, scratch_, lse, upstream, settings(p.dtype), de, dc, stream, side_, &stats_);
   finish_de(in, scratch_, de_acc, de, stream);
-  stats_ = DropStats{pairs, kept.kept(), chunks};
 }
 
 std::vector<uint8_t> DropBeforeRecomputeStage::kept_flags() const {

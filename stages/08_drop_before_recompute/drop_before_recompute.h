@@ -74,6 +74,12 @@ struct SideStream {
   ~SideStream();
 };
 
+// The backward's choices (the stage's flags): eps, and which corrections run.
+struct DropSettings {
+  float eps = 0.0f;  // 0: every tile kept
+  bool correct_tail = true, correct_dc = true;
+};
+
 struct DropStats {
   int64_t tiles = 0, kept_tiles = 0;  // (token block, vocabulary tile) pairs
   int64_t chunks = 0;
@@ -105,7 +111,8 @@ class DropBeforeRecomputeStage : public Stage {
   // The sorted vocabulary of the last forward with a backward (for the tests).
   std::vector<int> vocabulary_order() const;
   float drop_eps(Dtype dtype) const;  // 0: every tile kept
-  bool corrects_tail() const { return !no_correction_; }
+  // The flags as the backward's settings (for backward_to_accumulator).
+  DropSettings settings(Dtype dtype) const { return {drop_eps(dtype), !no_correction_, !no_dc_correction_}; }
   // The keep flags of the last backward, [tiles][token blocks] (for the tests).
   std::vector<uint8_t> kept_flags() const;
 
@@ -130,6 +137,13 @@ int64_t forward_ranges(const Problem& problem, int64_t chunk_rows);  // most ran
 std::vector<MemoryItem> sorted_forward_scratch(const Problem& problem, const DropPlan& plan);
 void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, float* loss, float* lse,
                     cudaStream_t stream);
+// sorted_forward in its two halves, for a caller that combines the rows'
+// states of several vocabularies between them: steps 1–2 leave each row's (max, sum)
+// in "row (max, sum) [N]" and its target logit (0 where the target is not in
+// this vocabulary) in "target logit [N]"; the finish turns them into LSE and loss.
+void sorted_forward_states(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, cudaStream_t stream);
+void sorted_forward_finish(const DeviceInputs& in, const Scratch& scratch, float* loss, float* lse,
+                           cudaStream_t stream);
 
 // kept_tiles.cu: the decision, the slots, the recomputed S of kept tiles.
 struct KeptTiles {
@@ -161,5 +175,19 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                    const TailSums& tail, const void* s_tiles, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side);
 void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream);
+// finish_de's target terms only, added to the fp32 accumulator in place (for
+// a caller that sums several accumulators before rounding them).
+void add_target_terms(const DeviceInputs& in, const Scratch& scratch, float* de_acc, cudaStream_t stream);
+
+// The whole backward up to the fp32 dE accumulator (everything of
+// DropBeforeRecomputeStage::backward but finish_de): decide, correct the tail,
+// recompute and multiply the kept tiles chunk by chunk; dC is written
+// completely. Returns the accumulator (the start of the work buffer for bf16,
+// `de` itself for fp32). `lse` is the full LSE of every row.
+float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                               const float* upstream, const DropSettings& settings, void* de, void* dc,
+                               cudaStream_t stream, SideStream& side, DropStats* stats);
+// All of the backward's scratch (forward's, decision's, correction's items).
+std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan& plan);
 
 }  // namespace cce::s08

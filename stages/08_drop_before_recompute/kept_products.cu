@@ -14,6 +14,7 @@
 // three cp.async stages; the dE blocks run on a side stream beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
+#include <type_traits>
 
 #include "common/check.h"
 #include "common/device_math.cuh"
@@ -386,18 +387,19 @@ __global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __r
   }
 }
 
-// dE = dE_acc + a_i C_{t_i} (the target's exact term), in the output dtype.
-template <typename T>
+// dE = dE_acc + a_i C_{t_i} (the target's exact term), in the output dtype
+// (Out = float: in place, into the accumulator).
+template <typename T, typename Out>
 __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ coefficient,
                                  const int64_t* __restrict__ targets, const T* __restrict__ c, int64_t n, int64_t d,
-                                 T* de) {  // fp32: de is de_acc itself
+                                 Out* de) {  // fp32: de is de_acc itself
   const int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (x >= n * d) return;
   const int64_t i = x / d, k = x % d;
   float value = de_acc[x];
   const float a = coefficient[i];
   if (a != 0.0f) value += a * to_float(c[targets[i] * d + k]);
-  de[x] = from_float<T>(value);
+  de[x] = from_float<Out>(value);
 }
 
 }  // namespace
@@ -507,20 +509,31 @@ SideStream::~SideStream() {  // no throwing from a destructor: errors here are i
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
-void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream) {
+namespace {
+template <bool kInPlace>
+void launch_finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de,
+                      cudaStream_t stream) {
   const Problem& p = in.problem;
   const int64_t count = p.n * p.d;
   const unsigned blocks = static_cast<unsigned>((count + 255) / 256);
   const float* coefficient = scratch.get<float>("target coefficient [N]");
-  if (p.dtype == Dtype::kBFloat16)
-    finish_de_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(de_acc, coefficient, in.targets.get(),
-                                                                reinterpret_cast<const __nv_bfloat16*>(in.c.get()), p.n,
-                                                                p.d, static_cast<__nv_bfloat16*>(de));
-  else
-    finish_de_kernel<float><<<blocks, 256, 0, stream>>>(de_acc, coefficient, in.targets.get(),
-                                                        reinterpret_cast<const float*>(in.c.get()), p.n, p.d,
-                                                        static_cast<float*>(de));
-  CCE_CHECK_LAUNCH();
+  dispatch_dtype(p.dtype, [&](auto element_type) {
+    using T = decltype(element_type);
+    using Out = std::conditional_t<kInPlace, float, T>;
+    finish_de_kernel<T, Out><<<blocks, 256, 0, stream>>>(de_acc, coefficient, in.targets.get(),
+                                                         reinterpret_cast<const T*>(in.c.get()), p.n, p.d,
+                                                         static_cast<Out*>(de));
+    CCE_CHECK_LAUNCH();
+  });
+}
+}  // namespace
+
+void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream) {
+  launch_finish_de<false>(in, scratch, de_acc, de, stream);
+}
+
+void add_target_terms(const DeviceInputs& in, const Scratch& scratch, float* de_acc, cudaStream_t stream) {
+  launch_finish_de<true>(in, scratch, de_acc, de_acc, stream);
 }
 
 }  // namespace cce::s08

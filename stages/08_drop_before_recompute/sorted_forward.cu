@@ -194,16 +194,11 @@ std::vector<MemoryItem> sorted_forward_scratch(const Problem& p, const DropPlan&
   return concat(items, per_token_loss_scratch(p));
 }
 
-void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, float* loss, float* lse,
-                    cudaStream_t stream) {
+void sorted_forward_states(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, cudaStream_t stream) {
   const Problem& p = in.problem;
-  const bool bf16 = p.dtype == Dtype::kBFloat16;
   unsigned char* work = scratch.get<unsigned char>("work buffer");
   int* order = scratch.get<int>("vocabulary order [V]");
-  auto dispatch = [&](auto kernel_of_type) {
-    if (bf16) kernel_of_type(__nv_bfloat16{});
-    else kernel_of_type(float{});
-  };
+  auto dispatch = [&](auto kernel_of_type) { dispatch_dtype(p.dtype, kernel_of_type); };
 
   // 1. The sort key and the order.
   const int64_t sum_chunks = (p.n + kSumRows - 1) / kSumRows;
@@ -263,13 +258,25 @@ void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch&
     merge_chunk_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(partial, p.n, chunk.units.ranges, row_state);
     CCE_CHECK_LAUNCH();
   }
+}
 
-  // 3. LSE and loss.
+void sorted_forward_finish(const DeviceInputs& in, const Scratch& scratch, float* loss, float* lse,
+                           cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const float2* row_state = scratch.get<float2>("row (max, sum) [N]");
+  const float* target_logit = scratch.get<float>("target logit [N]");
+  const int64_t* position = scratch.get<int64_t>("target position [N]");
   float* per_token = per_token_loss_buffer(p, loss, scratch);
   lse_and_loss_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(row_state, target_logit, position, p.n, lse,
                                                                 per_token);
   CCE_CHECK_LAUNCH();
   finish_loss(p, per_token, in.targets.get(), loss, stream);
+}
+
+void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, float* loss, float* lse,
+                    cudaStream_t stream) {
+  sorted_forward_states(in, plan, scratch, stream);
+  sorted_forward_finish(in, scratch, loss, lse, stream);
 }
 
 }  // namespace cce::s08

@@ -1,0 +1,186 @@
+// stage09_sharded_vocabulary: see README.md beside this file.
+//   stage09_sharded_vocabulary [problem flags of every stage] [--gpus P] [--backward] [--check]
+//       [--compare-single] [--iters K] [--json FILE] [--skip-missing-gpus] [stage 08's flags]
+// Its own driver: the stage table's interface holds the inputs on one GPU,
+// this stage's live on P (E everywhere, C in shards).
+#include <cstdio>
+#include <fstream>
+
+#include "common/check.h"
+#include "common/driver.h"
+#include "common/runner.h"
+#include "common/upstream.h"
+#include "stages/09_sharded_vocabulary/sharded_vocabulary.h"
+
+namespace cce::s09 {
+namespace {
+
+struct Flags : ProblemFlags {
+  int64_t gpus = 0, iters = 10;
+  std::string upstream, json;
+  bool backward = false, check = false, compare_single = false, skip_missing = false;
+};
+
+// Loss and LSE of P GPUs against stage 08 on one: the same numbers up to fp32
+// rounding (the shards sum the exponentials in another order).
+std::vector<Comparison> compare_with_single(const HostOutputs& sharded, const HostOutputs& single) {
+  const Tolerance fp32{1e-5, 1e-5};
+  auto as_double = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+  return {compare("loss vs stage 08 on one GPU", sharded.loss, as_double(single.loss), fp32),
+          compare("LSE vs stage 08 on one GPU", sharded.lse, as_double(single.lse), fp32)};
+}
+
+std::string json_sizes(const std::vector<size_t>& bytes) {
+  std::string text = "[";
+  for (size_t i = 0; i < bytes.size(); ++i) text += (i ? ", " : "") + std::to_string(bytes[i] / 1e6);
+  return text + "]";
+}
+
+int run(int argc, char** argv) {
+  const std::string program = "stage09_sharded_vocabulary";
+  Flags f;
+  s08::DropBeforeRecomputeStage stage08;  // its flags are this stage's: the same backward per shard
+  OptionParser parser(program);
+  add_problem_options(parser, &f);
+  parser.add_int("gpus", &f.gpus, "GPUs P, each holding V/P rows of C; 0 = every GPU here");
+  parser.add_flag("skip-missing-gpus", &f.skip_missing,
+                  "report SKIPPED (exit 77) instead of a bad-input error when fewer GPUs than --gpus are here");
+  parser.add_flag("backward", &f.backward, "also compute dE (on every GPU) and dC (each GPU its shard)");
+  parser.add_string("upstream", &f.upstream, "upstream gradient: ones (default) or random (--reduction none)");
+  parser.add_flag("check", &f.check,
+                  "compare with the double-precision CPU reference, the GPUs with each other, and two runs bitwise");
+  parser.add_flag("compare-single", &f.compare_single,
+                  "also run stage 08 on GPU 0 alone: loss and LSE compared, and its time beside this one's");
+  parser.add_int("iters", &f.iters, "timed steps (median reported); 0 = no timing");
+  parser.add_string("json", &f.json, "write the measurements to this file");
+  stage08.add_options(parser);
+  if (!parser.parse(argc, argv)) return kExitOk;
+  stage08.validate_options();
+
+  Problem p = f.problem();
+  GeneratorOptions gen = f.generator();
+  if (f.iters < 0) throw InputError("--iters must be >= 0");
+  validate_upstream_mode(f.upstream, p);
+  p.validate();
+  validate_generator_options(p, gen);
+  if (f.gpus < 0) throw InputError("--gpus must be at least 1, or 0 for every GPU here (got " + std::to_string(f.gpus) + ")");
+  if (f.gpus > 0) validate_shard_count(p, f.gpus);
+
+  std::string why;
+  if (!cuda_device_available(&why)) {
+    std::printf("%s: SKIPPED: %s\n", program.c_str(), why.c_str());
+    return kExitSkipped;
+  }
+  int present = 0;
+  CCE_CUDA_CHECK(cudaGetDeviceCount(&present));
+  const int gpus = f.gpus == 0 ? present : static_cast<int>(f.gpus);
+  if (f.skip_missing && gpus > present) {
+    std::printf("%s: SKIPPED: needs %d GPUs, this machine has %d\n", program.c_str(), gpus, present);
+    return kExitSkipped;
+  }
+  validate_shards(p, gpus, present);
+
+  const HostInputs inputs = generate_inputs(p, gen);
+  const Upstream upstream = choose_upstream(f.upstream, p, "", gen.seed);
+  const ShardOptions options{stage08.settings(p.dtype)};
+  ShardedVocabulary sharded(p, inputs, upstream.values, gpus, options);
+  cudaDeviceProp prop{};
+  CCE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s  %s  (%s data, seed %lld)  on %d x %s\n", program.c_str(), p.describe().c_str(),
+              to_string(gen.mode), static_cast<long long>(f.seed), gpus, prop.name);
+  for (int g = 0; g < gpus; ++g)
+    std::printf("  shard %d      GPU %d: rows [%lld, %lld) of C\n", g, g, static_cast<long long>(sharded.shard(g).begin),
+                static_cast<long long>(sharded.shard(g).end));
+
+  sharded.poison_outputs();
+  if (f.backward)
+    sharded.forward_backward();
+  else
+    sharded.forward();
+  const HostOutputs out = sharded.download();
+  const std::vector<size_t> peaks = sharded.peak_beyond_inputs();
+  if (p.reduction == Reduction::kNone) {
+    double sum = 0;
+    for (float x : out.loss) sum += x;
+    std::printf("  loss         none: %lld per-token values, their sum %.6f\n", static_cast<long long>(p.n), sum);
+  } else {
+    std::printf("  loss         %.6f (%s over %lld of %lld tokens)\n", out.loss[0], to_string(p.reduction),
+                static_cast<long long>(count_valid_targets(p, inputs.targets)), static_cast<long long>(p.n));
+  }
+  const s08::DropStats drop = sharded.drop_stats();
+  if (f.backward && drop.tiles > 0)
+    std::printf("  kept tiles   %lld of %lld (%.2f%%) over the shards\n", static_cast<long long>(drop.kept_tiles),
+                static_cast<long long>(drop.tiles), 100.0 * static_cast<double>(drop.kept_tiles) / static_cast<double>(drop.tiles));
+
+  int status = kExitOk;
+  auto report = [&](const std::vector<Comparison>& comparisons) {
+    for (const auto& c : comparisons) {
+      std::printf("    %s\n", c.summary().c_str());
+      for (const auto& m : c.first_mismatches) std::printf("      %s\n", m.c_str());
+      if (!c.passed()) status = kExitCheckFailed;
+    }
+  };
+  if (f.check) {
+    const CheckReport check = check_outputs(p, inputs, out, upstream.values, f.backward, int64_t{1} << 26, 8,
+                                            stage08.gradient_tolerance_scale());
+    std::printf("  check        %s\n", check.note.c_str());
+    report(check.comparisons);
+    const bool agree = sharded.replicas_agree(f.backward);
+    std::printf("  replicas     loss, LSE%s bitwise equal on every GPU: %s\n", f.backward ? ", dE" : "",
+                agree ? "yes" : "NO");
+    if (f.backward) sharded.forward_backward(); else sharded.forward();
+    const HostOutputs again = sharded.download();
+    const bool same = again.loss == out.loss && again.lse == out.lse && again.de == out.de && again.dc == out.dc;
+    std::printf("  run twice    bitwise equal: %s\n", same ? "yes" : "NO");
+    if (!agree || !same) status = kExitCheckFailed;
+  }
+
+  double single_ms = 0.0;
+  if (f.compare_single) {
+    StageRunner single(stage08, p, inputs, upstream.values);
+    single.poison_outputs();
+    if (f.backward) single.forward_backward(); else single.forward();
+    std::printf("  one GPU      stage 08 on GPU 0 alone:\n");
+    report(compare_with_single(out, single.download()));
+    if (f.iters > 0)
+      single_ms = f.backward ? single.time_forward_backward_ms(static_cast<int>(f.iters))
+                             : single.time_forward_ms(static_cast<int>(f.iters));
+  }
+  if (f.check || f.compare_single) std::printf("  check        %s\n", status == kExitOk ? "PASSED" : "FAILED");
+
+  double step_ms = 0.0, nccl_ms = 0.0;
+  if (f.iters > 0) {
+    step_ms = f.backward ? sharded.time_forward_backward_ms(static_cast<int>(f.iters))
+                         : sharded.time_forward_ms(static_cast<int>(f.iters));
+    nccl_ms = sharded.last_nccl_ms();
+    std::printf("  time         %s %.3f ms on %d GPU%s (median of %lld, wall clock); in NCCL on GPU 0 %.3f ms (%.1f%%)\n",
+                f.backward ? "forward+backward" : "forward", step_ms, gpus, gpus == 1 ? "" : "s",
+                static_cast<long long>(f.iters), nccl_ms, 100.0 * nccl_ms / step_ms);
+    if (single_ms > 0)
+      std::printf("  time         stage 08 on one GPU %.3f ms: %.2fx faster on %d\n", single_ms, single_ms / step_ms, gpus);
+  }
+  for (int g = 0; g < gpus; ++g)
+    std::printf("  memory       GPU %d: peak %s beyond its inputs (inputs %s); model %s\n", g, format_mb(peaks[g]).c_str(),
+                format_mb(sharded.input_bytes()[g]).c_str(), format_mb(total_bytes(sharded.memory_model(g, f.backward))).c_str());
+
+  if (!f.json.empty()) {
+    std::ofstream json(f.json);
+    if (!json) throw InputError("--json " + f.json + ": cannot write this file");
+    json << "{\n  \"stage\": \"09_sharded_vocabulary\",\n  \"gpu\": \"" << prop.name << "\",\n  \"gpus\": " << gpus
+         << ",\n  \"problem\": \"" << p.describe() << "\",\n  \"n\": " << p.n << ", \"d\": " << p.d << ", \"v\": " << p.v
+         << ",\n  \"data\": \"" << to_string(gen.mode) << "\",\n  \"backward\": " << (f.backward ? "true" : "false")
+         << ",\n  \"iters\": " << f.iters << ",\n  \"step_ms\": " << step_ms << ",\n  \"nccl_ms\": " << nccl_ms
+         << ",\n  \"stage08_one_gpu_ms\": " << single_ms << ",\n  \"kept_tiles\": " << drop.kept_tiles
+         << ", \"tiles\": " << drop.tiles << ",\n  \"peak_MB_per_gpu\": " << json_sizes(peaks)
+         << ",\n  \"input_MB_per_gpu\": " << json_sizes(sharded.input_bytes()) << ",\n  \"commit\": \""
+         << (std::getenv("CCE_COMMIT") ? std::getenv("CCE_COMMIT") : "unknown") << "\"\n}\n";
+  }
+  return status;
+}
+
+}  // namespace
+}  // namespace cce::s09
+
+int main(int argc, char** argv) {
+  return cce::run_program("stage09_sharded_vocabulary", [&] { return cce::s09::run(argc, argv); });
+}

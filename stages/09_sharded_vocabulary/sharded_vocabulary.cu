@@ -1,0 +1,341 @@
+// Stage 09's GPUs: the shards, their inputs and outputs, and a step (forward,
+// then backward) run by a host thread per GPU. The steps themselves are stage
+// 08's free functions with combine.cu's collectives between them.
+#include "stages/09_sharded_vocabulary/sharded_vocabulary.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "common/check.h"
+#include "common/cublas_handle.h"
+#include "common/timer.h"
+
+namespace cce::s09 {
+namespace {
+
+void check_nccl(ncclResult_t status, const char* what) {
+  if (status != ncclSuccess) throw CudaError(std::string("stage 09: ") + what + " failed: " + ncclGetErrorString(status));
+}
+
+// count values of `src` in the problem's dtype, on the current device.
+DeviceBuffer<uint8_t> upload_values(const float* src, size_t count, Dtype dtype) {
+  DeviceBuffer<uint8_t> buffer(count * (dtype == Dtype::kBFloat16 ? 2 : 4));
+  if (dtype == Dtype::kFloat32) {
+    copy_to_device(buffer.get(), src, count * 4);
+  } else {
+    std::vector<uint16_t> bits(count);
+    for (size_t i = 0; i < count; ++i) bits[i] = float_to_bf16_bits(src[i]);
+    copy_to_device(buffer.get(), bits.data(), count * 2);
+  }
+  return buffer;
+}
+
+std::vector<float> download_values(const DeviceBuffer<uint8_t>& src, Dtype dtype) {
+  std::vector<float> out(src.bytes() / (dtype == Dtype::kBFloat16 ? 2 : 4));
+  if (dtype == Dtype::kFloat32) {
+    copy_to_host(out.data(), src.get(), src.bytes());
+  } else {
+    std::vector<uint16_t> bits(out.size());
+    copy_to_host(bits.data(), src.get(), src.bytes());
+    for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_bits_to_float(bits[i]);
+  }
+  return out;
+}
+
+std::vector<uint8_t> download_bytes(const void* src, size_t bytes) {
+  std::vector<uint8_t> out(bytes);
+  if (bytes > 0) copy_to_host(out.data(), src, bytes);
+  return out;
+}
+
+int64_t tile_cols(const Problem& p) { return p.dtype == Dtype::kBFloat16 ? 128 : 64; }
+
+}  // namespace
+
+std::vector<ShardRange> shard_vocabulary(int64_t v, int shards) {
+  std::vector<ShardRange> ranges(static_cast<size_t>(shards));
+  const int64_t base = v / shards, longer = v % shards;
+  int64_t begin = 0;
+  for (int p = 0; p < shards; ++p) {
+    const int64_t rows = base + (p < longer ? 1 : 0);
+    ranges[p] = {begin, begin + rows};
+    begin += rows;
+  }
+  return ranges;
+}
+
+void validate_shard_count(const Problem& p, int64_t shards) {
+  if (shards < 1) throw InputError("--gpus must be at least 1 (got " + std::to_string(shards) + ")");
+  const int64_t tiles = (p.v + tile_cols(p) - 1) / tile_cols(p);
+  if (shards > tiles)
+    throw InputError("--gpus " + std::to_string(shards) + ": V=" + std::to_string(p.v) + " has " +
+                     std::to_string(tiles) + " vocabulary tile" + (tiles == 1 ? "" : "s") + " of " +
+                     std::to_string(tile_cols(p)) + " (" + to_string(p.dtype) +
+                     "), fewer than the shards; use at most " + std::to_string(tiles));
+}
+
+void validate_shards(const Problem& p, int shards, int gpus_present) {
+  validate_shard_count(p, shards);
+  if (shards > gpus_present)
+    throw InputError("--gpus " + std::to_string(shards) + ": this machine has " + std::to_string(gpus_present) +
+                     " CUDA GPU" + (gpus_present == 1 ? "" : "s"));
+}
+
+struct ShardedVocabulary::Rank {
+  int device = 0;
+  ShardRange range;
+  Problem local;  // V = the shard's rows
+  s08::DropPlan plan;
+  DeviceInputs in;                // E, the shard of C, the targets as the shard sees them
+  DeviceBuffer<int64_t> targets;  // the targets themselves
+  DeviceBuffer<float> loss, lse, upstream;
+  DeviceBuffer<uint8_t> de, dc;  // dE [N,D], the shard's dC [V_p,D]
+  Scratch scratch;
+  s08::SideStream side;
+  s08::DropStats stats;
+  cudaStream_t stream = nullptr;
+  ncclComm_t comm = nullptr;
+  cudaEvent_t nccl_events[4] = {};  // around the forward's collectives, then the backward's
+  bool backward_timed = false;
+  size_t baseline = 0;  // tracked bytes on this GPU before its inputs (the cuBLAS workspace)
+
+  size_t input_bytes() const { return in.bytes() + targets.bytes(); }
+  ~Rank() {  // the device is current (see ~ShardedVocabulary); errors at teardown are ignored
+    for (cudaEvent_t event : nccl_events)
+      if (event != nullptr) cudaEventDestroy(event);
+    if (comm != nullptr) ncclCommDestroy(comm);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+template <typename Step>
+void ShardedVocabulary::on_every_gpu(const Step& step) const {
+  std::vector<std::exception_ptr> errors(ranks_.size());
+  std::vector<std::thread> threads;
+  for (size_t p = 0; p < ranks_.size(); ++p) {
+    threads.emplace_back([&, p] {
+      try {
+        CCE_CUDA_CHECK(cudaSetDevice(ranks_[p]->device));
+        step(*ranks_[p]);
+      } catch (...) {
+        errors[p] = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (auto& error : errors)
+    if (error) std::rethrow_exception(error);
+}
+
+ShardedVocabulary::ShardedVocabulary(const Problem& problem, const HostInputs& inputs,
+                                     const std::vector<float>& upstream, int gpus, const ShardOptions& options)
+    : problem_(problem), upstream_(upstream), options_(options) {
+  int present = 0;
+  if (cudaGetDeviceCount(&present) != cudaSuccess) {
+    cudaGetLastError();
+    present = 0;
+  }
+  validate_shards(problem, gpus, present);
+  validate_inputs(problem, inputs);
+  const size_t per_token = problem.reduction == Reduction::kNone ? static_cast<size_t>(problem.n) : 1;
+  if (upstream.size() != per_token) throw InputError("upstream gradient must have " + std::to_string(per_token) + " values");
+
+  // NVLink multicast (NVLS) stays off: on a shared host, multicast objects
+  // can take the GPUs out of service. Set before NCCL reads its environment.
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  std::vector<ncclComm_t> comms(static_cast<size_t>(gpus));
+  std::vector<int> devices(static_cast<size_t>(gpus));
+  for (int p = 0; p < gpus; ++p) devices[p] = p;
+  check_nccl(ncclCommInitAll(comms.data(), gpus, devices.data()), "ncclCommInitAll");
+
+  const std::vector<ShardRange> ranges = shard_vocabulary(problem.v, gpus);
+  for (int p = 0; p < gpus; ++p) {
+    ranks_.push_back(std::make_unique<Rank>());
+    Rank& r = *ranks_.back();
+    r.device = p;
+    r.comm = comms[p];
+    r.range = ranges[p];
+    r.local = problem;
+    r.local.v = r.range.rows();
+    r.plan = s08::plan_drop(r.local);
+  }
+  on_every_gpu([&](Rank& r) {
+    cublas_handle();  // a fixed per-GPU cost: kept out of the stage's numbers
+    r.baseline = AllocationTracker::current_bytes();
+    CCE_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+    for (cudaEvent_t& event : r.nccl_events) CCE_CUDA_CHECK(cudaEventCreate(&event));
+    r.in.problem = r.local;
+    r.in.e = upload_values(inputs.e.data(), inputs.e.size(), problem.dtype);
+    r.in.c = upload_values(inputs.c.data() + r.range.begin * problem.d,
+                           static_cast<size_t>(r.range.rows() * problem.d), problem.dtype);
+    const std::vector<int64_t> local_targets = shard_targets(problem, inputs.targets, r.range);
+    r.in.targets = DeviceBuffer<int64_t>(local_targets.size());
+    copy_to_device(r.in.targets.get(), local_targets.data(), local_targets.size() * 8);
+    r.targets = DeviceBuffer<int64_t>(inputs.targets.size());
+    copy_to_device(r.targets.get(), inputs.targets.data(), inputs.targets.size() * 8);
+    r.loss = DeviceBuffer<float>(per_token);
+    r.lse = DeviceBuffer<float>(static_cast<size_t>(problem.n));
+  });
+  AllocationTracker::reset_peak();
+}
+
+ShardedVocabulary::~ShardedVocabulary() {
+  for (auto& rank : ranks_) {
+    cudaSetDevice(rank->device);  // its buffers, stream and communicator belong to it
+    rank.reset();
+  }
+  cudaSetDevice(0);
+}
+
+ShardRange ShardedVocabulary::shard(int p) const { return ranks_.at(static_cast<size_t>(p))->range; }
+
+void ShardedVocabulary::poison_outputs() {
+  on_every_gpu([](Rank& r) {
+    poison_device(r.loss.get(), r.loss.bytes());
+    poison_device(r.lse.get(), r.lse.bytes());
+    if (r.de.get()) poison_device(r.de.get(), r.de.bytes());
+    if (r.dc.get()) poison_device(r.dc.get(), r.dc.bytes());
+    CCE_CUDA_CHECK(cudaDeviceSynchronize());
+  });
+}
+
+void ShardedVocabulary::step(bool backward) {
+  on_every_gpu([&](Rank& r) {
+    if (backward && !r.de.get()) {  // on the first backward: a loss alone does not pay for dE, dC
+      r.upstream = DeviceBuffer<float>(upstream_.size());
+      copy_to_device(r.upstream.get(), upstream_.data(), upstream_.size() * 4);
+      r.de = DeviceBuffer<uint8_t>(static_cast<size_t>(r.local.n * r.local.d) * r.local.element_bytes());
+      r.dc = DeviceBuffer<uint8_t>(static_cast<size_t>(r.local.v * r.local.d) * r.local.element_bytes());
+      poison_device(r.de.get(), r.de.bytes());
+      poison_device(r.dc.get(), r.dc.bytes());
+    }
+    r.scratch.allocate(concat(backward ? s08::backward_scratch(r.local, r.plan)
+                                       : s08::sorted_forward_scratch(r.local, r.plan),
+                              combine_scratch(r.local)));
+    s08::sorted_forward_states(r.in, r.plan, r.scratch, r.stream);
+    CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[0], r.stream));
+    combine_row_states(problem_, r.targets.get(), r.scratch, r.comm, r.loss.get(), r.lse.get(), r.stream);
+    CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[1], r.stream));
+    r.backward_timed = backward;
+    if (backward) {
+      float* de_acc = s08::backward_to_accumulator(r.in, r.plan, r.scratch, r.lse.get(), r.upstream.get(),
+                                                   options_.drop, r.de.get(), r.dc.get(), r.stream, r.side, &r.stats);
+      s08::add_target_terms(r.in, r.scratch, de_acc, r.stream);
+      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[2], r.stream));
+      reduce_de(problem_, de_acc, r.de.get(), r.comm, r.stream);
+      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[3], r.stream));
+    }
+    CCE_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+  });
+}
+
+void ShardedVocabulary::forward() { step(false); }
+void ShardedVocabulary::forward_backward() { step(true); }
+
+double ShardedVocabulary::last_nccl_ms() const {
+  const Rank& r = *ranks_.front();
+  CCE_CUDA_CHECK(cudaSetDevice(r.device));
+  float forward_ms = 0.0f, backward_ms = 0.0f;
+  CCE_CUDA_CHECK(cudaEventElapsedTime(&forward_ms, r.nccl_events[0], r.nccl_events[1]));
+  if (r.backward_timed) CCE_CUDA_CHECK(cudaEventElapsedTime(&backward_ms, r.nccl_events[2], r.nccl_events[3]));
+  return static_cast<double>(forward_ms) + backward_ms;
+}
+
+namespace {
+double time_steps_ms(const std::function<void()>& step, int iters, int warmup) {
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    step();  // returns once every GPU's stream is done
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  return median(ms);
+}
+}  // namespace
+
+double ShardedVocabulary::time_forward_ms(int iters, int warmup) {
+  return time_steps_ms([&] { forward(); }, iters, warmup);
+}
+double ShardedVocabulary::time_forward_backward_ms(int iters, int warmup) {
+  return time_steps_ms([&] { forward_backward(); }, iters, warmup);
+}
+
+HostOutputs ShardedVocabulary::download() const {
+  HostOutputs out;
+  const Rank& first = *ranks_.front();
+  CCE_CUDA_CHECK(cudaSetDevice(first.device));
+  out.loss.resize(first.loss.size());
+  out.lse.resize(first.lse.size());
+  copy_to_host(out.loss.data(), first.loss.get(), first.loss.bytes());
+  copy_to_host(out.lse.data(), first.lse.get(), first.lse.bytes());
+  if (first.de.get()) {
+    out.de = download_values(first.de, problem_.dtype);
+    out.dc.reserve(static_cast<size_t>(problem_.v * problem_.d));
+    for (const auto& rank : ranks_) {  // the shards in vocabulary order
+      CCE_CUDA_CHECK(cudaSetDevice(rank->device));
+      const std::vector<float> shard = download_values(rank->dc, problem_.dtype);
+      out.dc.insert(out.dc.end(), shard.begin(), shard.end());
+    }
+  }
+  CCE_CUDA_CHECK(cudaSetDevice(first.device));
+  return out;
+}
+
+bool ShardedVocabulary::replicas_agree(bool backward) const {
+  auto bytes_of = [&](const Rank& r) {
+    CCE_CUDA_CHECK(cudaSetDevice(r.device));
+    std::vector<uint8_t> all = download_bytes(r.loss.get(), r.loss.bytes());
+    const std::vector<uint8_t> lse = download_bytes(r.lse.get(), r.lse.bytes());
+    all.insert(all.end(), lse.begin(), lse.end());
+    if (backward) {
+      const std::vector<uint8_t> de = download_bytes(r.de.get(), r.de.bytes());
+      all.insert(all.end(), de.begin(), de.end());
+    }
+    return all;
+  };
+  const std::vector<uint8_t> reference = bytes_of(*ranks_.front());
+  bool agree = true;
+  for (size_t p = 1; p < ranks_.size(); ++p) agree = agree && bytes_of(*ranks_[p]) == reference;
+  CCE_CUDA_CHECK(cudaSetDevice(ranks_.front()->device));
+  return agree;
+}
+
+std::vector<size_t> ShardedVocabulary::peak_beyond_inputs() const {
+  std::vector<size_t> peaks;
+  for (const auto& r : ranks_) peaks.push_back(AllocationTracker::peak_bytes(r->device) - r->baseline - r->input_bytes());
+  return peaks;
+}
+
+std::vector<size_t> ShardedVocabulary::input_bytes() const {
+  std::vector<size_t> bytes;
+  for (const auto& r : ranks_) bytes.push_back(r->input_bytes());
+  return bytes;
+}
+
+void ShardedVocabulary::reset_peak_memory() {
+  on_every_gpu([](Rank& r) { r.scratch.release(); });
+  AllocationTracker::reset_peak();
+}
+
+std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) const {
+  const Rank& r = *ranks_.at(static_cast<size_t>(p));
+  return concat(concat(output_memory(r.local, backward), backward ? s08::backward_scratch(r.local, r.plan)
+                                                                   : s08::sorted_forward_scratch(r.local, r.plan)),
+                combine_scratch(r.local));
+}
+
+s08::DropStats ShardedVocabulary::drop_stats() const {
+  s08::DropStats total;
+  for (const auto& r : ranks_) {
+    total.tiles += r->stats.tiles;
+    total.kept_tiles += r->stats.kept_tiles;
+    total.chunks += r->stats.chunks;
+  }
+  return total;
+}
+
+}  // namespace cce::s09

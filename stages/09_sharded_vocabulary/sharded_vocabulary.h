@@ -1,0 +1,114 @@
+// Stage 09: the vocabulary sharded over GPUs, combined with NCCL.
+// Uses: stage 08 (its sorted forward with tile statistics, its whole backward
+// up to the fp32 dE accumulator), common (problem, reference, tracker), NCCL.
+//
+// Tensor parallelism cuts C [V,D] by rows into P shards, one per GPU, while E
+// and the targets are the same on every GPU. Per step:
+//   forward   every GPU runs stage 08's sorted forward on its shard: per row
+//             i a partial (m_i^p, s_i^p) and, where t_i is in the shard, the
+//             target logit; then two all-reduces of O(N) floats:
+//               M_i = max_p m_i^p                         (ncclMax, N floats)
+//               S_i = Σ_p s_i^p·exp(m_i^p − M_i), z_i = Σ_p z_i^p  (ncclSum, 2N)
+//             LSE_i = M_i + log S_i, loss_i = LSE_i − z_i on every GPU;
+//   backward  every GPU runs stage 08's backward on its shard with the full
+//             LSE: its dC rows are complete and stay where they are; its dE
+//             is a partial sum over its vocabulary, all-reduced in fp32
+//             (N·D floats) and rounded once.
+// One process drives every GPU, a host thread per GPU (ncclCommInitAll):
+// stage 08's backward reads its kept-tile lists on the host, so each GPU
+// needs a thread of its own to stay busy. README.md gives the reasons and the costs.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/runner.h"
+#include "common/stage.h"
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+
+namespace cce::s09 {
+
+// Rows [begin, end) of C on one GPU: the first V mod P shards one row longer.
+struct ShardRange {
+  int64_t begin = 0, end = 0;
+  int64_t rows() const { return end - begin; }
+};
+std::vector<ShardRange> shard_vocabulary(int64_t v, int shards);
+
+// Throws InputError (one line) for shard counts the problem cannot take:
+// fewer than 1, more than the vocabulary's tiles (checked before any GPU
+// work), more than the GPUs present.
+void validate_shard_count(const Problem& problem, int64_t shards);
+void validate_shards(const Problem& problem, int shards, int gpus_present);
+
+// ---- combine.cu: the kernels and collectives that join the shards ----
+
+// A target outside the shard becomes rows(): one past the shard's last entry,
+// a valid target (it counts for the mean) that lies in none of its tiles.
+std::vector<int64_t> shard_targets(const Problem& problem, const std::vector<int64_t>& targets, ShardRange range);
+
+std::vector<MemoryItem> combine_scratch(const Problem& problem);
+// From the shard's row states (stage 08's sorted_forward_states) to the full
+// LSE and loss on this GPU; every GPU of the communicator calls it.
+// `global` is the unsharded problem, `targets` its targets on this GPU.
+void combine_row_states(const Problem& global, const int64_t* targets, const Scratch& scratch, ncclComm_t comm,
+                        float* loss, float* lse, cudaStream_t stream);
+// dE: the shards' fp32 accumulators summed in place, then rounded into `de`.
+void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, cudaStream_t stream);
+
+// ---- sharded_vocabulary.cu: P GPUs, a thread each ----
+
+struct ShardOptions {
+  s08::DropSettings drop;  // eps, tail correction (stage 08's flags)
+};
+
+class ShardedVocabulary {
+ public:
+  // Uploads E and the targets to every GPU and C's shard p to GPU p.
+  ShardedVocabulary(const Problem& problem, const HostInputs& inputs, const std::vector<float>& upstream, int gpus,
+                    const ShardOptions& options);
+  ~ShardedVocabulary();
+  ShardedVocabulary(const ShardedVocabulary&) = delete;
+  ShardedVocabulary& operator=(const ShardedVocabulary&) = delete;
+
+  void poison_outputs();
+  void forward();           // loss and LSE on every GPU
+  void forward_backward();  // and dE on every GPU, dC's shard on each
+  HostOutputs download() const;  // GPU 0's loss, LSE, dE; dC gathered from the shards
+  // Whether every GPU holds bitwise the same loss, LSE (and dE) as GPU 0.
+  bool replicas_agree(bool backward) const;
+
+  // Wall-clock medians of whole steps (every GPU finished), after warm-up.
+  double time_forward_ms(int iters, int warmup = 2);
+  double time_forward_backward_ms(int iters, int warmup = 2);
+  // Of the last step, GPU 0's time inside NCCL calls (waits for the other
+  // GPUs included), ms.
+  double last_nccl_ms() const;
+
+  int gpus() const { return static_cast<int>(ranks_.size()); }
+  ShardRange shard(int p) const;
+  // Per GPU: peak tracked bytes beyond its inputs (E, its C shard, targets).
+  std::vector<size_t> peak_beyond_inputs() const;
+  std::vector<size_t> input_bytes() const;
+  void reset_peak_memory();
+  // Per GPU: the memory model (outputs, stage 08's scratch, the combine's).
+  std::vector<MemoryItem> memory_model(int p, bool backward) const;
+  // Kept tiles of the last backward, summed over the shards.
+  s08::DropStats drop_stats() const;
+
+ private:
+  struct Rank;
+  template <typename Step>
+  void on_every_gpu(const Step& step) const;
+  void step(bool backward);
+  Problem problem_;
+  std::vector<float> upstream_;
+  ShardOptions options_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+};
+
+}  // namespace cce::s09
