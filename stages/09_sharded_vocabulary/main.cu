@@ -21,13 +21,21 @@ struct Flags : ProblemFlags {
   bool backward = false, check = false, compare_single = false, skip_missing = false;
 };
 
-// Loss and LSE of P GPUs against stage 08 on one: the same numbers up to fp32
-// rounding (the shards sum the exponentials in another order).
-std::vector<Comparison> compare_with_single(const HostOutputs& sharded, const HostOutputs& single) {
-  const Tolerance fp32{1e-5, 1e-5};
+// P GPUs against stage 08 on one. Loss and LSE: the same numbers up to fp32
+// rounding (the shards sum the exponentials in another order). One shard is
+// stage 08 itself: every output, dE and dC included, bit for bit.
+std::vector<Comparison> compare_with_single(const HostOutputs& sharded, const HostOutputs& single, int gpus,
+                                            const Problem& p) {
+  const Tolerance tolerance = gpus == 1 ? Tolerance{0.0, 0.0} : Tolerance{1e-5, 1e-5};
   auto as_double = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
-  return {compare("loss vs stage 08 on one GPU", sharded.loss, as_double(single.loss), fp32),
-          compare("LSE vs stage 08 on one GPU", sharded.lse, as_double(single.lse), fp32)};
+  std::vector<Comparison> comparisons = {
+      compare("loss vs stage 08 on one GPU", sharded.loss, as_double(single.loss), tolerance),
+      compare("LSE vs stage 08 on one GPU", sharded.lse, as_double(single.lse), tolerance)};
+  if (gpus == 1 && !sharded.de.empty()) {
+    comparisons.push_back(compare("dE vs stage 08 (bitwise)", sharded.de, as_double(single.de), tolerance, p.d));
+    comparisons.push_back(compare("dC vs stage 08 (bitwise)", sharded.dc, as_double(single.dc), tolerance, p.d));
+  }
+  return comparisons;
 }
 
 std::string json_sizes(const std::vector<size_t>& bytes) {
@@ -141,7 +149,7 @@ int run(int argc, char** argv) {
     single.poison_outputs();
     if (f.backward) single.forward_backward(); else single.forward();
     std::printf("  one GPU      stage 08 on GPU 0 alone:\n");
-    report(compare_with_single(out, single.download()));
+    report(compare_with_single(out, single.download(), gpus, p));
     if (f.iters > 0)
       single_ms = f.backward ? single.time_forward_backward_ms(static_cast<int>(f.iters))
                              : single.time_forward_ms(static_cast<int>(f.iters));
