@@ -55,7 +55,20 @@ __global__ void sort_key_kernel(const T* __restrict__ c, const float* __restrict
   const int lane = threadIdx.x % 32;
   if (j >= v) return;
   float dot = 0.0f;
-  for (int64_t k = lane; k < d; k += 32) dot += to_float(c[j * d + k]) * e_sum[k];
+  constexpr int kPerVector = 16 / sizeof(T);
+  if ((d * sizeof(T)) % 16 == 0) {  // 16-byte loads: a warp reads 512 bytes of the row at once
+    const uint4* row = reinterpret_cast<const uint4*>(c + j * d);
+    const int64_t vectors = d / kPerVector;
+#pragma unroll 4
+    for (int64_t x = lane; x < vectors; x += 32) {
+      const uint4 value = row[x];
+      const T* parts = reinterpret_cast<const T*>(&value);
+#pragma unroll
+      for (int k = 0; k < kPerVector; ++k) dot += to_float(parts[k]) * e_sum[x * kPerVector + k];
+    }
+  } else {
+    for (int64_t k = lane; k < d; k += 32) dot += to_float(c[j * d + k]) * e_sum[k];
+  }
   dot = warp_reduce_sum(dot);
   if (lane == 0) {
     key[j] = dot;
@@ -79,25 +92,40 @@ __global__ void target_position_kernel(const int64_t* __restrict__ targets, cons
 // Rows [first, first + rows) of the sorted vocabulary, a block per backward
 // tile of tile_cols rows: out[r] = C[order[first + r]], and the tile's mean
 // row C̄_T (the tail correction's) on the way, as the rows pass anyway.
+constexpr int kGatherMaxRows = 128;  // tile_cols of every dtype fits
+constexpr int kGatherBatch = 8;      // rows whose loads are in flight at once per thread
+
 template <typename T>
 __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restrict__ order, int64_t first,
                                    int64_t rows, int64_t d, int64_t tile_cols, T* __restrict__ out,
                                    T* __restrict__ means) {
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * tile_cols;
-  const int64_t count = rows - r0 < tile_cols ? rows - r0 : tile_cols;
+  const int count = static_cast<int>(rows - r0 < tile_cols ? rows - r0 : tile_cols);
   T* mean = means + ((first + r0) / tile_cols) * d;
+  __shared__ int source[kGatherMaxRows];  // the tile's rows of C, read once per block
+  for (int r = threadIdx.x; r < count; r += blockDim.x) source[r] = order[first + r0 + r];
+  __syncthreads();
   constexpr int kPerVector = 16 / sizeof(T);
   if ((d * sizeof(T)) % 16 == 0) {
     const int64_t vectors = d / kPerVector;
     for (int64_t x = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; x < vectors;
          x += static_cast<int64_t>(gridDim.y) * blockDim.x) {
       float sum[kPerVector] = {};
-      for (int64_t r = 0; r < count; ++r) {
-        const uint4 value = reinterpret_cast<const uint4*>(c + static_cast<int64_t>(order[first + r0 + r]) * d)[x];
-        reinterpret_cast<uint4*>(out + (r0 + r) * d)[x] = value;
-        const T* parts = reinterpret_cast<const T*>(&value);
+      // Loads of a batch of rows first, then their stores and sums in row
+      // order (the mean's sum keeps one order: bitwise the same as row by row).
+      for (int r = 0; r < count; r += kGatherBatch) {
+        uint4 value[kGatherBatch];
 #pragma unroll
-        for (int k = 0; k < kPerVector; ++k) sum[k] += to_float(parts[k]);
+        for (int u = 0; u < kGatherBatch; ++u)
+          if (r + u < count) value[u] = reinterpret_cast<const uint4*>(c + static_cast<int64_t>(source[r + u]) * d)[x];
+#pragma unroll
+        for (int u = 0; u < kGatherBatch; ++u) {
+          if (r + u >= count) break;
+          reinterpret_cast<uint4*>(out + (r0 + r + u) * d)[x] = value[u];
+          const T* parts = reinterpret_cast<const T*>(&value[u]);
+#pragma unroll
+          for (int k = 0; k < kPerVector; ++k) sum[k] += to_float(parts[k]);
+        }
       }
       T result[kPerVector];
 #pragma unroll
@@ -108,8 +136,8 @@ __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restric
     for (int64_t k = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; k < d;
          k += static_cast<int64_t>(gridDim.y) * blockDim.x) {
       float sum = 0.0f;
-      for (int64_t r = 0; r < count; ++r) {
-        const T value = c[static_cast<int64_t>(order[first + r0 + r]) * d + k];
+      for (int r = 0; r < count; ++r) {
+        const T value = c[static_cast<int64_t>(source[r]) * d + k];
         out[(r0 + r) * d + k] = value;
         sum += to_float(value);
       }
