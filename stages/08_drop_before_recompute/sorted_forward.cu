@@ -24,14 +24,6 @@ constexpr int64_t kMaxRanges = 16;     // the forward's ranges per chunk: 16·N�
 
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
-// The sort key's grid: 8 blocks of 8 warps per SM, or fewer when V is small.
-unsigned sort_key_blocks(int64_t v) {
-  int device = 0, sms = 132;
-  CCE_CUDA_CHECK(cudaGetDevice(&device));
-  CCE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return static_cast<unsigned>(std::min<int64_t>((v + 7) / 8, int64_t{8} * sms));
-}
-
 // Partial column sums of the valid rows of E: partial[chunk][k] = Σ_{rows of the chunk, t_i valid} E_ik.
 template <typename T>
 __global__ void valid_row_partial_sums_kernel(const T* __restrict__ e, const int64_t* __restrict__ targets, int64_t n,
@@ -54,36 +46,22 @@ __global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t c
   e_sum[k] = sum;
 }
 
-// key_j = C_j · Σ_i E_i: a warp per vocabulary row at a time, the grid's
-// warps striding over the rows (few waves of blocks: launching one short
-// block per 8 rows cost more than reading them); N·key_j/#valid is the
+// key_j = C_j · Σ_i E_i: a warp per vocabulary row; N·key_j/#valid is the
 // average logit of entry j (without softcap; with it, the same order is used).
+// It reads C at 2.8 TB/s on an H100 as it is (16-byte loads and a grid that
+// strides over the rows measured slower: 0.62 against 0.43 ms at gemma2).
 template <typename T>
 __global__ void sort_key_kernel(const T* __restrict__ c, const float* __restrict__ e_sum, int64_t v, int64_t d,
                                 float* __restrict__ key, int* __restrict__ identity) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  constexpr int kPerVector = 16 / sizeof(T);
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; j < v; j += warps) {
-    float dot = 0.0f;
-    if ((d * sizeof(T)) % 16 == 0) {  // 16-byte loads: a warp reads 512 bytes of the row at once
-      const uint4* row = reinterpret_cast<const uint4*>(c + j * d);
-      const int64_t vectors = d / kPerVector;
-#pragma unroll 4
-      for (int64_t x = lane; x < vectors; x += 32) {
-        const uint4 value = row[x];
-        const T* parts = reinterpret_cast<const T*>(&value);
-#pragma unroll
-        for (int k = 0; k < kPerVector; ++k) dot += to_float(parts[k]) * e_sum[x * kPerVector + k];
-      }
-    } else {
-      for (int64_t k = lane; k < d; k += 32) dot += to_float(c[j * d + k]) * e_sum[k];
-    }
-    dot = warp_reduce_sum(dot);
-    if (lane == 0) {
-      key[j] = dot;
-      identity[j] = static_cast<int>(j);
-    }
+  if (j >= v) return;
+  float dot = 0.0f;
+  for (int64_t k = lane; k < d; k += 32) dot += to_float(c[j * d + k]) * e_sum[k];
+  dot = warp_reduce_sum(dot);
+  if (lane == 0) {
+    key[j] = dot;
+    identity[j] = static_cast<int>(j);
   }
 }
 
@@ -256,7 +234,7 @@ void sorted_forward_states(const DeviceInputs& in, const DropPlan& plan, const S
     CCE_CHECK_LAUNCH();
     sum_partials_kernel<<<blocks_for(p.d), kThreads, 0, stream>>>(partial_sums, sum_chunks, p.d, e_sum);
     CCE_CHECK_LAUNCH();
-    sort_key_kernel<T><<<sort_key_blocks(p.v), kThreads, 0, stream>>>(
+    sort_key_kernel<T><<<static_cast<unsigned>((p.v + 7) / 8), kThreads, 0, stream>>>(
         reinterpret_cast<const T*>(in.c.get()), e_sum, p.v, p.d, key, identity);
     CCE_CHECK_LAUNCH();
   });
