@@ -70,8 +70,7 @@ TailSums correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, cons
         plan.token_blocks, plan.tile_rows, plan.tile_cols, p.softcap);
     CCE_CHECK_LAUNCH();
   };
-  if (bf16) run(__nv_bfloat16{});
-  else run(float{});
+  dispatch_dtype(p.dtype, run);
 
   // Row-major dE [N, D] is column-major D×N: dEᵀ = C̄ᵀ (D×tiles, ld D) · Mᵀ, with
   // M stored tile-major (column-major N×tiles, ld = N·4 bytes / element bytes).
