@@ -59,7 +59,7 @@ DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
     // Too few to help (wide D: gemma2 would get 7, llama3 4): keep the region for S tiles.
     plan.partial_capacity = partials >= kMinPartials ? partials : 0;
   }
-  const size_t slot_budget = kRegionBudget;  // the partials come on top
+  const size_t slot_budget = kRegionBudget - static_cast<size_t>(plan.partial_capacity) * partial_bytes;
   plan.slot_capacity =
       std::min(pairs, std::max(plan.token_blocks, static_cast<int64_t>(slot_budget) / plan.slot_bytes));
   plan.de_accumulator_bytes = bf16 ? static_cast<size_t>(p.n * p.d) * 4 : 0;
