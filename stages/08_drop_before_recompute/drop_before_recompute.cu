@@ -14,9 +14,7 @@
 namespace cce::s08 {
 namespace {
 
-constexpr size_t kRegionBudget = size_t{24} << 20;   // a chunk's recomputed S tiles and dC partials
-constexpr size_t kPartialBudget = size_t{8} << 20;   // of which dC's split-K partials (bf16), at most
-constexpr int64_t kMaxPartials = 32, kMinPartials = 8;
+constexpr size_t kSlotBudget = size_t{24} << 20;  // recomputed S tiles held at once (a chunk)
 constexpr int64_t kChunkMultiple = 256;           // the forward's chunks: whole tiles of every product
 
 size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
@@ -53,20 +51,11 @@ DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
   plan.token_blocks = (p.n + plan.tile_rows - 1) / plan.tile_rows;
   plan.slot_bytes = plan.tile_rows * plan.tile_cols * static_cast<int64_t>(element);
   const int64_t pairs = plan.tiles * plan.token_blocks;
-  const size_t partial_bytes = static_cast<size_t>(plan.tile_cols * p.d) * 4;
-  if (bf16) {
-    const int64_t partials = std::min<int64_t>(kMaxPartials, static_cast<int64_t>(kPartialBudget / partial_bytes));
-    // Too few to help (wide D: gemma2 would get 7, llama3 4): keep the region for S tiles.
-    plan.partial_capacity = partials >= kMinPartials ? partials : 0;
-  }
-  const size_t slot_budget = kRegionBudget - static_cast<size_t>(plan.partial_capacity) * partial_bytes;
   plan.slot_capacity =
-      std::min(pairs, std::max(plan.token_blocks, static_cast<int64_t>(slot_budget) / plan.slot_bytes));
+      std::min(pairs, std::max(plan.token_blocks, static_cast<int64_t>(kSlotBudget) / plan.slot_bytes));
   plan.de_accumulator_bytes = bf16 ? static_cast<size_t>(p.n * p.d) * 4 : 0;
   plan.region_offset = round_up(plan.de_accumulator_bytes, 256);
-  plan.partial_offset = plan.region_offset + static_cast<size_t>(plan.slot_capacity * plan.slot_bytes);
-  plan.region_bytes = static_cast<size_t>(plan.slot_capacity * plan.slot_bytes) +
-                      static_cast<size_t>(plan.partial_capacity) * partial_bytes;
+  plan.region_bytes = static_cast<size_t>(plan.slot_capacity * plan.slot_bytes);
   plan.work_bytes = std::max({plan.region_offset + plan.region_bytes, sort_work_bytes(p.v), target_sort_work_bytes(p.n)});
   // The forward gathers as many rows of sorted C as the buffer holds.
   const size_t row_bytes = static_cast<size_t>(p.d) * element;
@@ -143,17 +132,17 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
 
   // Chunks of consecutive tiles whose kept S tiles fit the region.
-  int64_t chunks = 0, split_tiles = 0;
+  int64_t chunks = 0;
   for (int64_t first = 0; first < plan.tiles;) {
     int64_t last = first + 1;
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= plan.slot_capacity) ++last;
     const int64_t first_slot = kept.offsets[first];
     recompute_kept_tiles(in, plan, scratch, lse, recompute_runs(kept, plan, first, last), first_slot, region, stream);
-    split_tiles += kept_products(in, plan, scratch, kept, tail, region, first_slot, first, last, de_acc, dc, stream, side);
+    kept_products(in, plan, scratch, kept, tail, region, first_slot, first, last, de_acc, dc, stream, side);
     first = last;
     ++chunks;
   }
-  if (stats != nullptr) *stats = DropStats{pairs, kept.kept(), chunks, split_tiles};
+  if (stats != nullptr) *stats = DropStats{pairs, kept.kept(), chunks};
   return de_acc;
 }
 
@@ -201,10 +190,10 @@ std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
                 no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC");
   lines.push_back(buf);
   if (stats_.tiles > 0) {
-    std::snprintf(buf, sizeof buf, "kept tiles   %lld of %lld (%.2f%%) recomputed, in %lld chunks; %lld dC tiles split",
+    std::snprintf(buf, sizeof buf, "kept tiles   %lld of %lld (%.2f%%) recomputed, in %lld chunks",
                   static_cast<long long>(stats_.kept_tiles), static_cast<long long>(stats_.tiles),
                   100.0 * static_cast<double>(stats_.kept_tiles) / static_cast<double>(stats_.tiles),
-                  static_cast<long long>(stats_.chunks), static_cast<long long>(stats_.split_tiles));
+                  static_cast<long long>(stats_.chunks));
     lines.push_back(buf);
   }
   return lines;

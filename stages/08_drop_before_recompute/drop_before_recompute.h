@@ -54,11 +54,6 @@ struct DropPlan {
   int64_t chunk_rows = 0;                // rows of C the forward gathers at once
   size_t de_accumulator_bytes = 0;       // fp32 dE for bf16 (at the start of the work buffer)
   size_t region_offset = 0, region_bytes = 0;  // then the recomputed S tiles of a chunk
-  // bf16: after the S tiles, fp32 partial sums of dC ([128][D] each) for
-  // the tiles of a chunk whose many kept token blocks are split over several
-  // blocks (a deterministic split-K: the partials are summed in order).
-  int64_t partial_capacity = 0;
-  size_t partial_offset = 0;
   size_t work_bytes = 0;
   int64_t ranges = 0;                    // the forward's vocabulary ranges per chunk (most)
   // dC's tail sums G_T = Σ_i M_iT E_i (fp32 [tiles][D]) live in the free half
@@ -88,7 +83,6 @@ struct DropSettings {
 struct DropStats {
   int64_t tiles = 0, kept_tiles = 0;  // (token block, vocabulary tile) pairs
   int64_t chunks = 0;
-  int64_t split_tiles = 0;  // dC tiles whose kept token blocks were split over several blocks
 };
 
 class DropBeforeRecomputeStage : public Stage {
@@ -177,8 +171,7 @@ TailSums correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, cons
 std::vector<MemoryItem> tail_correction_scratch(const Problem& problem, const DropPlan& plan);
 
 // kept_products.cu: the products of one chunk of kept tiles, and the targets' exact terms.
-// Returns how many dC tiles of the chunk were split (bf16; see plan_dc_work).
-int64_t kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
+void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
                    const TailSums& tail, const void* s_tiles, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side);
 void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream);

@@ -60,11 +60,6 @@ struct ProductArgs {
   // the dropped tail of dC: every row of tile T gets tail_sums[T·tail_ld + k] / (rows of T)
   const float* tail_sums;  // null: no correction
   int64_t tail_ld, tile_cols;
-  // bf16 dC: a block per (work item, 128 columns): (tile, first slot, end slot, partial or −1);
-  // split tiles (tile, first partial, partials, 0) are finished by dc_split_finish_bf16.
-  const int4* dc_work;
-  const int4* dc_splits;
-  float* partials;  // [partial][128][D]
 };
 
 __device__ __forceinline__ int2 tile_targets(const ProductArgs& args, int64_t tile) {
@@ -190,11 +185,10 @@ template <bool kAligned>
 __global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
                                                            __nv_bfloat16* __restrict__ dc) {
   extern __shared__ __align__(16) unsigned char shared[];
-  const int4 work = args.dc_work[blockIdx.x];
-  const int64_t tile = work.x;
+  const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const auto* s_tiles = static_cast<const __nv_bfloat16*>(args.s_tiles);
-  const int begin = work.y, end = work.z;
+  const int begin = args.offsets[tile], end = args.offsets[tile + 1];
   float acc[2][8][4] = {};
   run_items<kAligned>(
       acc, shared, true, [&](int slot) { return slot < end ? slot : -1; },
@@ -205,23 +199,6 @@ __global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, con
       },
       begin < end ? begin : -1);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 4, wn = warp / 4;
-  if (work.w >= 0) {  // one part of a split tile: its fp32 partial, finished by dc_split_finish_bf16
-    float* partial = args.partials + static_cast<int64_t>(work.w) * kTile * args.d;
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = wm * 32 + mt * 16 + lane / 4 + 8 * half;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int64_t col = d0 + wn * 64 + nt * 8 + (lane % 4) * 2 + j;
-            if (col < args.d) partial[r * args.d + col] = acc[mt][nt][2 * half + j];
-          }
-      }
-    return;
-  }
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -246,26 +223,6 @@ __global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, con
         }
       }
     }
-}
-
-// The split tiles' dC rows: their partials summed in part order, then the
-// tail's share and the dropped targets' terms, as the unsplit blocks add them.
-__global__ void dc_split_finish_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
-                                     __nv_bfloat16* __restrict__ dc) {
-  const int4 split = args.dc_splits[blockIdx.x];
-  const int64_t tile = split.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  const int2 range = tile_targets(args, tile);
-  for (int i = threadIdx.x; i < kTile * kTile; i += blockDim.x) {
-    const int r = i / kTile;
-    const int64_t pos = tile * kTile + r, col = d0 + i % kTile;
-    if (pos >= args.v || col >= args.d) continue;
-    float x = 0.0f;
-    for (int part = 0; part < split.z; ++part)
-      x += args.partials[(static_cast<int64_t>(split.y + part) * kTile + r) * args.d + col];
-    x += tail_share(args, tile, col) +
-         target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col);
-    dc[static_cast<int64_t>(args.order[pos]) * args.d + col] = __float2bfloat16(x);
-  }
 }
 
 template <bool kAligned>
@@ -445,53 +402,9 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
   de[x] = from_float<Out>(value);
 }
 
-// dC's work for the chunk's kept tiles [first, last) of tiles_with_slots: a
-// block per tile, or, when the chunk gives dC fewer than kSplitBelow blocks
-// (the dense head of the sorted vocabulary: a few tiles, each with most token
-// blocks kept), the long tiles cut into parts of `part` slots, each with its
-// own fp32 partial. The cut depends on the kept lists only, so it is the
-// same on every run.
-constexpr int64_t kSplitBelow = 264;  // dC blocks: two waves of an H100's 132 SMs
-constexpr int kMinPart = 16;          // slots per part, at least
-struct DcWork {
-  std::vector<int4> blocks, splits;
-};
-DcWork plan_dc_work(const KeptTiles& kept, const int* first, const int* last, int64_t d_tiles,
-                    int64_t partial_capacity) {
-  DcWork work;
-  auto count = [&](int tile) { return kept.offsets[tile + 1] - kept.offsets[tile]; };
-  int part = 0;  // 0: no split
-  if (partial_capacity >= 2 && (last - first) * d_tiles < kSplitBelow) {
-    for (int candidate = kMinPart;; candidate *= 2) {
-      int64_t parts = 0, longest = 0;
-      for (const int* t = first; t < last; ++t) {
-        longest = std::max<int64_t>(longest, count(*t));
-        if (count(*t) > candidate) parts += (count(*t) + candidate - 1) / candidate;
-      }
-      if (longest <= candidate) break;  // nothing left to split
-      if (parts <= partial_capacity) {
-        part = candidate;
-        break;
-      }
-    }
-  }
-  int partials = 0;
-  for (const int* t = first; t < last; ++t) {
-    const int begin = kept.offsets[*t], end = kept.offsets[*t + 1];
-    if (part == 0 || end - begin <= part) {
-      work.blocks.push_back(make_int4(*t, begin, end, -1));
-      continue;
-    }
-    const int parts = (end - begin + part - 1) / part;
-    work.splits.push_back(make_int4(*t, partials, parts, 0));
-    for (int x = begin; x < end; x += part) work.blocks.push_back(make_int4(*t, x, std::min(x + part, end), partials++));
-  }
-  return work;
-}
-
 }  // namespace
 
-int64_t kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
+void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
                    const TailSums& tail, const void* s_tiles, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side) {
   const Problem& p = in.problem;
@@ -523,10 +436,7 @@ int64_t kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratc
                    reinterpret_cast<const int2*>(scratch.get<int>("dE block ranges [token blocks]")),
                    tail.sums,
                    tail.ld,
-                   plan.tile_cols,
-                   nullptr,
-                   nullptr,
-                   nullptr};
+                   plan.tile_cols};
   // dE's items per token block in this chunk: entries [x, y) of its list (found here, not by every block).
   std::vector<int> block_ranges(static_cast<size_t>(2 * plan.token_blocks));
   for (int64_t b = 0; b < plan.token_blocks; ++b) {
@@ -547,24 +457,7 @@ int64_t kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratc
   side.create();
   CCE_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   CCE_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
-  int64_t split_tiles = 0;
   if (p.dtype == Dtype::kBFloat16) {
-    const int* kept_begin = kept.tiles_with_slots.data() + (first_kept - kept.tiles_with_slots.begin());
-    const DcWork work = plan_dc_work(kept, kept_begin, kept_begin + kept_tiles, d_tiles, plan.partial_capacity);
-    int4* work_buffer = scratch.get<int4>("dC work: blocks [tiles+partials], split tiles [partials]");
-    args.dc_work = work_buffer;
-    args.dc_splits = work_buffer + plan.tiles + plan.partial_capacity;
-    args.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(const_cast<void*>(s_tiles)) +
-                                             (plan.partial_offset - plan.region_offset));
-    // From pageable memory: the copies have read the vectors when they return.
-    if (!work.blocks.empty())
-      CCE_CUDA_CHECK(cudaMemcpyAsync(work_buffer, work.blocks.data(), work.blocks.size() * sizeof(int4),
-                                     cudaMemcpyHostToDevice, stream));
-    if (!work.splits.empty())
-      CCE_CUDA_CHECK(cudaMemcpyAsync(const_cast<int4*>(args.dc_splits), work.splits.data(),
-                                     work.splits.size() * sizeof(int4), cudaMemcpyHostToDevice, stream));
-    const dim3 dc_work_grid(static_cast<unsigned>(work.blocks.size()), d_tiles);
-    split_tiles = static_cast<int64_t>(work.splits.size());
     auto launch = [&](auto aligned) {
       constexpr bool kAligned = decltype(aligned)::value;
       auto dc_kernel = dc_products_bf16<kAligned>;
@@ -574,13 +467,8 @@ int64_t kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratc
       CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kProductShared)));
       if (kept_tiles > 0) {
-        dc_kernel<<<dc_work_grid, 256, kProductShared, stream>>>(
-            args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
-        CCE_CHECK_LAUNCH();
-      }
-      if (!work.splits.empty()) {
-        dc_split_finish_bf16<<<dim3(static_cast<unsigned>(work.splits.size()), d_tiles), 256, 0, stream>>>(
-            args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
+        dc_kernel<<<dc_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
+                                                            static_cast<__nv_bfloat16*>(dc));
         CCE_CHECK_LAUNCH();
       }
       de_kernel<<<de_grid, 256, kProductShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
@@ -606,7 +494,6 @@ int64_t kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratc
   }
   CCE_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
   CCE_CUDA_CHECK(cudaStreamWaitEvent(stream, side.join, 0));
-  return split_tiles;
 }
 
 void SideStream::create() {

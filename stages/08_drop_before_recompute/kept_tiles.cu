@@ -178,8 +178,6 @@ std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& pla
        static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)) * 4},
       {"slots: token block, tile, slot of pair [3][pairs]", pairs * 12},
       {"recompute runs [slots]", static_cast<size_t>(plan.slot_capacity) * 16},
-      {"dC work: blocks [tiles+partials], split tiles [partials]",
-       static_cast<size_t>(plan.tiles + 2 * plan.partial_capacity) * 16},
   };
 }
 

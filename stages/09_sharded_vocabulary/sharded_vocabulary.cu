@@ -334,7 +334,6 @@ s08::DropStats ShardedVocabulary::drop_stats() const {
     total.tiles += r->stats.tiles;
     total.kept_tiles += r->stats.kept_tiles;
     total.chunks += r->stats.chunks;
-    total.split_tiles += r->stats.split_tiles;
   }
   return total;
 }

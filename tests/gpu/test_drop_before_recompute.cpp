@@ -115,25 +115,6 @@ TEST(DropBeforeRecompute, BitwiseEqualOverTwoRunsWithSeveralChunks) {
   EXPECT_TRUE(a.out.dc == b.out.dc) << "dC differs between two runs";
 }
 
-// A few dense tiles (every token block kept, 33 per tile) give dC too few
-// blocks, so their kept blocks are split over several (split-K with fp32
-// partials summed in order): still the reference's result, still bitwise.
-TEST(DropBeforeRecompute, SplitDenseTilesMatchTheReferenceBitwiseTwice) {
-  SKIP_WITHOUT_GPU();
-  Problem p = bf16_problem(4200, 200, 1280);
-  GeneratorOptions gen;
-  gen.seed = 9;
-  const HostInputs in = generate_inputs(p, gen);
-  const std::vector<float> upstream = default_upstream(p, 3);
-  const Stage08Run a = run_stage08(p, in, upstream, {"--keep-all"});
-  const Stage08Run b = run_stage08(p, in, upstream, {"--keep-all"});
-  EXPECT_GT(a.stats.split_tiles, 0) << "no dC tile was split: the test does not reach the split-K path";
-  const CheckReport report = check_outputs(p, in, a.out, upstream, true);
-  for (const auto& c : report.comparisons) EXPECT_TRUE(c.passed()) << c.summary();
-  EXPECT_TRUE(a.out.dc == b.out.dc) << "dC differs between two runs";
-  EXPECT_TRUE(a.out.de == b.out.de) << "dE differs between two runs";
-}
-
 double rel_l2(const std::vector<float>& x, const std::vector<double>& ref) {
   double num = 0.0, den = 0.0;
   for (size_t i = 0; i < x.size(); ++i) {
