@@ -53,6 +53,9 @@ DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
   const int64_t pairs = plan.tiles * plan.token_blocks;
   plan.slot_capacity =
       std::min(pairs, std::max(plan.token_blocks, static_cast<int64_t>(kSlotBudget) / plan.slot_bytes));
+  // bf16: the dE output holds S tiles too until dE is written (fewer chunks:
+  // each chunk costs a pass of dE's blocks over every token block).
+  plan.spill_slot_capacity = bf16 ? p.n * p.d * 2 / plan.slot_bytes : 0;
   plan.de_accumulator_bytes = bf16 ? static_cast<size_t>(p.n * p.d) * 4 : 0;
   plan.region_offset = round_up(plan.de_accumulator_bytes, 256);
   plan.region_bytes = static_cast<size_t>(plan.slot_capacity * plan.slot_bytes);
@@ -123,7 +126,9 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
 
   unsigned char* work = scratch.get<unsigned char>("work buffer");
   float* de_acc = p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(work) : static_cast<float*>(de);
-  void* region = work + plan.region_offset;
+  const SlotSpace space{work + plan.region_offset, p.dtype == Dtype::kBFloat16 ? de : nullptr, plan.slot_capacity,
+                        plan.slot_bytes};
+  const int64_t capacity = plan.slot_capacity + plan.spill_slot_capacity;
   const int64_t pairs = plan.tiles * plan.token_blocks;
   TailSums tail;
   if (settings.correct_tail && kept.kept() < pairs)
@@ -131,14 +136,14 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
   else
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
 
-  // Chunks of consecutive tiles whose kept S tiles fit the region.
+  // Chunks of consecutive tiles whose kept S tiles fit the slots.
   int64_t chunks = 0;
   for (int64_t first = 0; first < plan.tiles;) {
     int64_t last = first + 1;
-    while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= plan.slot_capacity) ++last;
+    while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= capacity) ++last;
     const int64_t first_slot = kept.offsets[first];
-    recompute_kept_tiles(in, plan, scratch, lse, recompute_runs(kept, plan, first, last), first_slot, region, stream);
-    kept_products(in, plan, scratch, kept, tail, region, first_slot, first, last, de_acc, dc, stream, side);
+    recompute_kept_tiles(in, plan, scratch, lse, recompute_runs(kept, plan, first, last), first_slot, space, stream);
+    kept_products(in, plan, scratch, kept, tail, space, first_slot, first, last, de_acc, dc, stream, side);
     first = last;
     ++chunks;
   }

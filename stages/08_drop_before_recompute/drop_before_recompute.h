@@ -51,6 +51,7 @@ struct DropPlan {
   int64_t token_blocks = 0;              // ⌈N / tile_rows⌉
   int64_t slot_bytes = 0;                // one recomputed S tile
   int64_t slot_capacity = 0;             // S tiles the work buffer holds at once
+  int64_t spill_slot_capacity = 0;       // and the bf16 dE output (free until dE is written last)
   int64_t chunk_rows = 0;                // rows of C the forward gathers at once
   size_t de_accumulator_bytes = 0;       // fp32 dE for bf16 (at the start of the work buffer)
   size_t region_offset = 0, region_bytes = 0;  // then the recomputed S tiles of a chunk
@@ -64,6 +65,17 @@ struct DropPlan {
 // chunk_rows: rows of sorted C the forward gathers at once (a multiple of
 // 256); 0: as many as the backward's work buffer holds anyway.
 DropPlan plan_drop(const Problem& problem, int64_t chunk_rows = 0);
+
+// Where a chunk's recomputed S tiles live: its first region_slots slots in
+// the work buffer's region, the rest in the bf16 dE output, which nothing
+// reads or writes until the backward's last step writes dE (slot_space.cuh
+// finds a slot).
+struct SlotSpace {
+  void* region = nullptr;
+  void* spill = nullptr;  // the dE output (bf16), or null
+  int64_t region_slots = 0;
+  int64_t slot_bytes = 0;
+};
 
 // A second stream (and two events) on which the dE products run beside dC's:
 // the dense head of the sorted vocabulary leaves dC few, long blocks.
@@ -158,7 +170,8 @@ KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const 
                             float eps, cudaStream_t stream);
 // runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          const std::vector<int>& runs, int64_t first_slot, void* s_out, cudaStream_t stream);
+                          const std::vector<int>& runs, int64_t first_slot, const SlotSpace& space,
+                          cudaStream_t stream);
 
 // tail_correction.cu: dE_acc = Σ over dropped tiles of g_i M_iT C̄_T (overwrites the tile statistics).
 // Also G_T = Σ_i M_iT E_i for dC (each entry of tile T gets G_T / |T|), when correct_dc.
@@ -172,7 +185,7 @@ std::vector<MemoryItem> tail_correction_scratch(const Problem& problem, const Dr
 
 // kept_products.cu: the products of one chunk of kept tiles, and the targets' exact terms.
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
-                   const TailSums& tail, const void* s_tiles, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
+                   const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side);
 void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream);
 // finish_de's target terms only, added to the fp32 accumulator in place (for

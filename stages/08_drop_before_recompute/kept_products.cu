@@ -20,6 +20,7 @@
 #include "common/device_math.cuh"
 #include "common/tile/mma_sync.cuh"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/08_drop_before_recompute/slot_space.cuh"
 
 namespace cce::s08 {
 namespace {
@@ -41,7 +42,7 @@ __device__ __forceinline__ float target_terms(int2 range, int64_t pos, const int
 }
 
 struct ProductArgs {
-  const void* s_tiles;  // the chunk's S tiles, [slot − first_slot][rows][cols]
+  SlotSpace space;  // the chunk's S tiles, by slot − first_slot [rows][cols]
   int64_t first_slot;
   const int* offsets;     // [tiles + 1]
   const int* slot_block;  // [slots]
@@ -187,13 +188,12 @@ __global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, con
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  const auto* s_tiles = static_cast<const __nv_bfloat16*>(args.s_tiles);
   const int begin = args.offsets[tile], end = args.offsets[tile + 1];
   float acc[2][8][4] = {};
   run_items<kAligned>(
       acc, shared, true, [&](int slot) { return slot < end ? slot : -1; },
       [&](int slot, __nv_bfloat16* a, __nv_bfloat16* b) {
-        load_s_tile(s_tiles + (slot - args.first_slot) * kTile * kTile, a);
+        load_s_tile(slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), a);
         const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile;
         load_rows<kAligned>(e, args.d, d0, [&](int r) { return row0 + r < args.n ? row0 + r : int64_t{-1}; }, b);
       },
@@ -230,7 +230,6 @@ __global__ void __launch_bounds__(256, 1) de_products_bf16(ProductArgs args, con
                                                            float* __restrict__ de_acc) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  const auto* s_tiles = static_cast<const __nv_bfloat16*>(args.s_tiles);
   const int* kept = args.slot_of + block * args.tiles;
   // Items: positions in the token block's list of kept tiles that fall in this chunk.
   const int* list = args.block_lists + block * (args.tiles + 1);
@@ -241,7 +240,7 @@ __global__ void __launch_bounds__(256, 1) de_products_bf16(ProductArgs args, con
       acc, shared, false, [&](int item) { return item < range.y ? item : -1; },
       [&](int item, __nv_bfloat16* a, __nv_bfloat16* b) {
         const int tile = list[1 + item];
-        load_s_tile(s_tiles + (kept[tile] - args.first_slot) * kTile * kTile, a);
+        load_s_tile(slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), a);
         const int64_t pos0 = static_cast<int64_t>(tile) * kTile;
         load_rows<kAligned>(c, args.d, d0,
                             [&](int r) { return pos0 + r < args.v ? static_cast<int64_t>(args.order[pos0 + r]) : int64_t{-1}; },
@@ -298,11 +297,10 @@ __global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const 
   __shared__ float a_tile[kTile32 * kPitch32], b_tile[kTile32 * kPitch32];
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
-  const auto* s_tiles = static_cast<const float*>(args.s_tiles);
   float acc[4][4] = {};
   for (int slot = args.offsets[tile]; slot < args.offsets[tile + 1]; ++slot) {
     const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile32;
-    fp32_item<true>(acc, s_tiles + (slot - args.first_slot) * kTile32 * kTile32, e, args.d, d0,
+    fp32_item<true>(acc, slot_tile<const float>(args.space, slot - args.first_slot), e, args.d, d0,
                     [&](int r) { return row0 + r < args.n ? row0 + r : int64_t{-1}; }, a_tile, b_tile);
   }
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -324,7 +322,6 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
                                                         float* __restrict__ de_acc) {
   __shared__ float a_tile[kTile32 * kPitch32], b_tile[kTile32 * kPitch32];
   const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
-  const auto* s_tiles = static_cast<const float*>(args.s_tiles);
   const int* kept = args.slot_of + block * args.tiles;
   const int* list = args.block_lists + block * (args.tiles + 1);
   const int2 range = args.block_ranges[block];
@@ -333,7 +330,7 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
   for (int item = range.x; item < range.y; ++item) {
     const int64_t tile = list[1 + item];
     const int64_t pos0 = tile * kTile32;
-    fp32_item<false>(acc, s_tiles + (kept[tile] - args.first_slot) * kTile32 * kTile32, c, args.d, d0,
+    fp32_item<false>(acc, slot_tile<const float>(args.space, kept[tile] - args.first_slot), c, args.d, d0,
                      [&](int r) { return pos0 + r < args.v ? static_cast<int64_t>(args.order[pos0 + r]) : int64_t{-1}; },
                      a_tile, b_tile);
   }
@@ -405,7 +402,7 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
 }  // namespace
 
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
-                   const TailSums& tail, const void* s_tiles, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
+                   const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side) {
   const Problem& p = in.problem;
   const int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
@@ -414,7 +411,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
   const auto first_kept = std::lower_bound(kept.tiles_with_slots.begin(), kept.tiles_with_slots.end(), tile_begin);
   const auto last_kept = std::lower_bound(kept.tiles_with_slots.begin(), kept.tiles_with_slots.end(), tile_end);
   const int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");
-  ProductArgs args{s_tiles,
+  ProductArgs args{space,
                    first_slot,
                    counts + plan.tiles,
                    slots,

@@ -13,6 +13,7 @@
 #include "common/token_reduction.h"
 #include "stages/06_fused_backward/backward_tile.cuh"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/08_drop_before_recompute/slot_space.cuh"
 #include "stages/08_drop_before_recompute/tile_stats.cuh"
 
 namespace cce::s08 {
@@ -124,13 +125,13 @@ __global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64
 // tile's logits are recomputed (columns are sorted positions, read from C
 // through the order), turned into S_ij = g_i·(p_ij − [j = t_i])·softcap'(z_ij)
 // (0 for rows without a gradient and past V) and written compactly to the
-// tile's slot, s_out[slot − first_slot].
+// tile's slot (slot − first_slot in the chunk's slot space).
 template <class Tile, typename T, bool kAligned>
 __global__ void __launch_bounds__(256, 1)
     recompute_kept_kernel(const T* __restrict__ e, const T* __restrict__ c, const int64_t* __restrict__ position,
                           const float* __restrict__ lse, const float* __restrict__ grad_scale, int64_t n, int64_t d,
                           int64_t v, float softcap, const int* __restrict__ order, const int* __restrict__ slot_of,
-                          int64_t tiles, const int4* __restrict__ runs, int64_t first_slot, T* __restrict__ s_out) {
+                          int64_t tiles, const int4* __restrict__ runs, int64_t first_slot, SlotSpace space) {
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   RowGradientInputs<Tile> rows(shared_bytes + Tile::kSharedBytes);
   const int4 run = runs[blockIdx.x];  // token block, first tile, end tile
@@ -139,7 +140,7 @@ __global__ void __launch_bounds__(256, 1)
   Tile tile;
   tile.template for_each_tile<kAligned>(e, n, row0, c, v, order, run.y, run.z, d, shared_bytes, [&](int64_t col0) {
     const int64_t slot = slot_of[static_cast<int64_t>(run.x) * tiles + col0 / Tile::kBN];
-    T* out = s_out + (slot - first_slot) * Tile::kBM * Tile::kBN;
+    T* out = slot_tile<T>(space, slot - first_slot);
 #pragma unroll
     for (int r = 0; r < Tile::kRows; ++r) {
       const int tr = Tile::row_of(r);
@@ -177,7 +178,7 @@ std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& pla
       {"kept tiles of each token block [token blocks][1+tiles]",
        static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)) * 4},
       {"slots: token block, tile, slot of pair [3][pairs]", pairs * 12},
-      {"recompute runs [slots]", static_cast<size_t>(plan.slot_capacity) * 16},
+      {"recompute runs [slots]", static_cast<size_t>(plan.slot_capacity + plan.spill_slot_capacity) * 16},
   };
 }
 
@@ -247,7 +248,8 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
 }
 
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          const std::vector<int>& runs, int64_t first_slot, void* s_out, cudaStream_t stream) {
+                          const std::vector<int>& runs, int64_t first_slot, const SlotSpace& space,
+                          cudaStream_t stream) {
   const Problem& p = in.problem;
   const int64_t count = static_cast<int64_t>(runs.size()) / 4;
   if (count == 0) return;
@@ -266,7 +268,7 @@ void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Sc
         reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()),
         scratch.get<int64_t>("target position [N]"), lse, scratch.get<float>("per-token grad scale [N]"), p.n, p.d,
         p.v, p.softcap, scratch.get<int>("vocabulary order [V]"), slot_arrays + 2 * pairs, plan.tiles,
-        reinterpret_cast<const int4*>(device_runs), first_slot, static_cast<T*>(s_out));
+        reinterpret_cast<const int4*>(device_runs), first_slot, space);
     CCE_CHECK_LAUNCH();
   });
 }
