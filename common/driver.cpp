@@ -205,14 +205,7 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
   HostOutputs out = runner.download();
   const size_t peak = runner.peak_beyond_inputs();
 
-  if (p.reduction == Reduction::kNone) {
-    double sum = 0;
-    for (float x : out.loss) sum += x;
-    std::printf("  loss         none: %lld per-token values, their sum %.6f\n", static_cast<long long>(p.n), sum);
-  } else {
-    std::printf("  loss         %.6f (%s over %lld of %lld tokens)\n", out.loss[0], to_string(p.reduction),
-                static_cast<long long>(count_valid_targets(p, inputs.targets)), static_cast<long long>(p.n));
-  }
+  print_loss(p, out.loss, inputs.targets);
   for (const auto& line : stage->report_lines()) std::printf("  %s\n", line.c_str());
 
   int status = kExitOk;
@@ -220,10 +213,7 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
     CheckReport report = check_outputs(p, inputs, out, upstream.values, f.backward, int64_t{1} << 26, 8,
                                        stage->gradient_tolerance_scale());
     std::printf("  check        %s\n", report.note.c_str());
-    for (const auto& c : report.comparisons) {
-      std::printf("    %s\n", c.summary().c_str());
-      for (const auto& m : c.first_mismatches) std::printf("      %s\n", m.c_str());
-    }
+    print_comparisons(report.comparisons);
     if (!report.passed()) status = kExitCheckFailed;
     std::printf("  check        %s\n", report.passed() ? "PASSED" : "FAILED");
   }
@@ -244,6 +234,24 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
 }
 
 }  // namespace
+
+void print_loss(const Problem& p, const std::vector<float>& loss, const std::vector<int64_t>& targets) {
+  if (p.reduction == Reduction::kNone) {
+    double sum = 0;
+    for (float x : loss) sum += x;
+    std::printf("  loss         none: %lld per-token values, their sum %.6f\n", static_cast<long long>(p.n), sum);
+  } else {
+    std::printf("  loss         %.6f (%s over %lld of %lld tokens)\n", loss[0], to_string(p.reduction),
+                static_cast<long long>(count_valid_targets(p, targets)), static_cast<long long>(p.n));
+  }
+}
+
+void print_comparisons(const std::vector<Comparison>& comparisons) {
+  for (const auto& c : comparisons) {
+    std::printf("    %s\n", c.summary().c_str());
+    for (const auto& m : c.first_mismatches) std::printf("      %s\n", m.c_str());
+  }
+}
 
 void add_problem_options(OptionParser& parser, ProblemFlags* f) {
   add_shape_options(parser, &f->n, &f->d, &f->v);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "common/compare.h"
 #include "common/stage.h"
 
 namespace cce {
@@ -32,6 +33,11 @@ struct ProblemFlags {
   GeneratorOptions generator() const;  // for generate_inputs
 };
 void add_problem_options(OptionParser& parser, ProblemFlags* flags);
+
+// The report lines every driver prints: the loss ("  loss  ..."), and each
+// comparison with its first mismatches.
+void print_loss(const Problem& problem, const std::vector<float>& loss, const std::vector<int64_t>& targets);
+void print_comparisons(const std::vector<Comparison>& comparisons);
 
 // Runs a program's body and turns its exceptions into one line on stderr and
 // the exit codes above (bad input 2, CUDA or other errors 1): every

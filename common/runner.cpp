@@ -63,19 +63,8 @@ HostOutputs StageRunner::download() const {
   out.lse.resize(lse_.size());
   copy_to_host(out.loss.data(), loss_.get(), loss_.bytes());
   copy_to_host(out.lse.data(), lse_.get(), lse_.bytes());
-  auto fetch = [&](const DeviceBuffer<uint8_t>& src, std::vector<float>& dst) {
-    if (!src.get()) return;
-    dst.resize(src.bytes() / problem_.element_bytes());
-    if (problem_.dtype == Dtype::kFloat32) {
-      copy_to_host(dst.data(), src.get(), src.bytes());
-    } else {
-      std::vector<uint16_t> bits(dst.size());
-      copy_to_host(bits.data(), src.get(), src.bytes());
-      for (size_t i = 0; i < bits.size(); ++i) dst[i] = bf16_bits_to_float(bits[i]);
-    }
-  };
-  fetch(de_, out.de);
-  fetch(dc_, out.dc);
+  out.de = download_values(de_, problem_.dtype);  // empty before the first backward
+  out.dc = download_values(dc_, problem_.dtype);
   return out;
 }
 

@@ -4,24 +4,38 @@
 
 namespace cce {
 
+DeviceBuffer<uint8_t> upload_values(const float* values, size_t count, Dtype dtype) {
+  DeviceBuffer<uint8_t> buffer(count * (dtype == Dtype::kBFloat16 ? 2 : 4));
+  if (dtype == Dtype::kFloat32) {
+    copy_to_device(buffer.get(), values, count * 4);
+  } else {
+    std::vector<uint16_t> bits(count);
+    for (size_t i = 0; i < count; ++i) bits[i] = float_to_bf16_bits(values[i]);
+    copy_to_device(buffer.get(), bits.data(), count * 2);
+  }
+  return buffer;
+}
+
+std::vector<float> download_values(const DeviceBuffer<uint8_t>& buffer, Dtype dtype) {
+  std::vector<float> values(buffer.bytes() / (dtype == Dtype::kBFloat16 ? 2 : 4));
+  if (values.empty()) return values;
+  if (dtype == Dtype::kFloat32) {
+    copy_to_host(values.data(), buffer.get(), buffer.bytes());
+  } else {
+    std::vector<uint16_t> bits(values.size());
+    copy_to_host(bits.data(), buffer.get(), buffer.bytes());
+    for (size_t i = 0; i < bits.size(); ++i) values[i] = bf16_bits_to_float(bits[i]);
+  }
+  return values;
+}
+
 DeviceInputs DeviceInputs::upload(const Problem& problem, const HostInputs& inputs) {
   validate_inputs(problem, inputs);
   DeviceInputs d;
   d.problem = problem;
-  d.e = DeviceBuffer<uint8_t>(inputs.e.size() * problem.element_bytes());
-  d.c = DeviceBuffer<uint8_t>(inputs.c.size() * problem.element_bytes());
+  d.e = upload_values(inputs.e.data(), inputs.e.size(), problem.dtype);
+  d.c = upload_values(inputs.c.data(), inputs.c.size(), problem.dtype);
   d.targets = DeviceBuffer<int64_t>(inputs.targets.size());
-  auto put = [&](DeviceBuffer<uint8_t>& dst, const std::vector<float>& src) {
-    if (problem.dtype == Dtype::kFloat32) {
-      copy_to_device(dst.get(), src.data(), src.size() * 4);
-    } else {
-      std::vector<uint16_t> bits(src.size());
-      for (size_t i = 0; i < src.size(); ++i) bits[i] = float_to_bf16_bits(src[i]);
-      copy_to_device(dst.get(), bits.data(), bits.size() * 2);
-    }
-  };
-  put(d.e, inputs.e);
-  put(d.c, inputs.c);
   copy_to_device(d.targets.get(), inputs.targets.data(), inputs.targets.size() * 8);
   return d;
 }

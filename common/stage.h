@@ -25,6 +25,11 @@
 
 namespace cce {
 
+// Values in a problem's dtype on the current device: fp32 as they are, bf16
+// rounded to nearest even (float_to_bf16_bits); and such a buffer back as floats.
+DeviceBuffer<uint8_t> upload_values(const float* values, size_t count, Dtype dtype);
+std::vector<float> download_values(const DeviceBuffer<uint8_t>& buffer, Dtype dtype);
+
 // Inputs on the device, owned (and counted by the allocation tracker).
 struct DeviceInputs {
   Problem problem;

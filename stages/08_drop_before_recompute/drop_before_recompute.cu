@@ -46,7 +46,7 @@ DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
   DropPlan plan;
   const bool bf16 = p.dtype == Dtype::kBFloat16;
   const size_t element = p.element_bytes();
-  plan.tile_rows = plan.tile_cols = bf16 ? 128 : 64;
+  plan.tile_rows = plan.tile_cols = backward_tile(p.dtype);
   plan.tiles = (p.v + plan.tile_cols - 1) / plan.tile_cols;
   plan.token_blocks = (p.n + plan.tile_rows - 1) / plan.tile_rows;
   plan.slot_bytes = plan.tile_rows * plan.tile_cols * static_cast<int64_t>(element);

@@ -44,6 +44,9 @@ namespace cce::s08 {
 // error at the benchmark shapes (README.md, "Choosing eps").
 float default_drop_eps(Dtype dtype);
 
+// The backward's tiles are backward_tile × backward_tile: 128 (bf16), 64 (fp32).
+inline int64_t backward_tile(Dtype dtype) { return dtype == Dtype::kBFloat16 ? 128 : 64; }
+
 // Sizes of everything the stage keeps, from the problem alone.
 struct DropPlan {
   int64_t tile_rows = 0, tile_cols = 0;  // backward tile: 128×128 (bf16), 64×64 (fp32)

@@ -19,10 +19,6 @@ namespace {
 constexpr int kThreads = 256;
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
-void check_nccl(ncclResult_t status, const char* what) {
-  if (status != ncclSuccess) throw CudaError(std::string("stage 09: ") + what + " failed: " + ncclGetErrorString(status));
-}
-
 __global__ void shard_max_kernel(const float2* __restrict__ row_state, int64_t n, float* __restrict__ row_max) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) row_max[i] = row_state[i].x;
@@ -55,6 +51,10 @@ __global__ void round_de_kernel(const float* __restrict__ de_acc, int64_t count,
 }
 
 }  // namespace
+
+void check_nccl(ncclResult_t status, const char* what) {
+  if (status != ncclSuccess) throw CudaError(std::string("stage 09: ") + what + " failed: " + ncclGetErrorString(status));
+}
 
 std::vector<int64_t> shard_targets(const Problem& p, const std::vector<int64_t>& targets, ShardRange range) {
   std::vector<int64_t> local(targets.size());

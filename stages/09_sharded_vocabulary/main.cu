@@ -107,14 +107,7 @@ int run(int argc, char** argv) {
     sharded.forward();
   const HostOutputs out = sharded.download();
   const std::vector<size_t> peaks = sharded.peak_beyond_inputs();
-  if (p.reduction == Reduction::kNone) {
-    double sum = 0;
-    for (float x : out.loss) sum += x;
-    std::printf("  loss         none: %lld per-token values, their sum %.6f\n", static_cast<long long>(p.n), sum);
-  } else {
-    std::printf("  loss         %.6f (%s over %lld of %lld tokens)\n", out.loss[0], to_string(p.reduction),
-                static_cast<long long>(count_valid_targets(p, inputs.targets)), static_cast<long long>(p.n));
-  }
+  print_loss(p, out.loss, inputs.targets);
   const s08::DropStats drop = sharded.drop_stats();
   if (f.backward && drop.tiles > 0)
     std::printf("  kept tiles   %lld of %lld (%.2f%%) over the shards\n", static_cast<long long>(drop.kept_tiles),
@@ -122,11 +115,9 @@ int run(int argc, char** argv) {
 
   int status = kExitOk;
   auto report = [&](const std::vector<Comparison>& comparisons) {
-    for (const auto& c : comparisons) {
-      std::printf("    %s\n", c.summary().c_str());
-      for (const auto& m : c.first_mismatches) std::printf("      %s\n", m.c_str());
+    print_comparisons(comparisons);
+    for (const auto& c : comparisons)
       if (!c.passed()) status = kExitCheckFailed;
-    }
   };
   if (f.check) {
     const CheckReport check = check_outputs(p, inputs, out, upstream.values, f.backward, int64_t{1} << 26, 8,

@@ -16,42 +16,11 @@
 namespace cce::s09 {
 namespace {
 
-void check_nccl(ncclResult_t status, const char* what) {
-  if (status != ncclSuccess) throw CudaError(std::string("stage 09: ") + what + " failed: " + ncclGetErrorString(status));
-}
-
-// count values of `src` in the problem's dtype, on the current device.
-DeviceBuffer<uint8_t> upload_values(const float* src, size_t count, Dtype dtype) {
-  DeviceBuffer<uint8_t> buffer(count * (dtype == Dtype::kBFloat16 ? 2 : 4));
-  if (dtype == Dtype::kFloat32) {
-    copy_to_device(buffer.get(), src, count * 4);
-  } else {
-    std::vector<uint16_t> bits(count);
-    for (size_t i = 0; i < count; ++i) bits[i] = float_to_bf16_bits(src[i]);
-    copy_to_device(buffer.get(), bits.data(), count * 2);
-  }
-  return buffer;
-}
-
-std::vector<float> download_values(const DeviceBuffer<uint8_t>& src, Dtype dtype) {
-  std::vector<float> out(src.bytes() / (dtype == Dtype::kBFloat16 ? 2 : 4));
-  if (dtype == Dtype::kFloat32) {
-    copy_to_host(out.data(), src.get(), src.bytes());
-  } else {
-    std::vector<uint16_t> bits(out.size());
-    copy_to_host(bits.data(), src.get(), src.bytes());
-    for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_bits_to_float(bits[i]);
-  }
-  return out;
-}
-
 std::vector<uint8_t> download_bytes(const void* src, size_t bytes) {
   std::vector<uint8_t> out(bytes);
   if (bytes > 0) copy_to_host(out.data(), src, bytes);
   return out;
 }
-
-int64_t tile_cols(const Problem& p) { return p.dtype == Dtype::kBFloat16 ? 128 : 64; }
 
 }  // namespace
 
@@ -69,11 +38,11 @@ std::vector<ShardRange> shard_vocabulary(int64_t v, int shards) {
 
 void validate_shard_count(const Problem& p, int64_t shards) {
   if (shards < 1) throw InputError("--gpus must be at least 1 (got " + std::to_string(shards) + ")");
-  const int64_t tiles = (p.v + tile_cols(p) - 1) / tile_cols(p);
+  const int64_t cols = s08::backward_tile(p.dtype), tiles = (p.v + cols - 1) / cols;
   if (shards > tiles)
     throw InputError("--gpus " + std::to_string(shards) + ": V=" + std::to_string(p.v) + " has " +
                      std::to_string(tiles) + " vocabulary tile" + (tiles == 1 ? "" : "s") + " of " +
-                     std::to_string(tile_cols(p)) + " (" + to_string(p.dtype) +
+                     std::to_string(cols) + " (" + to_string(p.dtype) +
                      "), fewer than the shards; use at most " + std::to_string(tiles));
 }
 

@@ -47,6 +47,9 @@ void validate_shards(const Problem& problem, int shards, int gpus_present);
 
 // ---- combine.cu: the kernels and collectives that join the shards ----
 
+// Throws CudaError naming the call when an NCCL call fails.
+void check_nccl(ncclResult_t status, const char* what);
+
 // A target outside the shard becomes rows(): one past the shard's last entry,
 // a valid target (it counts for the mean) that lies in none of its tiles.
 std::vector<int64_t> shard_targets(const Problem& problem, const std::vector<int64_t>& targets, ShardRange range);
