@@ -18,6 +18,7 @@
 #include "common/check.h"
 #include "common/stage.h"
 #include "common/tile/tensor_map.h"
+#include "common/tile/tile_mma_sync_forward.cuh"
 #include "common/tile/tile_path.cuh"
 #include "common/tile/units.cuh"
 #include "common/tile/wgmma_pipeline.cuh"
@@ -42,6 +43,16 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
   }
 }
 
+// dispatch_block_path, plus the product only forwards use (an A100's).
+template <typename F>
+void dispatch_forward_block_path(TilePath path, F&& f) {
+  if (path == TilePath::kMmaSyncForward) {
+    f(TileProductMmaSyncForward{}, __nv_bfloat16{}, std::true_type{});
+    return;
+  }
+  dispatch_block_path(path, f);
+}
+
 // Blocks of block_units_kernel<..., Epilogue> resident per multiprocessor on
 // this GPU for a block-level path (the products' launch bounds ask for 2;
 // shared memory may allow fewer, e.g. on an A100); 2 without a GPU.
@@ -52,7 +63,7 @@ int resident_blocks_per_sm(TilePath path) {
   static int known[static_cast<int>(TilePath::kWgmmaPipeline) + 1] = {};
   int& blocks = known[static_cast<int>(path)];
   if (blocks > 0) return blocks;
-  dispatch_block_path(path, [&](auto tile, auto element, auto aligned) {
+  dispatch_forward_block_path(path, [&](auto tile, auto element, auto aligned) {
     using Tile = decltype(tile);
     auto kernel = block_units_kernel<Tile, decltype(element), decltype(aligned)::value, Epilogue>;
     const size_t shared = Tile::kSharedBytes + Epilogue<Tile>::kSharedBytes;
@@ -87,7 +98,7 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
     throw CudaError("the wgmma pipeline was chosen in a build without sm_90a");
 #endif
   }
-  dispatch_block_path(path, [&](auto tile, auto element, auto aligned) {
+  dispatch_forward_block_path(path, [&](auto tile, auto element, auto aligned) {
     using Tile = decltype(tile);
     using T = decltype(element);
     auto kernel = block_units_kernel<Tile, T, decltype(aligned)::value, Epilogue>;

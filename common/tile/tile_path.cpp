@@ -73,7 +73,7 @@ TilePath fastest(const Problem& p, bool block_only) {
   if (p.d % 8 != 0) return TilePath::kMmaSyncUnaligned;
   if (!block_only && hopper_ready(true)) return TilePath::kWgmmaPipeline;
   if (hopper_ready(false)) return TilePath::kWgmma;
-  return TilePath::kMmaSync;
+  return TilePath::kMmaSyncForward;
 }
 
 // CCE_TILE_PATH: a slower path on request, if it can run this problem.
@@ -83,7 +83,7 @@ TilePath requested(const Problem& p, TilePath best) {
   const std::string want = env;
   TilePath path;
   if (want == "fp32") path = TilePath::kFp32;
-  else if (want == "mma_sync") path = p.d % 8 == 0 ? TilePath::kMmaSync : TilePath::kMmaSyncUnaligned;
+  else if (want == "mma_sync") path = p.d % 8 == 0 ? TilePath::kMmaSyncForward : TilePath::kMmaSyncUnaligned;
   else if (want == "wgmma") path = TilePath::kWgmma;
   else if (want == "pipeline") path = TilePath::kWgmmaPipeline;
   else {
@@ -107,6 +107,7 @@ const char* to_string(TilePath path) {
     case TilePath::kFp32: return "fp32 FFMA tiles";
     case TilePath::kMmaSync: return "bf16 mma.sync tiles";
     case TilePath::kMmaSyncUnaligned: return "bf16 mma.sync tiles, element loads (D % 8 != 0)";
+    case TilePath::kMmaSyncForward: return "bf16 mma.sync tiles, 4 warps of 64x64, 2 blocks per SM";
     case TilePath::kWgmma: return "bf16 wgmma tiles, block-level (sm_90a)";
     case TilePath::kWgmmaPipeline: return "bf16 wgmma pipeline: TMA, warp-specialized, persistent (sm_90a)";
   }
@@ -125,7 +126,9 @@ TilePath choose_forward_path(const Problem& p) { return requested(p, fastest(p, 
 
 TilePath choose_block_path(const Problem& p) {
   const TilePath path = choose_forward_path(p);
-  return path == TilePath::kWgmmaPipeline ? TilePath::kWgmma : path;
+  if (path == TilePath::kWgmmaPipeline) return TilePath::kWgmma;
+  if (path == TilePath::kMmaSyncForward) return TilePath::kMmaSync;
+  return path;
 }
 
 int multiprocessor_count() { return device_facts().sms; }

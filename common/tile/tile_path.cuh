@@ -22,6 +22,7 @@ void dispatch_block_path(TilePath path, F&& f) {
     case TilePath::kMmaSync: f(TileProductMmaSync{}, __nv_bfloat16{}, std::true_type{}); return;
     case TilePath::kMmaSyncUnaligned: f(TileProductMmaSync{}, __nv_bfloat16{}, std::false_type{}); return;
     case TilePath::kWgmma: f(TileProductWgmma{}, __nv_bfloat16{}, std::true_type{}); return;
+    case TilePath::kMmaSyncForward: break;  // forwards only: launch.cuh's dispatch_forward_block_path
     case TilePath::kWgmmaPipeline: break;
   }
   throw CudaError(std::string("dispatch_block_path: ") + to_string(path) + " is not a block-level product");

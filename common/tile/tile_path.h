@@ -4,6 +4,9 @@
 //   kFp32               fp32 inputs: FFMA tiles of 64×64 (tile_fp32.cuh)
 //   kMmaSync            bf16, any GPU from sm_80: mma.sync tiles of 128×128 (tile_mma_sync.cuh)
 //   kMmaSyncUnaligned   the same with element loads, when D % 8 != 0
+//   kMmaSyncForward     bf16 forwards without the Hopper paths (an A100): mma.sync tiles
+//                       of 128×128 on 4 warps of 64×64, two blocks per SM
+//                       (tile_mma_sync_forward.cuh); block-level kernels take kMmaSync
 //   kWgmma              Hopper (sm_90a build, compute capability 9.0): the block-level
 //                       wgmma product, 128×128 tiles (tile_wgmma.cuh)
 //   kWgmmaPipeline      Hopper: the warp-specialized TMA + wgmma pipeline, 128×256
@@ -24,7 +27,8 @@
 
 namespace cce {
 
-enum class TilePath { kFp32, kMmaSync, kMmaSyncUnaligned, kWgmma, kWgmmaPipeline };
+// In order of speed: CCE_TILE_PATH may ask for a path no later than the fastest.
+enum class TilePath { kFp32, kMmaSync, kMmaSyncUnaligned, kMmaSyncForward, kWgmma, kWgmmaPipeline };
 
 const char* to_string(TilePath path);
 

@@ -63,6 +63,7 @@ std::string path_name(TilePath path) {
     case TilePath::kFp32: return "fp32";
     case TilePath::kMmaSync: return "mma_sync";
     case TilePath::kMmaSyncUnaligned: return "mma_sync_unaligned";
+    case TilePath::kMmaSyncForward: return "mma_sync_forward";
     case TilePath::kWgmma: return "wgmma";
     case TilePath::kWgmmaPipeline: return "pipeline";
   }
@@ -147,8 +148,8 @@ std::vector<GemmParam> gemm_params() {
       {"many_units_300x200x5000", 300, 200, 5000, 4, 7},  // several units per block, several tiles per unit
       {"wide_130x768x50257", 130, 768, 50257},
   };
-  const TilePath paths[] = {TilePath::kFp32, TilePath::kMmaSync, TilePath::kMmaSyncUnaligned, TilePath::kWgmma,
-                            TilePath::kWgmmaPipeline};
+  const TilePath paths[] = {TilePath::kFp32,  TilePath::kMmaSync, TilePath::kMmaSyncUnaligned, TilePath::kMmaSyncForward,
+                            TilePath::kWgmma, TilePath::kWgmmaPipeline};
   std::vector<GemmParam> out;
   for (TilePath path : paths)
     for (const GemmCase& shape : shapes) out.push_back({path, shape});
