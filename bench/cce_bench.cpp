@@ -43,6 +43,7 @@
 #include "common/npy.h"
 #include "common/runner.h"
 #include "common/stage_table.h"
+#include "common/tile/tile_path.h"
 #include "common/timer.h"
 #include "stages/07_filter_sort/filter_sort.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
@@ -546,6 +547,12 @@ void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_dat
   benchmark::AddCustomContext("cuda_runtime_version", version_text(runtime));
   benchmark::AddCustomContext("cublas_version", std::to_string(cublas));
   benchmark::AddCustomContext("cce_commit", commit_text());
+  // Which tile products ran: an sm_80-only build on a Hopper GPU runs the A100's.
+  Problem probe;  // any bf16 problem with D % 8 == 0 chooses the same paths
+  probe.dtype = Dtype::kBFloat16;
+  benchmark::AddCustomContext("cce_cuda_architectures", CCE_CUDA_ARCHITECTURES);
+  benchmark::AddCustomContext("cce_tile_paths", std::string("forward: ") + to_string(choose_forward_path(probe)) +
+                                                    "; backward: " + to_string(choose_block_path(probe)));
   benchmark::AddCustomContext("cce_data", "bf16, realistic data, mean reduction, seed " + std::to_string(kSeed) +
                                               "; lm shapes: trained-model data from their files (bf16 values)");
   benchmark::AddCustomContext("cce_lm_data", lm_data);
