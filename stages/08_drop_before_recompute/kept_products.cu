@@ -10,8 +10,9 @@
 //   dE: a block per (token block b, 128 columns of D): dE_acc += the sum over
 //       the chunk's tiles T kept for b (ascending) of S_bT · C_T. Chunks run
 //       in order, so every element of dE_acc sees the same sequence of adds.
-// bf16: mma.sync on 128×128 output tiles, the k-loop over kept tiles with
-// three cp.async stages; the dE blocks run on a side stream beside dC's.
+// bf16: mma.sync on 128×128 output tiles, the k-loop over kept tiles in
+// steps of 64 with three cp.async stages, two blocks per SM; the dE blocks
+// run on a side stream beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
 #include <type_traits>
@@ -75,18 +76,25 @@ __device__ __forceinline__ float tail_share(const ProductArgs& args, int64_t til
 }
 
 // ------------------------------------------------------------------ bf16
-constexpr int kTile = 128, kPitch = kTile + 8;  // 272-byte rows: conflict-free ldmatrix
-constexpr size_t kOperandBytes = static_cast<size_t>(kTile) * kPitch * 2;
-constexpr size_t kStageBytes = 2 * kOperandBytes;  // S tile + the other operand's 128×128 piece
-constexpr int kStages = 3;                                // items in flight: 3 × 68 KB
+// A kept tile is two k-steps of 64: each stage holds half of an S tile and
+// the 64 rows of the other operand that it multiplies, 35 KB, so that three
+// stages leave room for two blocks on an SM (one block of 3 × 68 KB stages,
+// whole tiles, left the tensor cores waiting on each block's loads).
+constexpr int kTile = 128, kStep = 64;  // output tile; k per stage
+constexpr int kWidePitch = kTile + 8, kNarrowPitch = kStep + 8;  // 272- and 144-byte rows: conflict-free ldmatrix
+// A: S's half [128 tokens][64 vocab] (dE) or [64 tokens][128 vocab] (dC); B: [64 k][128 columns of D].
+constexpr size_t kOperandBytes = static_cast<size_t>(kTile) * kNarrowPitch * 2;  // ≥ kStep · kWidePitch · 2
+constexpr size_t kStageBytes = kOperandBytes + static_cast<size_t>(kStep) * kWidePitch * 2;
+constexpr int kStages = 3;  // k-steps in flight
 constexpr size_t kProductShared = kStages * kStageBytes;
+static_assert(static_cast<size_t>(kStep) * kWidePitch <= static_cast<size_t>(kTile) * kNarrowPitch, "A's two shapes");
 
-// 128 rows of `src` ([rows_total, d] bf16; row r is row_of(r), or < 0 for a
-// zero row) × columns [d0, d0 + 128) into dst (pitch kPitch).
+// kStep rows of `src` ([rows_total, d] bf16; row r is row_of(r), or < 0 for a
+// zero row) × columns [d0, d0 + 128) into dst (pitch kWidePitch).
 template <bool kAligned, class RowOf>
 __device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0, RowOf&& row_of,
                                           __nv_bfloat16* dst) {
-  constexpr int kParts = kTile / 8, kPerThread = kTile * kParts / 256;  // blockDim.x == 256
+  constexpr int kParts = kTile / 8, kPerThread = kStep * kParts / 256;  // blockDim.x == 256
   int64_t rows[kPerThread];
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) rows[j] = row_of((threadIdx.x + j * 256) / kParts);  // independent loads first
@@ -94,7 +102,7 @@ __device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src,
   for (int j = 0; j < kPerThread; ++j) {
     const int i = threadIdx.x + j * 256, r = i / kParts, part = i % kParts;
     const int64_t row = rows[j], k = d0 + part * 8;
-    __nv_bfloat16* out = dst + r * kPitch + part * 8;
+    __nv_bfloat16* out = dst + r * kWidePitch + part * 8;
     if constexpr (kAligned) {
       const bool valid = row >= 0 && k < d;
       cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(out)), valid ? src + row * d + k : src, valid);
@@ -104,10 +112,18 @@ __device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src,
     }
   }
 }
-__device__ __forceinline__ void load_s_tile(const __nv_bfloat16* __restrict__ s, __nv_bfloat16* dst) {
-  for (int i = threadIdx.x; i < kTile * (kTile / 8); i += blockDim.x) {
-    const int r = i / (kTile / 8), part = i % (kTile / 8);
-    cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kPitch + part * 8)), s + r * kTile + part * 8,
+// Half `step` of an S tile (stored [128 tokens][128 vocab]): for dE its
+// vocabulary columns 64·step.., pitch kNarrowPitch; for dC (transposed) its
+// token rows 64·step.., pitch kWidePitch.
+template <bool kTransposeS>
+__device__ __forceinline__ void load_s_half(const __nv_bfloat16* __restrict__ s, int step, __nv_bfloat16* dst) {
+  constexpr int kRows = kTransposeS ? kStep : kTile, kCols = kTransposeS ? kTile : kStep;
+  constexpr int kPitch = kTransposeS ? kWidePitch : kNarrowPitch;
+  const __nv_bfloat16* src = kTransposeS ? s + step * kStep * kTile : s + step * kStep;
+#pragma unroll
+  for (int j = 0; j < kRows * (kCols / 8) / 256; ++j) {
+    const int i = threadIdx.x + j * 256, r = i / (kCols / 8), part = i % (kCols / 8);
+    cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kPitch + part * 8)), src + r * kTile + part * 8,
                 true);
   }
 }
@@ -117,24 +133,24 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-// acc (a warp's 32×64 piece of the 128×128 output) += A · B over one 128-deep
-// slice: A = S (dE) or Sᵀ (dC) from a_tile, B [k][n] from b_tile.
+// acc (a warp's 32×64 piece of the 128×128 output) += A · B over one k-step
+// of 64: A = S (dE) or Sᵀ (dC) from a_tile, B [k][n] from b_tile.
 template <bool kTransposeS>
-__device__ __forceinline__ void mma_slice(float (&acc)[2][8][4], const __nv_bfloat16* a_tile,
-                                          const __nv_bfloat16* b_tile) {
+__device__ __forceinline__ void mma_step(float (&acc)[2][8][4], const __nv_bfloat16* a_tile,
+                                         const __nv_bfloat16* b_tile) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = warp % 4, wn = warp / 4;
 #pragma unroll
-  for (int k0 = 0; k0 < kTile; k0 += 16) {
+  for (int k0 = 0; k0 < kStep; k0 += 16) {
     uint32_t a[2][4], b[8][2];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
       const int m0 = wm * 32 + mt * 16;
       if constexpr (kTransposeS) {  // S stored [k = token][m = vocab]
         const int mi = lane / 8;
-        ldmatrix_x4(a[mt], a_tile + (k0 + lane % 8 + (mi / 2) * 8) * kPitch + m0 + (mi % 2) * 8, true);
+        ldmatrix_x4(a[mt], a_tile + (k0 + lane % 8 + (mi / 2) * 8) * kWidePitch + m0 + (mi % 2) * 8, true);
       } else {  // S stored [m = token][k = vocab]
-        ldmatrix_x4(a[mt], a_tile + (m0 + lane % 16) * kPitch + k0 + (lane / 16) * 8, false);
+        ldmatrix_x4(a[mt], a_tile + (m0 + lane % 16) * kNarrowPitch + k0 + (lane / 16) * 8, false);
       }
     }
 #pragma unroll
@@ -142,7 +158,7 @@ __device__ __forceinline__ void mma_slice(float (&acc)[2][8][4], const __nv_bflo
       const int n0 = wn * 64 + np * 16;
       const int k = k0 + lane % 8 + ((lane / 8) % 2) * 8, nn = n0 + (lane / 16) * 8;
       uint32_t r[4];
-      ldmatrix_x4(r, b_tile + k * kPitch + nn, true);
+      ldmatrix_x4(r, b_tile + k * kWidePitch + nn, true);
       b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
     }
 #pragma unroll
@@ -152,21 +168,22 @@ __device__ __forceinline__ void mma_slice(float (&acc)[2][8][4], const __nv_bflo
   }
 }
 
-// The k-loop over a list of items (kept slots), kStages − 1 loads ahead of
-// the products. next(cursor) → the next item's index ≥ cursor, or −1;
-// load(item, S buffer, other operand's buffer) issues its cp.asyncs.
-template <bool kAligned, class Next, class Load>
-__device__ __forceinline__ void run_items(float (&acc)[2][8][4], unsigned char* shared, bool transpose_s, Next&& next,
-                                          Load&& load, int first) {
+// The k-loop over a list of items (kept slots), two k-steps per item,
+// kStages − 1 steps loaded ahead of the products. next(cursor) → the next
+// item's index ≥ cursor, or −1; load(item, step, S buffer, other operand's
+// buffer) issues its cp.asyncs.
+template <bool kTransposeS, class Next, class Load>
+__device__ __forceinline__ void run_items(float (&acc)[2][8][4], unsigned char* shared, Next&& next, Load&& load,
+                                          int first) {
   auto a_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes); };
   auto b_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes + kOperandBytes); };
-  int items[kStages];
-  int fetch = first;
+  unsigned loaded = 0;  // bit s: stage s holds a step (a mask, not an array: registers, not local memory)
+  int fetch = first, fetch_step = 0;
   auto issue = [&](int stage) {
-    items[stage] = fetch;
+    loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
     if (fetch >= 0) {
-      load(fetch, a_of(stage), b_of(stage));
-      fetch = next(fetch + 1);
+      load(fetch, fetch_step, a_of(stage), b_of(stage));
+      if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
     }
     cp_async_commit();  // an empty group when nothing is left
   };
@@ -174,27 +191,26 @@ __device__ __forceinline__ void run_items(float (&acc)[2][8][4], unsigned char* 
   for (int stage = 0; stage < kStages - 1; ++stage) issue(stage);
   for (int stage = 0, load_stage = kStages - 1;; stage = (stage + 1) % kStages, load_stage = (load_stage + 1) % kStages) {
     cp_async_wait<kStages - 2>();
-    __syncthreads();  // this stage's data is in, and every warp is done with load_stage's previous item
-    if (items[stage] < 0) break;
+    __syncthreads();  // this stage's data is in, and every warp is done with load_stage's previous step
+    if ((loaded & (1u << stage)) == 0) break;
     issue(load_stage);
-    if (transpose_s) mma_slice<true>(acc, a_of(stage), b_of(stage));
-    else mma_slice<false>(acc, a_of(stage), b_of(stage));
+    mma_step<kTransposeS>(acc, a_of(stage), b_of(stage));
   }
 }
 
 template <bool kAligned>
-__global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
+__global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
                                                            __nv_bfloat16* __restrict__ dc) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int begin = args.offsets[tile], end = args.offsets[tile + 1];
   float acc[2][8][4] = {};
-  run_items<kAligned>(
-      acc, shared, true, [&](int slot) { return slot < end ? slot : -1; },
-      [&](int slot, __nv_bfloat16* a, __nv_bfloat16* b) {
-        load_s_tile(slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), a);
-        const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile;
+  run_items<true>(
+      acc, shared, [&](int slot) { return slot < end ? slot : -1; },
+      [&](int slot, int step, __nv_bfloat16* a, __nv_bfloat16* b) {
+        load_s_half<true>(slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, a);
+        const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
         load_rows<kAligned>(e, args.d, d0, [&](int r) { return row0 + r < args.n ? row0 + r : int64_t{-1}; }, b);
       },
       begin < end ? begin : -1);
@@ -226,7 +242,7 @@ __global__ void __launch_bounds__(256, 1) dc_products_bf16(ProductArgs args, con
 }
 
 template <bool kAligned>
-__global__ void __launch_bounds__(256, 1) de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c,
+__global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c,
                                                            float* __restrict__ de_acc) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile;
@@ -236,12 +252,12 @@ __global__ void __launch_bounds__(256, 1) de_products_bf16(ProductArgs args, con
   const int2 range = args.block_ranges[block];
   if (range.x == range.y) return;  // nothing kept for this token block in this chunk
   float acc[2][8][4] = {};
-  run_items<kAligned>(
-      acc, shared, false, [&](int item) { return item < range.y ? item : -1; },
-      [&](int item, __nv_bfloat16* a, __nv_bfloat16* b) {
+  run_items<false>(
+      acc, shared, [&](int item) { return item < range.y ? item : -1; },
+      [&](int item, int step, __nv_bfloat16* a, __nv_bfloat16* b) {
         const int tile = list[1 + item];
-        load_s_tile(slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), a);
-        const int64_t pos0 = static_cast<int64_t>(tile) * kTile;
+        load_s_half<false>(slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, a);
+        const int64_t pos0 = static_cast<int64_t>(tile) * kTile + step * kStep;
         load_rows<kAligned>(c, args.d, d0,
                             [&](int r) { return pos0 + r < args.v ? static_cast<int64_t>(args.order[pos0 + r]) : int64_t{-1}; },
                             b);
