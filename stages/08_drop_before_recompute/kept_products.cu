@@ -11,8 +11,8 @@
 //       the chunk's tiles T kept for b (ascending) of S_bT · C_T. Chunks run
 //       in order, so every element of dE_acc sees the same sequence of adds.
 // bf16: mma.sync on 128×128 output tiles, the k-loop over kept tiles in
-// steps of 64 with three cp.async stages, 4 warps of 64×64, two blocks per
-// SM; the dE blocks run on a side stream beside dC's.
+// steps of 64 with three cp.async stages, two blocks per SM; the dE blocks
+// run on a side stream beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
 #include <type_traits>
@@ -87,9 +87,6 @@ constexpr size_t kOperandBytes = static_cast<size_t>(kTile) * kNarrowPitch * 2; 
 constexpr size_t kStageBytes = kOperandBytes + static_cast<size_t>(kStep) * kWidePitch * 2;
 constexpr int kStages = 3;  // k-steps in flight
 constexpr size_t kProductShared = kStages * kStageBytes;
-// 4 warps, each a 64×64 piece of the output (4×8 mma tiles: 128 fp32
-// accumulators per thread), fragments double-buffered over the k-step.
-constexpr int kProductThreads = 128, kWarpRows = 64, kWarpCols = 64;
 static_assert(static_cast<size_t>(kStep) * kWidePitch <= static_cast<size_t>(kTile) * kNarrowPitch, "A's two shapes");
 
 // kStep rows of `src` ([rows_total, d] bf16; row r is row_of(r), or < 0 for a
@@ -97,13 +94,13 @@ static_assert(static_cast<size_t>(kStep) * kWidePitch <= static_cast<size_t>(kTi
 template <bool kAligned, class RowOf>
 __device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0, RowOf&& row_of,
                                           __nv_bfloat16* dst) {
-  constexpr int kParts = kTile / 8, kPerThread = kStep * kParts / kProductThreads;
+  constexpr int kParts = kTile / 8, kPerThread = kStep * kParts / 256;  // blockDim.x == 256
   int64_t rows[kPerThread];
 #pragma unroll
-  for (int j = 0; j < kPerThread; ++j) rows[j] = row_of((threadIdx.x + j * kProductThreads) / kParts);  // independent loads first
+  for (int j = 0; j < kPerThread; ++j) rows[j] = row_of((threadIdx.x + j * 256) / kParts);  // independent loads first
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    const int i = threadIdx.x + j * kProductThreads, r = i / kParts, part = i % kParts;
+    const int i = threadIdx.x + j * 256, r = i / kParts, part = i % kParts;
     const int64_t row = rows[j], k = d0 + part * 8;
     __nv_bfloat16* out = dst + r * kWidePitch + part * 8;
     if constexpr (kAligned) {
@@ -124,8 +121,8 @@ __device__ __forceinline__ void load_s_half(const __nv_bfloat16* __restrict__ s,
   constexpr int kPitch = kTransposeS ? kWidePitch : kNarrowPitch;
   const __nv_bfloat16* src = kTransposeS ? s + step * kStep * kTile : s + step * kStep;
 #pragma unroll
-  for (int j = 0; j < kRows * (kCols / 8) / kProductThreads; ++j) {
-    const int i = threadIdx.x + j * kProductThreads, r = i / (kCols / 8), part = i % (kCols / 8);
+  for (int j = 0; j < kRows * (kCols / 8) / 256; ++j) {
+    const int i = threadIdx.x + j * 256, r = i / (kCols / 8), part = i % (kCols / 8);
     cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kPitch + part * 8)), src + r * kTile + part * 8,
                 true);
   }
@@ -136,48 +133,38 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-// The A fragments (4 m16 tiles) and B fragments (8 n8 tiles) of a warp's
-// 64×64 piece for columns k0..k0+15 of a k-step: A = S (dE) or Sᵀ (dC) from
-// a_tile, B [k][n] from b_tile.
+// acc (a warp's 32×64 piece of the 128×128 output) += A · B over one k-step
+// of 64: A = S (dE) or Sᵀ (dC) from a_tile, B [k][n] from b_tile.
 template <bool kTransposeS>
-__device__ __forceinline__ void load_step_fragments(uint32_t (&a)[4][4], uint32_t (&b)[8][2],
-                                                    const __nv_bfloat16* a_tile, const __nv_bfloat16* b_tile, int k0) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = warp % 2, wn = warp / 2;
-#pragma unroll
-  for (int mt = 0; mt < 4; ++mt) {
-    const int m0 = wm * kWarpRows + mt * 16;
-    if constexpr (kTransposeS) {  // S stored [k = token][m = vocab]
-      const int mi = lane / 8;
-      ldmatrix_x4(a[mt], a_tile + (k0 + lane % 8 + (mi / 2) * 8) * kWidePitch + m0 + (mi % 2) * 8, true);
-    } else {  // S stored [m = token][k = vocab]
-      ldmatrix_x4(a[mt], a_tile + (m0 + lane % 16) * kNarrowPitch + k0 + (lane / 16) * 8, false);
-    }
-  }
-#pragma unroll
-  for (int np = 0; np < 4; ++np) {
-    const int n0 = wn * kWarpCols + np * 16;
-    const int k = k0 + lane % 8 + ((lane / 8) % 2) * 8, nn = n0 + (lane / 16) * 8;
-    uint32_t r[4];
-    ldmatrix_x4(r, b_tile + k * kWidePitch + nn, true);
-    b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
-  }
-}
-
-// acc (a warp's 64×64 piece of the 128×128 output) += A · B over one k-step
-// of 64; the next 16 columns' fragments load while the current ones multiply.
-template <bool kTransposeS>
-__device__ __forceinline__ void mma_step(float (&acc)[4][8][4], const __nv_bfloat16* a_tile,
+__device__ __forceinline__ void mma_step(float (&acc)[2][8][4], const __nv_bfloat16* a_tile,
                                          const __nv_bfloat16* b_tile) {
-  uint32_t a[2][4][4], b[2][8][2];
-  load_step_fragments<kTransposeS>(a[0], b[0], a_tile, b_tile, 0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp % 4, wn = warp / 4;
 #pragma unroll
-  for (int k = 0; k < kStep / 16; ++k) {
-    if (k + 1 < kStep / 16) load_step_fragments<kTransposeS>(a[(k + 1) % 2], b[(k + 1) % 2], a_tile, b_tile, 16 * (k + 1));
+  for (int k0 = 0; k0 < kStep; k0 += 16) {
+    uint32_t a[2][4], b[8][2];
 #pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
+    for (int mt = 0; mt < 2; ++mt) {
+      const int m0 = wm * 32 + mt * 16;
+      if constexpr (kTransposeS) {  // S stored [k = token][m = vocab]
+        const int mi = lane / 8;
+        ldmatrix_x4(a[mt], a_tile + (k0 + lane % 8 + (mi / 2) * 8) * kWidePitch + m0 + (mi % 2) * 8, true);
+      } else {  // S stored [m = token][k = vocab]
+        ldmatrix_x4(a[mt], a_tile + (m0 + lane % 16) * kNarrowPitch + k0 + (lane / 16) * 8, false);
+      }
+    }
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[mt][nt], a[k % 2][mt], b[k % 2][nt]);
+    for (int np = 0; np < 4; ++np) {
+      const int n0 = wn * 64 + np * 16;
+      const int k = k0 + lane % 8 + ((lane / 8) % 2) * 8, nn = n0 + (lane / 16) * 8;
+      uint32_t r[4];
+      ldmatrix_x4(r, b_tile + k * kWidePitch + nn, true);
+      b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[mt][nt], a[mt], b[nt]);
   }
 }
 
@@ -186,7 +173,7 @@ __device__ __forceinline__ void mma_step(float (&acc)[4][8][4], const __nv_bfloa
 // item's index ≥ cursor, or −1; load(item, step, S buffer, other operand's
 // buffer) issues its cp.asyncs.
 template <bool kTransposeS, class Next, class Load>
-__device__ __forceinline__ void run_items(float (&acc)[4][8][4], unsigned char* shared, Next&& next, Load&& load,
+__device__ __forceinline__ void run_items(float (&acc)[2][8][4], unsigned char* shared, Next&& next, Load&& load,
                                           int first) {
   auto a_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes); };
   auto b_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes + kOperandBytes); };
@@ -212,13 +199,13 @@ __device__ __forceinline__ void run_items(float (&acc)[4][8][4], unsigned char* 
 }
 
 template <bool kAligned>
-__global__ void __launch_bounds__(kProductThreads, 2) dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
+__global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
                                                            __nv_bfloat16* __restrict__ dc) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int begin = args.offsets[tile], end = args.offsets[tile + 1];
-  float acc[4][8][4] = {};
+  float acc[2][8][4] = {};
   run_items<true>(
       acc, shared, [&](int slot) { return slot < end ? slot : -1; },
       [&](int slot, int step, __nv_bfloat16* a, __nv_bfloat16* b) {
@@ -227,18 +214,18 @@ __global__ void __launch_bounds__(kProductThreads, 2) dc_products_bf16(ProductAr
         load_rows<kAligned>(e, args.d, d0, [&](int r) { return row0 + r < args.n ? row0 + r : int64_t{-1}; }, b);
       },
       begin < end ? begin : -1);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 2, wn = warp / 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 4, wn = warp / 4;
 #pragma unroll
-  for (int mt = 0; mt < 4; ++mt)
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int64_t pos = tile * kTile + wm * kWarpRows + mt * 16 + lane / 4 + 8 * half;
+      const int64_t pos = tile * kTile + wm * 32 + mt * 16 + lane / 4 + 8 * half;
       if (pos >= args.v) continue;
       const int2 range = tile_targets(args, tile);
       __nv_bfloat16* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        const int64_t col = d0 + wn * kWarpCols + nt * 8 + (lane % 4) * 2;
+        const int64_t col = d0 + wn * 64 + nt * 8 + (lane % 4) * 2;
         if (col >= args.d) continue;
         const float x = acc[mt][nt][2 * half] + tail_share(args, tile, col) +
                         target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col);
@@ -255,7 +242,7 @@ __global__ void __launch_bounds__(kProductThreads, 2) dc_products_bf16(ProductAr
 }
 
 template <bool kAligned>
-__global__ void __launch_bounds__(kProductThreads, 2) de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c,
+__global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c,
                                                            float* __restrict__ de_acc) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile;
@@ -264,7 +251,7 @@ __global__ void __launch_bounds__(kProductThreads, 2) de_products_bf16(ProductAr
   const int* list = args.block_lists + block * (args.tiles + 1);
   const int2 range = args.block_ranges[block];
   if (range.x == range.y) return;  // nothing kept for this token block in this chunk
-  float acc[4][8][4] = {};
+  float acc[2][8][4] = {};
   run_items<false>(
       acc, shared, [&](int item) { return item < range.y ? item : -1; },
       [&](int item, int step, __nv_bfloat16* a, __nv_bfloat16* b) {
@@ -276,18 +263,18 @@ __global__ void __launch_bounds__(kProductThreads, 2) de_products_bf16(ProductAr
                             b);
       },
       range.x);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 2, wn = warp / 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 4, wn = warp / 4;
 #pragma unroll
-  for (int mt = 0; mt < 4; ++mt)
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int64_t row = block * kTile + wm * kWarpRows + mt * 16 + lane / 4 + 8 * half;
+      const int64_t row = block * kTile + wm * 32 + mt * 16 + lane / 4 + 8 * half;
       if (row >= args.n) continue;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const int64_t col = d0 + wn * kWarpCols + nt * 8 + (lane % 4) * 2 + j;
+          const int64_t col = d0 + wn * 64 + nt * 8 + (lane % 4) * 2 + j;
           if (col < args.d) de_acc[row * args.d + col] += acc[mt][nt][2 * half + j];
         }
     }
@@ -493,11 +480,11 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
       CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kProductShared)));
       if (kept_tiles > 0) {
-        dc_kernel<<<dc_grid, kProductThreads, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
+        dc_kernel<<<dc_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
                                                             static_cast<__nv_bfloat16*>(dc));
         CCE_CHECK_LAUNCH();
       }
-      de_kernel<<<de_grid, kProductThreads, kProductShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
+      de_kernel<<<de_grid, 256, kProductShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
                                                           de_acc);
       CCE_CHECK_LAUNCH();
     };
