@@ -69,6 +69,16 @@ DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
   plan.work_bytes = std::max(plan.work_bytes, static_cast<size_t>(plan.chunk_rows) * row_bytes);
   plan.ranges = forward_ranges(p, plan.chunk_rows);
   plan.tail_sums_in_stats = bf16 && p.n % 2 == 0 && 4 * p.d <= 2 * p.n;
+  // Statistics rows are 4N bytes: slots there stay 16-byte aligned when N % 4 == 0.
+  if (bf16 && p.n % 4 == 0) {
+    const int64_t row_bytes = 4 * p.n;
+    const int64_t low_end = plan.tail_sums_in_stats ? 2 * p.n : row_bytes;  // M's half, or the whole row
+    plan.stats_high_offset = plan.tail_sums_in_stats ? static_cast<int64_t>(round_up(2 * p.n + 4 * p.d, 256)) : row_bytes;
+    plan.stats_low_slots = low_end / plan.slot_bytes;
+    plan.stats_row_slots =
+        plan.stats_low_slots + std::max<int64_t>(0, row_bytes - plan.stats_high_offset) / plan.slot_bytes;
+    plan.stats_slot_capacity = plan.stats_row_slots * plan.tiles;
+  }
   return plan;
 }
 
@@ -126,9 +136,19 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
 
   unsigned char* work = scratch.get<unsigned char>("work buffer");
   float* de_acc = p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(work) : static_cast<float*>(de);
-  const SlotSpace space{work + plan.region_offset, p.dtype == Dtype::kBFloat16 ? de : nullptr, plan.slot_capacity,
-                        plan.slot_bytes};
-  const int64_t capacity = plan.slot_capacity + plan.spill_slot_capacity;
+  SlotSpace space;
+  space.region = work + plan.region_offset;
+  space.region_slots = plan.slot_capacity;
+  space.slot_bytes = plan.slot_bytes;
+  if (p.dtype == Dtype::kBFloat16) space.spill = de, space.spill_slots = plan.spill_slot_capacity;
+  if (plan.stats_slot_capacity > 0) {  // dead after correct_dropped_tail, which runs before the first chunk
+    space.stats = scratch.get<uint32_t>("tile statistics [tiles][N]");
+    space.stats_row_bytes = 4 * p.n;
+    space.stats_low_slots = plan.stats_low_slots;
+    space.stats_row_slots = plan.stats_row_slots;
+    space.stats_high_offset = plan.stats_high_offset;
+  }
+  const int64_t capacity = plan.chunk_slots();
   const int64_t pairs = plan.tiles * plan.token_blocks;
   TailSums tail;
   if (settings.correct_tail && kept.kept() < pairs)
@@ -184,10 +204,11 @@ std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "plan         %lld sorted tiles of %lld x %lld token blocks; forward chunks of %lld rows of C; "
-                "%lld S tiles per backward chunk",
+                "%lld S tiles per backward chunk (work buffer %lld, dE output %lld, statistics %lld)",
                 static_cast<long long>(plan.tiles), static_cast<long long>(plan.tile_cols),
                 static_cast<long long>(plan.token_blocks), static_cast<long long>(plan.chunk_rows),
-                static_cast<long long>(plan.slot_capacity));
+                static_cast<long long>(plan.chunk_slots()), static_cast<long long>(plan.slot_capacity),
+                static_cast<long long>(plan.spill_slot_capacity), static_cast<long long>(plan.stats_slot_capacity));
   lines.push_back(buf);
   const float eps = drop_eps(last_problem_.dtype);
   std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s",

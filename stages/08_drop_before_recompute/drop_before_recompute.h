@@ -64,6 +64,14 @@ struct DropPlan {
   // of each tile's statistics row once M (bf16) took the first half, when
   // it fits (N ≥ 2D, N even); otherwise in an item of their own.
   bool tail_sums_in_stats = false;
+  // bf16: the tile statistics are dead once the decision and the tail
+  // correction have read them, so S tiles spill into each statistics row
+  // too (4N bytes): stats_low_slots from the row's start, then the rest from
+  // stats_high_offset, past the dC tail sums the row may hold.
+  int64_t stats_slot_capacity = 0;
+  int64_t stats_low_slots = 0, stats_row_slots = 0, stats_high_offset = 0;
+  // S tiles one backward chunk holds: the work buffer's, the dE output's, the statistics'.
+  int64_t chunk_slots() const { return slot_capacity + spill_slot_capacity + stats_slot_capacity; }
 };
 // chunk_rows: rows of sorted C the forward gathers at once (a multiple of
 // 256); 0: as many as the backward's work buffer holds anyway.
@@ -76,8 +84,11 @@ DropPlan plan_drop(const Problem& problem, int64_t chunk_rows = 0);
 struct SlotSpace {
   void* region = nullptr;
   void* spill = nullptr;  // the dE output (bf16), or null
-  int64_t region_slots = 0;
+  int64_t region_slots = 0, spill_slots = 0;
   int64_t slot_bytes = 0;
+  // then the rows of the tile statistics (DropPlan's stats_* fields)
+  void* stats = nullptr;
+  int64_t stats_row_bytes = 0, stats_low_slots = 0, stats_row_slots = 0, stats_high_offset = 0;
 };
 
 // A second stream (and two events) on which the dE products run beside dC's:

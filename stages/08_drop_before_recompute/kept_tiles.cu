@@ -178,7 +178,7 @@ std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& pla
       {"kept tiles of each token block [token blocks][1+tiles]",
        static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)) * 4},
       {"slots: token block, tile, slot of pair [3][pairs]", pairs * 12},
-      {"recompute runs [slots]", static_cast<size_t>(plan.slot_capacity + plan.spill_slot_capacity) * 16},
+      {"recompute runs [slots]", static_cast<size_t>(plan.chunk_slots()) * 16},
   };
 }
 

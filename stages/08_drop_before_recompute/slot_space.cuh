@@ -1,6 +1,7 @@
 // A chunk's recomputed S tile by its slot relative to the chunk's first:
-// the first region_slots in the work buffer's region, the rest spilled into
-// the bf16 dE output (drop_before_recompute.h, SlotSpace).
+// the first region_slots in the work buffer's region, the next spill_slots
+// spilled into the bf16 dE output, the rest into the rows of the dead tile
+// statistics (drop_before_recompute.h, SlotSpace).
 #pragma once
 
 #include <cstdint>
@@ -11,9 +12,17 @@ namespace cce::s08 {
 
 template <typename T>
 __device__ __forceinline__ T* slot_tile(const SlotSpace& space, int64_t relative_slot) {
-  auto* base = static_cast<unsigned char*>(relative_slot < space.region_slots ? space.region : space.spill);
-  const int64_t index = relative_slot < space.region_slots ? relative_slot : relative_slot - space.region_slots;
-  return reinterpret_cast<T*>(base + index * space.slot_bytes);
+  int64_t index = relative_slot;
+  if (index < space.region_slots)
+    return reinterpret_cast<T*>(static_cast<unsigned char*>(space.region) + index * space.slot_bytes);
+  index -= space.region_slots;
+  if (index < space.spill_slots)
+    return reinterpret_cast<T*>(static_cast<unsigned char*>(space.spill) + index * space.slot_bytes);
+  index -= space.spill_slots;
+  const int64_t row = index / space.stats_row_slots, k = index % space.stats_row_slots;
+  const int64_t offset = k < space.stats_low_slots ? k * space.slot_bytes
+                                                   : space.stats_high_offset + (k - space.stats_low_slots) * space.slot_bytes;
+  return reinterpret_cast<T*>(static_cast<unsigned char*>(space.stats) + row * space.stats_row_bytes + offset);
 }
 
 }  // namespace cce::s08

@@ -7,7 +7,9 @@
 //   - dropping without correction moves dE and dC by at most stage 07's bound
 //     (each dropped S_ij is below g_i·eps), and the tail correction makes dE
 //     closer to the fp64 reference than dropping alone;
-//   - every token with the same target (all of dC's target terms on one row).
+//   - every token with the same target (all of dC's target terms on one row);
+//   - S tiles spilled into the rows of the dead tile statistics come back
+//     right (several chunks, each using those slots, against fp64).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -122,6 +124,47 @@ double rel_l2(const std::vector<float>& x, const std::vector<double>& ref) {
     den += ref[i] * ref[i];
   }
   return std::sqrt(num / std::max(den, 1e-300));
+}
+
+TEST(DropBeforeRecompute, SlotsInTheStatisticsRowsHoldTheirTiles) {
+  SKIP_WITHOUT_GPU();
+  // N = 16384: a statistics row (4N bytes) has room for one S tile (32 KB)
+  // beside the dC tail sums, 100 rows (V = 12800) beside the 800 slots of
+  // the work buffer and the dE output: a chunk of 7 whole tiles (896 S
+  // tiles) reaches into the statistics.
+  const Problem p = bf16_problem(16384, 32, 12800);
+  const s08::DropPlan plan = s08::plan_drop(p);
+  ASSERT_GT(plan.stats_slot_capacity, 0) << "this shape should spill S tiles into the statistics";
+  GeneratorOptions gen;
+  gen.seed = 21;
+  const HostInputs in = generate_inputs(p, gen);
+  const std::vector<float> upstream = default_upstream(p, 1);
+  const Stage08Run run = run_stage08(p, in, upstream, {"--drop-eps", "1e-9"});
+  // The chunks as the stage cuts them (consecutive tiles within the slots):
+  // at least one must use slots past the work buffer's and the dE output's.
+  int64_t most = 0;
+  for (int64_t first = 0; first < plan.tiles;) {
+    int64_t count = 0, last = first;
+    auto kept_in = [&](int64_t t) {
+      return std::count(run.flags.begin() + t * plan.token_blocks, run.flags.begin() + (t + 1) * plan.token_blocks, 1);
+    };
+    do count += kept_in(last++);
+    while (last < plan.tiles && count + kept_in(last) <= plan.chunk_slots());
+    most = std::max(most, count);
+    first = last;
+  }
+  ASSERT_GT(most, plan.slot_capacity + plan.spill_slot_capacity) << "the statistics' slots went unused";
+  ReferenceOptions opt;
+  opt.backward = true;
+  opt.upstream = upstream;
+  const ReferenceResult ref = reference_cross_entropy(p, in, opt);
+  const double err_de = rel_l2(run.out.de, ref.de), err_dc = rel_l2(run.out.dc, ref.dc);
+  std::printf("dE, dC rel L2 vs fp64: %.3e, %.3e (%lld of %lld tiles kept, %lld chunks of at most %lld S tiles, %lld in the statistics)\n",
+              err_de, err_dc, static_cast<long long>(run.stats.kept_tiles), static_cast<long long>(run.stats.tiles),
+              static_cast<long long>(run.stats.chunks), static_cast<long long>(plan.chunk_slots()),
+              static_cast<long long>(plan.stats_slot_capacity));
+  EXPECT_LT(err_de, 1e-2);
+  EXPECT_LT(err_dc, 1e-2);
 }
 
 TEST(DropBeforeRecompute, DroppingStaysWithinTheBoundAndTheCorrectionHelps) {
