@@ -55,6 +55,43 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The accumulators of a block whose kWarpsM × kWarpsN warps each hold a
+// kWarpRows × kWarpCols piece of the tile (warp w at row kWarpRows·(w mod
+// kWarpsM), column kWarpCols·(w / kWarpsM)), as a grid of m16n8 fragments:
+// the fragment contract's z, row_of, col_of and sharers for both mma.sync
+// products (tile_mma_sync.cuh, tile_mma_sync_forward.cuh).
+template <int kWarpRowsT, int kWarpColsT, int kWarpsM, int kWarpsN>
+struct MmaSyncWarpGrid {
+  static constexpr int kWarpRows = kWarpRowsT, kWarpCols = kWarpColsT;
+  static constexpr int kMTiles = kWarpRows / 16, kNTiles = kWarpCols / 8;
+  // Per thread: rows (mt, half) and columns (nt, pair element).
+  static constexpr int kRows = kMTiles * 2, kCols = kNTiles * 2;
+  // The threads that hold pieces of one tile row: a quad in each warp along the columns.
+  static constexpr int kRowSharers = 4 * kWarpsN;
+
+  float acc[kMTiles][kNTiles][4];
+
+  __device__ __forceinline__ static int warp_m() { return (threadIdx.x / 32) % kWarpsM; }
+  __device__ __forceinline__ static int warp_n() { return (threadIdx.x / 32) / kWarpsM; }
+  // Tile-relative row of z(r, ·) and column of z(·, c) (the picture above).
+  __device__ __forceinline__ static int row_of(int r) {
+    return warp_m() * kWarpRows + (r / 2) * 16 + (r % 2) * 8 + (threadIdx.x % 32) / 4;
+  }
+  __device__ __forceinline__ static int col_of(int c) {
+    return warp_n() * kWarpCols + (c / 2) * 8 + (threadIdx.x % 4) * 2 + (c % 2);
+  }
+  __device__ __forceinline__ float& z(int r, int c) { return acc[r / 2][c / 2][(r % 2) * 2 + (c % 2)]; }
+  __device__ __forceinline__ static int sharer_index() { return warp_n() * 4 + threadIdx.x % 4; }
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+  }
+};
+
 // 16 bytes (8 bf16) from global to shared memory, zero-filled when !valid.
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));

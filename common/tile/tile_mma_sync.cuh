@@ -33,13 +33,10 @@
 
 namespace cce {
 
-struct TileProductMmaSync {
+// 8 warps as 2 × 4 pieces of 64×32: 16 threads share a tile row.
+struct TileProductMmaSync : MmaSyncWarpGrid<64, 32, 2, 4> {
   static constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 4, kThreads = 256, kMinBlocksPerSm = 2;
   static constexpr int kPitch = kBK + 8;  // bf16 elements per shared-memory row (+16 bytes against bank conflicts)
-  static constexpr int kWarpRows = 64, kWarpCols = 32;
-  static constexpr int kMTiles = kWarpRows / 16, kNTiles = kWarpCols / 8;
-  // Per thread: rows (mt, half) and columns (nt, pair element).
-  static constexpr int kRows = kMTiles * 2, kCols = kNTiles * 2;
   static constexpr size_t kStageElems = static_cast<size_t>(kBM + kBN) * kPitch;
   static constexpr size_t kSharedBytes = kStageElems * kStages * sizeof(__nv_bfloat16);
   using Team = BlockTeam;
@@ -48,23 +45,6 @@ struct TileProductMmaSync {
   static constexpr bool kColumnsShareLaneMod4 = true;
   static constexpr int kTeamRows = kBM;  // the team holds every row of the tile
   __device__ __forceinline__ static int team_row0() { return 0; }
-
-  float acc[kMTiles][kNTiles][4];
-
-  __device__ __forceinline__ static int warp_m() { return (threadIdx.x / 32) % 2; }
-  __device__ __forceinline__ static int warp_n() { return (threadIdx.x / 32) / 2; }
-  // Tile-relative row of z(r, ·) and column of z(·, c) (the picture in mma_sync.cuh).
-  __device__ __forceinline__ static int row_of(int r) {
-    return warp_m() * kWarpRows + (r / 2) * 16 + (r % 2) * 8 + (threadIdx.x % 32) / 4;
-  }
-  __device__ __forceinline__ static int col_of(int c) {
-    return warp_n() * kWarpCols + (c / 2) * 8 + (threadIdx.x % 4) * 2 + (c % 2);
-  }
-  __device__ __forceinline__ float& z(int r, int c) { return acc[r / 2][c / 2][(r % 2) * 2 + (c % 2)]; }
-  // The 16 threads that hold pieces of one tile row: the 4 lanes of a quad
-  // times the 4 warps along the columns.
-  static constexpr int kRowSharers = 16;
-  __device__ __forceinline__ static int sharer_index() { return warp_n() * 4 + threadIdx.x % 4; }
 
   // For each vocabulary tile t in [tile_begin, tile_end): computes the tile
   // of rows [row0, row0+BM) of A [rows_a, d] and positions [t·BN, t·BN+BN) of
@@ -104,14 +84,6 @@ struct TileProductMmaSync {
   }
 
  private:
-  __device__ __forceinline__ void zero() {
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
-  }
   __device__ __forceinline__ static void commit() { asm volatile("cp.async.commit_group;\n" ::); }
   __device__ __forceinline__ static void wait_for_stage() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));

@@ -38,11 +38,9 @@
 
 namespace cce {
 
-struct TileProductMmaSyncForward {
+// 4 warps as 2 × 2 pieces of 64×64: 8 threads share a tile row.
+struct TileProductMmaSyncForward : MmaSyncWarpGrid<64, 64, 2, 2> {
   static constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 4, kThreads = 128, kMinBlocksPerSm = 2;
-  static constexpr int kWarpRows = 64, kWarpCols = 64;
-  static constexpr int kMTiles = kWarpRows / 16, kNTiles = kWarpCols / 8;
-  static constexpr int kRows = kMTiles * 2, kCols = kNTiles * 2;
   static constexpr int kRowBytes = kBK * 2;  // one slice row: 4 chunks of 16 bytes
   static constexpr uint32_t kOperandBytes = kBM * kRowBytes;  // A's rows, then B's (kBM == kBN)
   static constexpr uint32_t kStageBytes = 2 * kOperandBytes;
@@ -52,21 +50,6 @@ struct TileProductMmaSyncForward {
   static constexpr bool kColumnsShareLaneMod4 = true;
   static constexpr int kTeamRows = kBM;
   __device__ __forceinline__ static int team_row0() { return 0; }
-
-  float acc[kMTiles][kNTiles][4];
-
-  __device__ __forceinline__ static int warp_m() { return (threadIdx.x / 32) % 2; }
-  __device__ __forceinline__ static int warp_n() { return (threadIdx.x / 32) / 2; }
-  __device__ __forceinline__ static int row_of(int r) {
-    return warp_m() * kWarpRows + (r / 2) * 16 + (r % 2) * 8 + (threadIdx.x % 32) / 4;
-  }
-  __device__ __forceinline__ static int col_of(int c) {
-    return warp_n() * kWarpCols + (c / 2) * 8 + (threadIdx.x % 4) * 2 + (c % 2);
-  }
-  __device__ __forceinline__ float& z(int r, int c) { return acc[r / 2][c / 2][(r % 2) * 2 + (c % 2)]; }
-  // The 8 threads that hold pieces of one tile row: a quad in each of the 2 warps along the columns.
-  static constexpr int kRowSharers = 8;
-  __device__ __forceinline__ static int sharer_index() { return warp_n() * 4 + threadIdx.x % 4; }
 
   // The same contract as TileProductMmaSync::for_each_tile.
   template <bool kAligned, class OnTile>
@@ -125,14 +108,6 @@ struct TileProductMmaSyncForward {
   }
 
  private:
-  __device__ __forceinline__ void zero() {
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
-  }
   __device__ __forceinline__ static void commit() { asm volatile("cp.async.commit_group;\n" ::); }
   // At most kStages − 2 groups in flight: with the prologue's kStages − 1
   // groups and one per slice since, the group of the next slice is complete.
