@@ -71,13 +71,13 @@ DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
   plan.tail_sums_in_stats = bf16 && p.n % 2 == 0 && 4 * p.d <= 2 * p.n;
   // Statistics rows are 4N bytes: slots there stay 16-byte aligned when N % 4 == 0.
   if (bf16 && p.n % 4 == 0) {
-    const int64_t row_bytes = 4 * p.n;
-    const int64_t low_end = plan.tail_sums_in_stats ? 2 * p.n : row_bytes;  // M's half, or the whole row
-    plan.stats_high_offset = plan.tail_sums_in_stats ? static_cast<int64_t>(round_up(2 * p.n + 4 * p.d, 256)) : row_bytes;
-    plan.stats_low_slots = low_end / plan.slot_bytes;
-    plan.stats_row_slots =
-        plan.stats_low_slots + std::max<int64_t>(0, row_bytes - plan.stats_high_offset) / plan.slot_bytes;
-    plan.stats_slot_capacity = plan.stats_row_slots * plan.tiles;
+    StatsSlotLayout& rows = plan.stats_slots;
+    rows.row_bytes = 4 * p.n;
+    const int64_t low_end = plan.tail_sums_in_stats ? 2 * p.n : rows.row_bytes;  // M's half, or the whole row
+    rows.high_offset = plan.tail_sums_in_stats ? static_cast<int64_t>(round_up(2 * p.n + 4 * p.d, 256)) : rows.row_bytes;
+    rows.low_slots = low_end / plan.slot_bytes;
+    rows.row_slots = rows.low_slots + std::max<int64_t>(0, rows.row_bytes - rows.high_offset) / plan.slot_bytes;
+    plan.stats_slot_capacity = rows.row_slots * plan.tiles;
   }
   return plan;
 }
@@ -143,10 +143,7 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
   if (p.dtype == Dtype::kBFloat16) space.spill = de, space.spill_slots = plan.spill_slot_capacity;
   if (plan.stats_slot_capacity > 0) {  // dead after correct_dropped_tail, which runs before the first chunk
     space.stats = scratch.get<uint32_t>("tile statistics [tiles][N]");
-    space.stats_row_bytes = 4 * p.n;
-    space.stats_low_slots = plan.stats_low_slots;
-    space.stats_row_slots = plan.stats_row_slots;
-    space.stats_high_offset = plan.stats_high_offset;
+    space.stats_slots = plan.stats_slots;
   }
   const int64_t capacity = plan.chunk_slots();
   const int64_t pairs = plan.tiles * plan.token_blocks;

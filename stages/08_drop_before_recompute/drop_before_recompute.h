@@ -47,6 +47,13 @@ float default_drop_eps(Dtype dtype);
 // The backward's tiles are backward_tile × backward_tile: 128 (bf16), 64 (fp32).
 inline int64_t backward_tile(Dtype dtype) { return dtype == Dtype::kBFloat16 ? 128 : 64; }
 
+// Where S tiles fit in the rows of the tile statistics (4N bytes each):
+// low_slots from a row's start, then the rest of the row's row_slots from
+// high_offset, past the dC tail sums the row may hold.
+struct StatsSlotLayout {
+  int64_t row_bytes = 0, low_slots = 0, row_slots = 0, high_offset = 0;
+};
+
 // Sizes of everything the stage keeps, from the problem alone.
 struct DropPlan {
   int64_t tile_rows = 0, tile_cols = 0;  // backward tile: 128×128 (bf16), 64×64 (fp32)
@@ -65,11 +72,9 @@ struct DropPlan {
   // it fits (N ≥ 2D, N even); otherwise in an item of their own.
   bool tail_sums_in_stats = false;
   // bf16: the tile statistics are dead once the decision and the tail
-  // correction have read them, so S tiles spill into each statistics row
-  // too (4N bytes): stats_low_slots from the row's start, then the rest from
-  // stats_high_offset, past the dC tail sums the row may hold.
-  int64_t stats_slot_capacity = 0;
-  int64_t stats_low_slots = 0, stats_row_slots = 0, stats_high_offset = 0;
+  // correction have read them, so S tiles spill into each statistics row too.
+  StatsSlotLayout stats_slots;
+  int64_t stats_slot_capacity = 0;  // stats_slots.row_slots · tiles
   // S tiles one backward chunk holds: the work buffer's, the dE output's, the statistics'.
   int64_t chunk_slots() const { return slot_capacity + spill_slot_capacity + stats_slot_capacity; }
 };
@@ -86,9 +91,9 @@ struct SlotSpace {
   void* spill = nullptr;  // the dE output (bf16), or null
   int64_t region_slots = 0, spill_slots = 0;
   int64_t slot_bytes = 0;
-  // then the rows of the tile statistics (DropPlan's stats_* fields)
+  // then the rows of the tile statistics, laid out as DropPlan::stats_slots says
   void* stats = nullptr;
-  int64_t stats_row_bytes = 0, stats_low_slots = 0, stats_row_slots = 0, stats_high_offset = 0;
+  StatsSlotLayout stats_slots;
 };
 
 // A second stream (and two events) on which the dE products run beside dC's:

@@ -19,10 +19,10 @@ __device__ __forceinline__ T* slot_tile(const SlotSpace& space, int64_t relative
   if (index < space.spill_slots)
     return reinterpret_cast<T*>(static_cast<unsigned char*>(space.spill) + index * space.slot_bytes);
   index -= space.spill_slots;
-  const int64_t row = index / space.stats_row_slots, k = index % space.stats_row_slots;
-  const int64_t offset = k < space.stats_low_slots ? k * space.slot_bytes
-                                                   : space.stats_high_offset + (k - space.stats_low_slots) * space.slot_bytes;
-  return reinterpret_cast<T*>(static_cast<unsigned char*>(space.stats) + row * space.stats_row_bytes + offset);
+  const StatsSlotLayout& rows = space.stats_slots;
+  const int64_t row = index / rows.row_slots, k = index % rows.row_slots;
+  const int64_t offset = k < rows.low_slots ? k * space.slot_bytes : rows.high_offset + (k - rows.low_slots) * space.slot_bytes;
+  return reinterpret_cast<T*>(static_cast<unsigned char*>(space.stats) + row * rows.row_bytes + offset);
 }
 
 }  // namespace cce::s08
