@@ -87,6 +87,9 @@ constexpr size_t kOperandBytes = static_cast<size_t>(kTile) * kNarrowPitch * 2; 
 constexpr size_t kStageBytes = kOperandBytes + static_cast<size_t>(kStep) * kWidePitch * 2;
 constexpr int kStages = 3;  // k-steps in flight
 constexpr size_t kProductShared = kStages * kStageBytes;
+// 8 warps as 4 × 2 pieces of 32×64 of the 128×128 output: the tile products'
+// fragment picture (mma_sync.cuh), so z, row_of and col_of say where each sum lands.
+using ProductAccumulators = MmaSyncWarpGrid<32, 64, 4, 2>;
 static_assert(static_cast<size_t>(kStep) * kWidePitch <= static_cast<size_t>(kTile) * kNarrowPitch, "A's two shapes");
 
 // kStep rows of `src` ([rows_total, d] bf16; row r is row_of(r), or < 0 for a
@@ -136,16 +139,16 @@ __device__ __forceinline__ void cp_async_wait() {
 // acc (a warp's 32×64 piece of the 128×128 output) += A · B over one k-step
 // of 64: A = S (dE) or Sᵀ (dC) from a_tile, B [k][n] from b_tile.
 template <bool kTransposeS>
-__device__ __forceinline__ void mma_step(float (&acc)[2][8][4], const __nv_bfloat16* a_tile,
+__device__ __forceinline__ void mma_step(ProductAccumulators& acc, const __nv_bfloat16* a_tile,
                                          const __nv_bfloat16* b_tile) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = warp % 4, wn = warp / 4;
+  using Acc = ProductAccumulators;
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int k0 = 0; k0 < kStep; k0 += 16) {
-    uint32_t a[2][4], b[8][2];
+    uint32_t a[Acc::kMTiles][4], b[Acc::kNTiles][2];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      const int m0 = wm * 32 + mt * 16;
+    for (int mt = 0; mt < Acc::kMTiles; ++mt) {
+      const int m0 = Acc::warp_m() * Acc::kWarpRows + mt * 16;
       if constexpr (kTransposeS) {  // S stored [k = token][m = vocab]
         const int mi = lane / 8;
         ldmatrix_x4(a[mt], a_tile + (k0 + lane % 8 + (mi / 2) * 8) * kWidePitch + m0 + (mi % 2) * 8, true);
@@ -154,17 +157,17 @@ __device__ __forceinline__ void mma_step(float (&acc)[2][8][4], const __nv_bfloa
       }
     }
 #pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      const int n0 = wn * 64 + np * 16;
+    for (int np = 0; np < Acc::kNTiles / 2; ++np) {
+      const int n0 = Acc::warp_n() * Acc::kWarpCols + np * 16;
       const int k = k0 + lane % 8 + ((lane / 8) % 2) * 8, nn = n0 + (lane / 16) * 8;
       uint32_t r[4];
       ldmatrix_x4(r, b_tile + k * kWidePitch + nn, true);
       b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
     }
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < Acc::kMTiles; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[mt][nt], a[mt], b[nt]);
+      for (int nt = 0; nt < Acc::kNTiles; ++nt) mma_bf16(acc.acc[mt][nt], a[mt], b[nt]);
   }
 }
 
@@ -173,7 +176,7 @@ __device__ __forceinline__ void mma_step(float (&acc)[2][8][4], const __nv_bfloa
 // item's index ≥ cursor, or −1; load(item, step, S buffer, other operand's
 // buffer) issues its cp.asyncs.
 template <bool kTransposeS, class Next, class Load>
-__device__ __forceinline__ void run_items(float (&acc)[2][8][4], unsigned char* shared, Next&& next, Load&& load,
+__device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned char* shared, Next&& next, Load&& load,
                                           int first) {
   auto a_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes); };
   auto b_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes + kOperandBytes); };
@@ -205,7 +208,8 @@ __global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, con
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
   const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int begin = args.offsets[tile], end = args.offsets[tile + 1];
-  float acc[2][8][4] = {};
+  ProductAccumulators acc;
+  acc.zero();
   run_items<true>(
       acc, shared, [&](int slot) { return slot < end ? slot : -1; },
       [&](int slot, int step, __nv_bfloat16* a, __nv_bfloat16* b) {
@@ -214,31 +218,29 @@ __global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, con
         load_rows<kAligned>(e, args.d, d0, [&](int r) { return row0 + r < args.n ? row0 + r : int64_t{-1}; }, b);
       },
       begin < end ? begin : -1);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 4, wn = warp / 4;
+  using Acc = ProductAccumulators;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int r = 0; r < Acc::kRows; ++r) {
+    const int64_t pos = tile * kTile + Acc::row_of(r);
+    if (pos >= args.v) continue;
+    const int2 range = tile_targets(args, tile);
+    __nv_bfloat16* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t pos = tile * kTile + wm * 32 + mt * 16 + lane / 4 + 8 * half;
-      if (pos >= args.v) continue;
-      const int2 range = tile_targets(args, tile);
-      __nv_bfloat16* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int64_t col = d0 + wn * 64 + nt * 8 + (lane % 4) * 2;
-        if (col >= args.d) continue;
-        const float x = acc[mt][nt][2 * half] + tail_share(args, tile, col) +
-                        target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col);
-        if (col + 1 < args.d) {
-          const float y = acc[mt][nt][2 * half + 1] + tail_share(args, tile, col + 1) +
-                          target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col + 1);
-          if (kAligned) *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(x, y);
-          else row[col] = __float2bfloat16(x), row[col + 1] = __float2bfloat16(y);
-        } else {
-          row[col] = __float2bfloat16(x);
-        }
+    for (int c = 0; c < Acc::kCols; c += 2) {  // columns c, c + 1 are adjacent
+      const int64_t col = d0 + Acc::col_of(c);
+      if (col >= args.d) continue;
+      const float x = acc.z(r, c) + tail_share(args, tile, col) +
+                      target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col);
+      if (col + 1 < args.d) {
+        const float y = acc.z(r, c + 1) + tail_share(args, tile, col + 1) +
+                        target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col + 1);
+        if (kAligned) *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(x, y);
+        else row[col] = __float2bfloat16(x), row[col + 1] = __float2bfloat16(y);
+      } else {
+        row[col] = __float2bfloat16(x);
       }
     }
+  }
 }
 
 template <bool kAligned>
@@ -251,7 +253,8 @@ __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, con
   const int* list = args.block_lists + block * (args.tiles + 1);
   const int2 range = args.block_ranges[block];
   if (range.x == range.y) return;  // nothing kept for this token block in this chunk
-  float acc[2][8][4] = {};
+  ProductAccumulators acc;
+  acc.zero();
   run_items<false>(
       acc, shared, [&](int item) { return item < range.y ? item : -1; },
       [&](int item, int step, __nv_bfloat16* a, __nv_bfloat16* b) {
@@ -263,21 +266,17 @@ __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, con
                             b);
       },
       range.x);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp % 4, wn = warp / 4;
+  using Acc = ProductAccumulators;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int r = 0; r < Acc::kRows; ++r) {
+    const int64_t row = block * kTile + Acc::row_of(r);
+    if (row >= args.n) continue;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t row = block * kTile + wm * 32 + mt * 16 + lane / 4 + 8 * half;
-      if (row >= args.n) continue;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int64_t col = d0 + wn * 64 + nt * 8 + (lane % 4) * 2 + j;
-          if (col < args.d) de_acc[row * args.d + col] += acc[mt][nt][2 * half + j];
-        }
+    for (int c = 0; c < Acc::kCols; ++c) {
+      const int64_t col = d0 + Acc::col_of(c);
+      if (col < args.d) de_acc[row * args.d + col] += acc.z(r, c);
     }
+  }
 }
 
 // ------------------------------------------------------------------ fp32
