@@ -68,9 +68,11 @@ struct TileProductWgmma {
     const int k_tiles = static_cast<int>((dim + kBK - 1) / kBK);
     int64_t load_tile = tile_begin;
     int load_kt = 0, load_buffer = 0, buffer = 0;
+    int b_src[kChunksPerThread / 2];  // this thread's rows of B in load_tile (gathered once per tile, not per slice)
     auto load_next = [&] {
       if (load_tile < tile_end) {
-        load_stage(a, rows_a, row0, b, rows_b, b_rows, load_tile * kBN, dim, load_kt, base + load_buffer * kStageBytes);
+        if (load_kt == 0) find_b_rows(rows_b, b_rows, load_tile * kBN, b_src);
+        load_stage(a, rows_a, row0, b, b_src, dim, load_kt, base + load_buffer * kStageBytes);
         if (++load_kt == k_tiles) load_kt = 0, ++load_tile;
         if (++load_buffer == kStages) load_buffer = 0;
       }
@@ -109,22 +111,36 @@ struct TileProductWgmma {
   }
 
  private:
+  // A thread copies kChunksPerThread 16-byte chunks of a slice: its first
+  // half from rows of A, its second from rows of B (kBM == kBN).
+  static constexpr int kChunksPerThread = (kBM + kBN) * 8 / kThreads;
+  static_assert(kBM * 8 == kThreads * kChunksPerThread / 2, "A's rows are the first half of every thread's chunks");
+  __device__ __forceinline__ static int chunk_row(int i) { return (threadIdx.x + i * kThreads) / 8; }
+
+  // The rows of B this thread copies from for the tile at col0 (through the
+  // gather b_rows when given), or −1 past rows_b. Rows fit an int (V < 2^31).
+  __device__ __forceinline__ static void find_b_rows(int64_t rows_b, const int* b_rows, int64_t col0,
+                                                     int (&b_src)[kChunksPerThread / 2]) {
+#pragma unroll
+    for (int i = 0; i < kChunksPerThread / 2; ++i) {
+      const int64_t row = col0 + chunk_row(i + kChunksPerThread / 2) - kBM;
+      b_src[i] = row < rows_b ? (b_rows != nullptr ? b_rows[row] : static_cast<int>(row)) : -1;
+    }
+  }
+
   // One BK-wide slice of both operands, written swizzled: (BM + BN) rows × 8
   // chunks of 16 bytes, 8 per thread; rows past N or V and columns past D are zeros.
   __device__ __forceinline__ static void load_stage(const __nv_bfloat16* a, int64_t rows_a, int64_t row0,
-                                                    const __nv_bfloat16* b, int64_t rows_b, const int* b_rows,
-                                                    int64_t col0, int64_t dim, int kt, uint32_t stage) {
-    constexpr int kChunks = (kBM + kBN) * 8;
+                                                    const __nv_bfloat16* b, const int (&b_src)[kChunksPerThread / 2],
+                                                    int64_t dim, int kt, uint32_t stage) {
+    const int part = threadIdx.x % 8;
+    const int64_t k = static_cast<int64_t>(kt) * kBK + part * 8;
 #pragma unroll
-    for (int i = 0; i < kChunks / kThreads; ++i) {
-      const int chunk = threadIdx.x + i * kThreads;
-      const int tile_row = chunk / 8, part = chunk % 8;
-      const bool is_a = tile_row < kBM;
-      const int r = is_a ? tile_row : tile_row - kBM;
-      int64_t row = is_a ? row0 + r : col0 + r;
-      const int64_t k = static_cast<int64_t>(kt) * kBK + part * 8;
-      const bool valid = row < (is_a ? rows_a : rows_b) && k < dim;
-      if (!is_a && b_rows != nullptr && valid) row = b_rows[row];
+    for (int i = 0; i < kChunksPerThread; ++i) {
+      const bool is_a = i < kChunksPerThread / 2;
+      const int r = is_a ? chunk_row(i) : chunk_row(i) - kBM;
+      const int64_t row = is_a ? (row0 + r < rows_a ? row0 + r : -1) : b_src[i - kChunksPerThread / 2];
+      const bool valid = row >= 0 && k < dim;
       const __nv_bfloat16* src = valid ? (is_a ? a : b) + row * dim + k : a;
       cp_async_16(stage + (is_a ? 0 : kOperandBytes) + r * kRowBytes + ((part ^ (r & 7)) * 16), src, valid);
     }

@@ -14,15 +14,27 @@
 namespace cce::s08 {
 namespace {
 
-constexpr size_t kSlotBudget = size_t{24} << 20;  // recomputed S tiles held at once (a chunk)
+// Recomputed S tiles held at once (a chunk): the backward's scratch aims at
+// kScratchTarget, so the slots take what the tile statistics, the fp32 dE
+// accumulator and the tile means leave of it, and never less than
+// kLeastSlotBytes. At gemma2 and llama3 those items alone exceed it (the
+// slots get the least); at V = 32000 the slots hold every kept tile at once.
+constexpr size_t kLeastSlotBytes = size_t{24} << 20;
+constexpr size_t kScratchTarget = size_t{160} << 20;
 constexpr int64_t kChunkMultiple = 256;           // the forward's chunks: whole tiles of every product
 
 size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 // The recomputation's thread blocks for tiles [first, last): per token block,
-// its kept tiles there cut into runs of consecutive tiles, at most kRunTiles each.
-constexpr int kRunTiles = 8;
-std::vector<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_t first, int64_t last) {
+// its kept tiles there cut into runs of consecutive tiles (so that the
+// product's pipeline runs on from tile to tile). A run holds at most
+// kRunTiles, and fewer when the chunk keeps few tiles: about two runs per
+// resident block, so that the last wave is not one long run on a few SMs.
+constexpr int64_t kRunTiles = 8;
+std::vector<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_t first, int64_t last,
+                                int64_t resident_blocks) {
+  const int64_t kept_here = kept.offsets[last] - kept.offsets[first];
+  const int64_t run_tiles = std::clamp<int64_t>(kept_here / (2 * resident_blocks), 1, kRunTiles);
   std::vector<int> runs;
   for (int64_t b = 0; b < plan.token_blocks; ++b) {
     const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
@@ -30,7 +42,7 @@ std::vector<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int
     const int* end = std::lower_bound(begin, list + 1 + list[0], static_cast<int>(last));
     for (const int* t = begin; t < end;) {
       const int* run_end = t + 1;
-      while (run_end < end && *run_end == *(run_end - 1) + 1 && run_end - t < kRunTiles) ++run_end;
+      while (run_end < end && *run_end == *(run_end - 1) + 1 && run_end - t < run_tiles) ++run_end;
       runs.insert(runs.end(), {static_cast<int>(b), *t, *(run_end - 1) + 1, 0});
       t = run_end;
     }
@@ -42,7 +54,7 @@ std::vector<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int
 
 float default_drop_eps(Dtype dtype) { return dtype == Dtype::kBFloat16 ? std::ldexp(1.0f, -8) : std::ldexp(1.0f, -28); }
 
-DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
+DropPlan plan_drop(const Problem& p, int64_t chunk_rows, size_t slot_budget) {
   DropPlan plan;
   const bool bf16 = p.dtype == Dtype::kBFloat16;
   const size_t element = p.element_bytes();
@@ -51,12 +63,17 @@ DropPlan plan_drop(const Problem& p, int64_t chunk_rows) {
   plan.token_blocks = (p.n + plan.tile_rows - 1) / plan.tile_rows;
   plan.slot_bytes = plan.tile_rows * plan.tile_cols * static_cast<int64_t>(element);
   const int64_t pairs = plan.tiles * plan.token_blocks;
+  plan.de_accumulator_bytes = bf16 ? static_cast<size_t>(p.n * p.d) * 4 : 0;
+  if (slot_budget == 0) {
+    const size_t fixed = static_cast<size_t>(plan.tiles) * static_cast<size_t>(p.n) * 4 + plan.de_accumulator_bytes +
+                         static_cast<size_t>(plan.tiles * p.d) * element;  // statistics, dE accumulator, tile means
+    slot_budget = std::max(kLeastSlotBytes, kScratchTarget > fixed ? kScratchTarget - fixed : 0);
+  }
   plan.slot_capacity =
-      std::min(pairs, std::max(plan.token_blocks, static_cast<int64_t>(kSlotBudget) / plan.slot_bytes));
+      std::min(pairs, std::max(plan.token_blocks, static_cast<int64_t>(slot_budget) / plan.slot_bytes));
   // bf16: the dE output holds S tiles too until dE is written (fewer chunks:
   // each chunk costs a pass of dE's blocks over every token block).
   plan.spill_slot_capacity = bf16 ? p.n * p.d * 2 / plan.slot_bytes : 0;
-  plan.de_accumulator_bytes = bf16 ? static_cast<size_t>(p.n * p.d) * 4 : 0;
   plan.region_offset = round_up(plan.de_accumulator_bytes, 256);
   plan.region_bytes = static_cast<size_t>(plan.slot_capacity * plan.slot_bytes);
   plan.work_bytes = std::max({plan.region_offset + plan.region_bytes, sort_work_bytes(p.v), target_sort_work_bytes(p.n)});
@@ -93,6 +110,9 @@ void DropBeforeRecomputeStage::add_options(OptionParser& parser) {
   parser.add_flag("keep-all", &keep_all_, "recompute every tile (the exact backward, deterministic)");
   parser.add_flag("no-correction", &no_correction_, "drop tiles without correcting dE and dC for them");
   parser.add_flag("no-dc-correction", &no_dc_correction_, "correct dE only");
+  parser.add_int("slot-mb", &slot_mb_flag_,
+                 "MiB of recomputed S tiles the backward holds at once (fewer: more chunks); 0 = what 160 MiB of "
+                 "scratch leaves, at least 24");
   parser.add_int("chunk-rows", &chunk_rows_flag_,
                  "rows of sorted C the forward gathers at once, a multiple of 256; 0 = what the backward's buffer holds");
 }
@@ -100,6 +120,7 @@ void DropBeforeRecomputeStage::add_options(OptionParser& parser) {
 void DropBeforeRecomputeStage::validate_options() const {
   if (!(eps_flag_ >= 0.0 && eps_flag_ < 1.0)) throw InputError("--drop-eps must be in [0, 1)");
   if (keep_all_ && eps_flag_ > 0.0) throw InputError("--drop-eps and --keep-all contradict each other");
+  if (slot_mb_flag_ < 0 || slot_mb_flag_ > (int64_t{1} << 20)) throw InputError("--slot-mb must be in [0, 1048576]");
   if (chunk_rows_flag_ < 0 || chunk_rows_flag_ % 256 != 0) throw InputError("--chunk-rows must be a multiple of 256 (0: the default)");
 }
 
@@ -109,7 +130,7 @@ std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan)
 
 std::vector<MemoryItem> DropBeforeRecomputeStage::workspace(const Problem& p, bool backward) const {
   if (!backward) return s05::forward_scratch(p);  // a loss alone keeps nothing
-  return backward_scratch(p, plan_drop(p, chunk_rows_flag_));
+  return backward_scratch(p, plan_drop(p, chunk_rows_flag_, slot_budget()));
 }
 
 void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
@@ -121,7 +142,7 @@ void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, floa
     s05::forward(in, scratch_, loss, lse, stream);
     return;
   }
-  const DropPlan plan = plan_drop(p, chunk_rows_flag_);
+  const DropPlan plan = plan_drop(p, chunk_rows_flag_, slot_budget());
   scratch_.allocate(sorted_forward_scratch(p, plan));
   sorted_forward(in, plan, scratch_, loss, lse, stream);
   stats_ready_ = true;
@@ -154,12 +175,14 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
 
   // Chunks of consecutive tiles whose kept S tiles fit the slots.
+  const int64_t resident_blocks = recompute_resident_blocks(p);
   int64_t chunks = 0;
   for (int64_t first = 0; first < plan.tiles;) {
     int64_t last = first + 1;
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= capacity) ++last;
     const int64_t first_slot = kept.offsets[first];
-    recompute_kept_tiles(in, plan, scratch, lse, recompute_runs(kept, plan, first, last), first_slot, space, stream);
+    recompute_kept_tiles(in, plan, scratch, lse, recompute_runs(kept, plan, first, last, resident_blocks), first_slot,
+                         space, stream);
     kept_products(in, plan, scratch, kept, tail, space, first_slot, first, last, de_acc, dc, stream, side);
     first = last;
     ++chunks;
@@ -174,7 +197,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
   if (!stats_ready_)
     throw InputError("stage 08: backward() needs a forward() told that a backward follows (expect_backward(true))");
   stats_ready_ = false;  // the correction overwrites the statistics
-  const DropPlan plan = plan_drop(p, chunk_rows_flag_);
+  const DropPlan plan = plan_drop(p, chunk_rows_flag_, slot_budget());
   scratch_.allocate(workspace(p, true));
   const float* de_acc =
       backward_to_accumulator(in, plan, scratch_, lse, upstream, settings(p.dtype), de, dc, stream, side_, &stats_);
@@ -182,7 +205,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
 }
 
 std::vector<uint8_t> DropBeforeRecomputeStage::kept_flags() const {
-  const DropPlan plan = plan_drop(last_problem_, chunk_rows_flag_);
+  const DropPlan plan = plan_drop(last_problem_, chunk_rows_flag_, slot_budget());
   std::vector<uint8_t> flags(static_cast<size_t>(plan.tiles * plan.token_blocks));
   if (!flags.empty()) copy_to_host(flags.data(), scratch_.get<uint8_t>("keep flags [tiles][token blocks]"), flags.size());
   return flags;
@@ -197,7 +220,7 @@ std::vector<int> DropBeforeRecomputeStage::vocabulary_order() const {
 std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
   std::vector<std::string> lines;
   if (last_problem_.n == 0) return lines;
-  const DropPlan plan = plan_drop(last_problem_, chunk_rows_flag_);
+  const DropPlan plan = plan_drop(last_problem_, chunk_rows_flag_, slot_budget());
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "plan         %lld sorted tiles of %lld x %lld token blocks; forward chunks of %lld rows of C; "

@@ -80,7 +80,9 @@ struct DropPlan {
 };
 // chunk_rows: rows of sorted C the forward gathers at once (a multiple of
 // 256); 0: as many as the backward's work buffer holds anyway.
-DropPlan plan_drop(const Problem& problem, int64_t chunk_rows = 0);
+// slot_budget: bytes of the work buffer's S tiles (--slot-mb); 0: what a
+// backward scratch of 160 MiB leaves beside its fixed items, at least 24 MiB.
+DropPlan plan_drop(const Problem& problem, int64_t chunk_rows = 0, size_t slot_budget = 0);
 
 // Where a chunk's recomputed S tiles live: its first region_slots slots in
 // the work buffer's region, the rest in the bf16 dE output, which nothing
@@ -150,6 +152,8 @@ class DropBeforeRecomputeStage : public Stage {
  private:
   double eps_flag_ = 0.0;  // --drop-eps; 0 = the dtype's default
   int64_t chunk_rows_flag_ = 0;  // --chunk-rows
+  int64_t slot_mb_flag_ = 0;     // --slot-mb
+  size_t slot_budget() const { return static_cast<size_t>(slot_mb_flag_) << 20; }
   bool keep_all_ = false, no_correction_ = false, no_dc_correction_ = false;
   bool backward_follows_ = false;
   bool stats_ready_ = false;
@@ -187,6 +191,8 @@ size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in t
 std::vector<MemoryItem> kept_tiles_scratch(const Problem& problem, const DropPlan& plan);
 KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const Scratch& scratch, const float* lse,
                             float eps, cudaStream_t stream);
+// Blocks of the recomputation resident on this GPU at once (SMs × blocks per SM).
+int64_t recompute_resident_blocks(const Problem& p);
 // runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
                           const std::vector<int>& runs, int64_t first_slot, const SlotSpace& space,

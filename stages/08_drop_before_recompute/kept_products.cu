@@ -26,16 +26,28 @@
 namespace cce::s08 {
 namespace {
 
-// The dropped targets' terms of dC row `pos` (a sorted position) of tile
-// `tile`: the tokens [range.x, range.y) of the list sorted by target position
-// are the tile's (tile_target_offsets); those at `pos` add a_i E_i.
+// The dropped targets of dC row `pos` (a sorted position) of a tile: the
+// tile's are entries [range.x, range.y) of the list sorted by target position
+// (tile_target_offsets), so the row's are a contiguous part of them.
+__device__ __forceinline__ int2 row_targets(int2 range, int64_t pos, const int* __restrict__ sorted_position) {
+  int lo = range.x, hi = range.y;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (sorted_position[mid] < pos) lo = mid + 1;
+    else hi = mid;
+  }
+  int end = lo;
+  while (end < range.y && sorted_position[end] == pos) ++end;
+  return make_int2(lo, end);
+}
+
+// Their terms Σ a_i E_i in column col, in list order (tokens ascending).
 template <typename T>
-__device__ __forceinline__ float target_terms(int2 range, int64_t pos, const int* __restrict__ sorted_position,
-                                              const int* __restrict__ sorted_token, const float* __restrict__ coefficient,
-                                              const T* __restrict__ e, int64_t d, int64_t col) {
+__device__ __forceinline__ float target_terms(int2 row, const int* __restrict__ sorted_token,
+                                              const float* __restrict__ coefficient, const T* __restrict__ e, int64_t d,
+                                              int64_t col) {
   float sum = 0.0f;
-  for (int k = range.x; k < range.y; ++k) {
-    if (sorted_position[k] != pos) continue;
+  for (int k = row.x; k < row.y; ++k) {
     const int64_t token = sorted_token[k];
     sum += coefficient[token] * to_float(e[token * d + col]);
   }
@@ -48,7 +60,7 @@ struct ProductArgs {
   const int* offsets;     // [tiles + 1]
   const int* slot_block;  // [slots]
   const int* slot_of;     // [token blocks][tiles]
-  const int* tiles_with_slots;  // the dC blocks' tiles: tiles_with_slots[kept_tile_begin + blockIdx.x]
+  const int* tiles_with_slots;  // the dC blocks' tiles: tiles_with_slots[kept_tile_begin + blockIdx.y]
   int64_t kept_tile_begin;
   const int* block_lists;  // [token blocks][1 + tiles]: count, then the kept tiles ascending
   const int* order;       // [V]
@@ -92,19 +104,29 @@ constexpr size_t kProductShared = kStages * kStageBytes;
 using ProductAccumulators = MmaSyncWarpGrid<32, 64, 4, 2>;
 static_assert(static_cast<size_t>(kStep) * kWidePitch <= static_cast<size_t>(kTile) * kNarrowPitch, "A's two shapes");
 
-// kStep rows of `src` ([rows_total, d] bf16; row r is row_of(r), or < 0 for a
-// zero row) × columns [d0, d0 + 128) into dst (pitch kWidePitch).
-template <bool kAligned, class RowOf>
-__device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0, RowOf&& row_of,
-                                          __nv_bfloat16* dst) {
-  constexpr int kParts = kTile / 8, kPerThread = kStep * kParts / 256;  // blockDim.x == 256
-  int64_t rows[kPerThread];
+// Per k-step a thread copies kRowsPerThread rows' 16-byte chunks of the
+// other operand: rows step_row(j) of the step's kStep.
+constexpr int kRowsPerThread = kStep * (kTile / 8) / 256;  // blockDim.x == 256
+__device__ __forceinline__ int step_row(int j) { return (threadIdx.x + j * 256) / (kTile / 8); }
+
+// What one k-step reads: its S tile and half, and the rows of the other
+// operand (−1: a zero row). Found a step ahead of its copies (run_items), so
+// that the index loads behind it wait behind a step of products, not before one.
+struct StepSource {
+  const __nv_bfloat16* s;
+  int step;
+  int rows[kRowsPerThread];
+};
+
+// The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128) into dst (pitch kWidePitch).
+template <bool kAligned>
+__device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
+                                          const StepSource& source, __nv_bfloat16* dst) {
+  constexpr int kParts = kTile / 8;
 #pragma unroll
-  for (int j = 0; j < kPerThread; ++j) rows[j] = row_of((threadIdx.x + j * 256) / kParts);  // independent loads first
-#pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    const int i = threadIdx.x + j * 256, r = i / kParts, part = i % kParts;
-    const int64_t row = rows[j], k = d0 + part * 8;
+  for (int j = 0; j < kRowsPerThread; ++j) {
+    const int r = step_row(j), part = threadIdx.x % kParts;
+    const int64_t row = source.rows[j], k = d0 + part * 8;
     __nv_bfloat16* out = dst + r * kWidePitch + part * 8;
     if constexpr (kAligned) {
       const bool valid = row >= 0 && k < d;
@@ -173,20 +195,24 @@ __device__ __forceinline__ void mma_step(ProductAccumulators& acc, const __nv_bf
 
 // The k-loop over a list of items (kept slots), two k-steps per item,
 // kStages − 1 steps loaded ahead of the products. next(cursor) → the next
-// item's index ≥ cursor, or −1; load(item, step, S buffer, other operand's
-// buffer) issues its cp.asyncs.
-template <bool kTransposeS, class Next, class Load>
-__device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned char* shared, Next&& next, Load&& load,
-                                          int first) {
+// item's index ≥ cursor, or −1; source(item, step) → the step's StepSource,
+// found one step before its copies are issued; other: E (dC) or C (dE).
+template <bool kTransposeS, bool kAligned, class Next, class Source>
+__device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned char* shared, Next&& next, Source&& source,
+                                          int first, const __nv_bfloat16* __restrict__ other, int64_t d, int64_t d0) {
   auto a_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes); };
   auto b_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes + kOperandBytes); };
   unsigned loaded = 0;  // bit s: stage s holds a step (a mask, not an array: registers, not local memory)
   int fetch = first, fetch_step = 0;
+  StepSource ahead{};
+  if (fetch >= 0) ahead = source(fetch, 0);
   auto issue = [&](int stage) {
     loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
     if (fetch >= 0) {
-      load(fetch, fetch_step, a_of(stage), b_of(stage));
+      load_s_half<kTransposeS>(ahead.s, ahead.step, a_of(stage));
+      load_rows<kAligned>(other, d, d0, ahead, b_of(stage));
       if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
+      if (fetch >= 0) ahead = source(fetch, fetch_step);
     }
     cp_async_commit();  // an empty group when nothing is left
   };
@@ -205,35 +231,38 @@ template <bool kAligned>
 __global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
                                                            __nv_bfloat16* __restrict__ dc) {
   extern __shared__ __align__(16) unsigned char shared[];
-  const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
-  const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.y];
+  const int64_t d0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int begin = args.offsets[tile], end = args.offsets[tile + 1];
   ProductAccumulators acc;
   acc.zero();
-  run_items<true>(
+  run_items<true, kAligned>(
       acc, shared, [&](int slot) { return slot < end ? slot : -1; },
-      [&](int slot, int step, __nv_bfloat16* a, __nv_bfloat16* b) {
-        load_s_half<true>(slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, a);
+      [&](int slot, int step) {
+        StepSource source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
         const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
-        load_rows<kAligned>(e, args.d, d0, [&](int r) { return row0 + r < args.n ? row0 + r : int64_t{-1}; }, b);
+#pragma unroll
+        for (int j = 0; j < kRowsPerThread; ++j)
+          source.rows[j] = row0 + step_row(j) < args.n ? static_cast<int>(row0 + step_row(j)) : -1;
+        return source;
       },
-      begin < end ? begin : -1);
+      begin < end ? begin : -1, e, args.d, d0);
   using Acc = ProductAccumulators;
 #pragma unroll
   for (int r = 0; r < Acc::kRows; ++r) {
     const int64_t pos = tile * kTile + Acc::row_of(r);
     if (pos >= args.v) continue;
-    const int2 range = tile_targets(args, tile);
+    const int2 targets = row_targets(tile_targets(args, tile), pos, args.sorted_position);
     __nv_bfloat16* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
 #pragma unroll
     for (int c = 0; c < Acc::kCols; c += 2) {  // columns c, c + 1 are adjacent
       const int64_t col = d0 + Acc::col_of(c);
       if (col >= args.d) continue;
       const float x = acc.z(r, c) + tail_share(args, tile, col) +
-                      target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col);
+                      target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col);
       if (col + 1 < args.d) {
         const float y = acc.z(r, c + 1) + tail_share(args, tile, col + 1) +
-                        target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col + 1);
+                        target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col + 1);
         if (kAligned) *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(x, y);
         else row[col] = __float2bfloat16(x), row[col + 1] = __float2bfloat16(y);
       } else {
@@ -255,17 +284,18 @@ __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, con
   if (range.x == range.y) return;  // nothing kept for this token block in this chunk
   ProductAccumulators acc;
   acc.zero();
-  run_items<false>(
+  run_items<false, kAligned>(
       acc, shared, [&](int item) { return item < range.y ? item : -1; },
-      [&](int item, int step, __nv_bfloat16* a, __nv_bfloat16* b) {
+      [&](int item, int step) {
         const int tile = list[1 + item];
-        load_s_half<false>(slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, a);
+        StepSource source{slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, {}};
         const int64_t pos0 = static_cast<int64_t>(tile) * kTile + step * kStep;
-        load_rows<kAligned>(c, args.d, d0,
-                            [&](int r) { return pos0 + r < args.v ? static_cast<int64_t>(args.order[pos0 + r]) : int64_t{-1}; },
-                            b);
+#pragma unroll
+        for (int j = 0; j < kRowsPerThread; ++j)
+          source.rows[j] = pos0 + step_row(j) < args.v ? args.order[pos0 + step_row(j)] : -1;
+        return source;
       },
-      range.x);
+      range.x, c, args.d, d0);
   using Acc = ProductAccumulators;
 #pragma unroll
   for (int r = 0; r < Acc::kRows; ++r) {
@@ -310,8 +340,8 @@ __device__ __forceinline__ void fp32_item(float (&acc)[4][4], const float* __res
 __global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const float* __restrict__ e,
                                                         float* __restrict__ dc) {
   __shared__ float a_tile[kTile32 * kPitch32], b_tile[kTile32 * kPitch32];
-  const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.x];
-  const int64_t d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
+  const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.y];
+  const int64_t d0 = static_cast<int64_t>(blockIdx.x) * kTile32;
   float acc[4][4] = {};
   for (int slot = args.offsets[tile]; slot < args.offsets[tile + 1]; ++slot) {
     const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile32;
@@ -322,13 +352,12 @@ __global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const 
   for (int i = 0; i < 4; ++i) {
     const int64_t pos = tile * kTile32 + ty + 16 * i;
     if (pos >= args.v) continue;
-    const int2 range = tile_targets(args, tile);
+    const int2 targets = row_targets(tile_targets(args, tile), pos, args.sorted_position);
     for (int j = 0; j < 4; ++j) {
       const int64_t col = d0 + tx + 16 * j;
       if (col < args.d)
         dc[static_cast<int64_t>(args.order[pos]) * args.d + col] =
-            acc[i][j] + tail_share(args, tile, col) +
-            target_terms(range, pos, args.sorted_position, args.sorted_token, args.coefficient, e, args.d, col);
+            acc[i][j] + tail_share(args, tile, col) + target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col);
     }
   }
 }
@@ -363,55 +392,63 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
 
 // The dC rows of tiles without a kept token block: the dropped tail's share
 // (or zeros), plus the dropped targets' terms on the rows that have some.
+// A block per (tile, group of its rows): a tile's 128 rows are 1–2 MB of dC
+// at gemma2, too much for one block to write.
+constexpr unsigned kUnkeptRowGroups = 16;
 template <typename T>
 __global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __restrict__ dc) {
   const int64_t tile = args.tile_begin + blockIdx.x;
   if (args.offsets[tile + 1] > args.offsets[tile]) return;  // the products' blocks write this tile
-  const int64_t first = tile * args.tile_cols;
-  const int64_t last = (tile + 1) * args.tile_cols < args.v ? (tile + 1) * args.tile_cols : args.v;
+  const int64_t group_rows = (args.tile_cols + gridDim.y - 1) / gridDim.y;
+  const int64_t first = tile * args.tile_cols + blockIdx.y * group_rows;
+  const int64_t tile_end = (tile + 1) * args.tile_cols < args.v ? (tile + 1) * args.tile_cols : args.v;
+  const int64_t last = first + group_rows < tile_end ? first + group_rows : tile_end;
+  if (first >= last) return;
   const int2 range = tile_targets(args, tile);
-  if (range.x == range.y) {  // the common case: every row the same, 16 bytes a store
-    constexpr int kPerVector = 16 / sizeof(T);
-    if ((args.d * sizeof(T)) % 16 == 0) {
-      const int64_t vectors = args.d / kPerVector;
-      for (int64_t x = threadIdx.x; x < vectors; x += blockDim.x) {
-        T values[kPerVector];
+  constexpr int kPerVector = 16 / sizeof(T);
+  if (range.x == range.y && (args.d * sizeof(T)) % 16 == 0) {  // the common case: every row the same, 16-byte stores
+    for (int64_t x = threadIdx.x; x < args.d / kPerVector; x += blockDim.x) {
+      T values[kPerVector];
 #pragma unroll
-        for (int k = 0; k < kPerVector; ++k) values[k] = from_float<T>(tail_share(args, tile, x * kPerVector + k));
-        const uint4 packed = *reinterpret_cast<const uint4*>(values);
-        for (int64_t pos = first; pos < last; ++pos)
-          reinterpret_cast<uint4*>(dc + static_cast<int64_t>(args.order[pos]) * args.d)[x] = packed;
-      }
-      return;
-    }
-    for (int64_t pos = first; pos < last; ++pos) {
-      T* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
-      for (int64_t col = threadIdx.x; col < args.d; col += blockDim.x) row[col] = from_float<T>(tail_share(args, tile, col));
+      for (int k = 0; k < kPerVector; ++k) values[k] = from_float<T>(tail_share(args, tile, x * kPerVector + k));
+      const uint4 packed = *reinterpret_cast<const uint4*>(values);
+      for (int64_t pos = first; pos < last; ++pos)
+        reinterpret_cast<uint4*>(dc + static_cast<int64_t>(args.order[pos]) * args.d)[x] = packed;
     }
     return;
   }
   for (int64_t pos = first; pos < last; ++pos) {
+    const int2 targets = row_targets(range, pos, args.sorted_position);
     T* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
     for (int64_t col = threadIdx.x; col < args.d; col += blockDim.x)
-      row[col] = from_float<T>(tail_share(args, tile, col) + target_terms(range, pos, args.sorted_position,
-                                                                          args.sorted_token, args.coefficient, e,
-                                                                          args.d, col));
+      row[col] = from_float<T>(tail_share(args, tile, col) +
+                               target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col));
   }
 }
 
 // dE = dE_acc + a_i C_{t_i} (the target's exact term), in the output dtype
 // (Out = float: in place, into the accumulator).
-template <typename T, typename Out>
+// A thread takes 4 consecutive elements of one row (d % 4 == 0: one 16-byte load), else 1.
+template <typename T, typename Out, int kPer>
 __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ coefficient,
                                  const int64_t* __restrict__ targets, const T* __restrict__ c, int64_t n, int64_t d,
                                  Out* de) {  // fp32: de is de_acc itself
-  const int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t x = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPer;
   if (x >= n * d) return;
   const int64_t i = x / d, k = x % d;
-  float value = de_acc[x];
+  float value[kPer];
+  if constexpr (kPer == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(de_acc + x);
+    value[0] = v.x, value[1] = v.y, value[2] = v.z, value[3] = v.w;
+  } else {
+    value[0] = de_acc[x];
+  }
   const float a = coefficient[i];
-  if (a != 0.0f) value += a * to_float(c[targets[i] * d + k]);
-  de[x] = from_float<Out>(value);
+  if (a != 0.0f)
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) value[j] += a * to_float(c[targets[i] * d + k + j]);
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) de[x + j] = from_float<Out>(value[j]);
 }
 
 }  // namespace
@@ -462,9 +499,11 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                                  cudaMemcpyHostToDevice, stream));  // pageable: read when the call returns
   const unsigned d_tiles = static_cast<unsigned>((p.d + plan.tile_cols - 1) / plan.tile_cols);
   const unsigned kept_tiles = static_cast<unsigned>(last_kept - first_kept);
-  const dim3 dc_grid(kept_tiles, d_tiles);
+  // x: D's column tiles, so that the blocks of the chunk's first (most kept,
+  // longest) tiles are dispatched first, all their columns together.
+  const dim3 dc_grid(d_tiles, kept_tiles);
   const dim3 de_grid(static_cast<unsigned>(plan.token_blocks), d_tiles);
-  const unsigned unkept_grid = static_cast<unsigned>(tile_end - tile_begin);
+  const dim3 unkept_grid(static_cast<unsigned>(tile_end - tile_begin), kUnkeptRowGroups);
   // dE's blocks run on the side stream, beside dC's (they read the same S tiles and write other outputs).
   side.create();
   CCE_CUDA_CHECK(cudaEventRecord(side.fork, stream));
@@ -478,14 +517,14 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                                           static_cast<int>(kProductShared)));
       CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kProductShared)));
+      de_kernel<<<de_grid, 256, kProductShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
+                                                          de_acc);
+      CCE_CHECK_LAUNCH();
       if (kept_tiles > 0) {
         dc_kernel<<<dc_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
                                                             static_cast<__nv_bfloat16*>(dc));
         CCE_CHECK_LAUNCH();
       }
-      de_kernel<<<de_grid, 256, kProductShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
-                                                          de_acc);
-      CCE_CHECK_LAUNCH();
     };
     if (p.d % 8 == 0) launch(std::true_type{});
     else launch(std::false_type{});
@@ -510,7 +549,9 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
 
 void SideStream::create() {
   if (stream != nullptr) return;
-  CCE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int least = 0, greatest = 0;  // dE's blocks are the chunk's longest: dispatched first
+  CCE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CCE_CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest));
   CCE_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   CCE_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
 }
@@ -527,15 +568,19 @@ void launch_finish_de(const DeviceInputs& in, const Scratch& scratch, const floa
                       cudaStream_t stream) {
   const Problem& p = in.problem;
   const int64_t count = p.n * p.d;
-  const unsigned blocks = static_cast<unsigned>((count + 255) / 256);
   const float* coefficient = scratch.get<float>("target coefficient [N]");
   dispatch_dtype(p.dtype, [&](auto element_type) {
     using T = decltype(element_type);
     using Out = std::conditional_t<kInPlace, float, T>;
-    finish_de_kernel<T, Out><<<blocks, 256, 0, stream>>>(de_acc, coefficient, in.targets.get(),
-                                                         reinterpret_cast<const T*>(in.c.get()), p.n, p.d,
-                                                         static_cast<Out*>(de));
-    CCE_CHECK_LAUNCH();
+    auto launch = [&](auto per) {
+      constexpr int kPer = decltype(per)::value;
+      const unsigned blocks = static_cast<unsigned>((count / kPer + 255) / 256);
+      finish_de_kernel<T, Out, kPer><<<blocks, 256, 0, stream>>>(
+          de_acc, coefficient, in.targets.get(), reinterpret_cast<const T*>(in.c.get()), p.n, p.d, static_cast<Out*>(de));
+      CCE_CHECK_LAUNCH();
+    };
+    if (p.d % 4 == 0) launch(std::integral_constant<int, 4>{});
+    else launch(std::integral_constant<int, 1>{});
   });
 }
 }  // namespace

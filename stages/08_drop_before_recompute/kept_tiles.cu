@@ -2,7 +2,7 @@
 // vocabulary tile) pairs to keep, known from the forward's tile statistics
 // before any logit is recomputed, and the recomputed S of the kept ones.
 #include <algorithm>
-#include <climits>
+#include <type_traits>
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -24,38 +24,44 @@ unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThre
 
 // Keep (T, b) iff a row i of block b with a gradient has exp(m_iT − LSE_i) ≥ eps:
 // every softmax entry of a dropped tile is below eps (m_iT is rounded up).
+// A block per (token block, tile); counts[T] (zeroed before) counts T's kept
+// blocks (an integer sum: the same whatever order the blocks add in).
 __global__ void decide_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
                               const float* __restrict__ grad_scale, int64_t n, int64_t token_blocks, float log_eps,
                               bool keep_all, uint8_t* __restrict__ flags, int* __restrict__ counts) {
   const int64_t tile = blockIdx.x;
-  int count = 0;
-  for (int64_t b = 0; b < token_blocks; ++b) {
+  for (int64_t b = blockIdx.y; b < token_blocks; b += gridDim.y) {  // grid.y ≤ 65535
     const int64_t row = b * blockDim.x + threadIdx.x;
     bool keep = false;
-    if (row < n && grad_scale[row] != 0.0f)
-      keep = keep_all || stats_max(stats[tile * n + row]) - lse[row] >= log_eps;
+    if (row < n && grad_scale[row] != 0.0f) keep = keep_all || stats_max(stats[tile * n + row]) - lse[row] >= log_eps;
     const bool any = __syncthreads_or(keep);
-    if (threadIdx.x == 0) flags[tile * token_blocks + b] = any ? 1 : 0;
-    count += any ? 1 : 0;
+    if (threadIdx.x == 0) {
+      flags[tile * token_blocks + b] = any ? 1 : 0;
+      if (any) atomicAdd(counts + tile, 1);
+    }
   }
-  if (threadIdx.x == 0) counts[tile] = count;
 }
 
-// Slots in tile order, then token block order: the order every later sum follows.
+// Slots in tile order, then token block order: the order every later sum
+// follows. A warp per tile, 32 token blocks per step.
 __global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* __restrict__ offsets, int64_t tiles,
                                   int64_t token_blocks, int* __restrict__ slot_block, int* __restrict__ slot_tile,
                                   int* __restrict__ slot_of) {
-  const int64_t tile = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
   if (tile >= tiles) return;
   int slot = offsets[tile];
-  for (int64_t b = 0; b < token_blocks; ++b) {
-    if (flags[tile * token_blocks + b]) {
-      slot_block[slot] = static_cast<int>(b);
-      slot_tile[slot] = static_cast<int>(tile);
-      slot_of[b * tiles + tile] = slot++;
-    } else {
-      slot_of[b * tiles + tile] = -1;
+  for (int64_t b0 = 0; b0 < token_blocks; b0 += 32) {
+    const int64_t b = b0 + lane;
+    const bool kept = b < token_blocks && flags[tile * token_blocks + b] != 0;
+    const unsigned ballot = __ballot_sync(0xffffffffu, kept);
+    const int mine = slot + __popc(ballot & ((1u << lane) - 1u));
+    if (kept) {
+      slot_block[mine] = static_cast<int>(b);
+      slot_tile[mine] = static_cast<int>(tile);
     }
+    if (b < token_blocks) slot_of[b * tiles + tile] = kept ? mine : -1;
+    slot += __popc(ballot);
   }
 }
 
@@ -65,7 +71,7 @@ __global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* 
 __global__ void target_coefficient_kernel(const float* __restrict__ grad_scale, const float* __restrict__ lse,
                                           const float* __restrict__ target_logit, const int64_t* __restrict__ position,
                                           const uint8_t* __restrict__ flags, int64_t n, int64_t token_blocks,
-                                          int64_t tile_rows, int64_t tile_cols, float softcap,
+                                          int64_t tile_rows, int64_t tile_cols, int64_t no_term_key, float softcap,
                                           float* __restrict__ coefficient, int* __restrict__ sort_key,
                                           int* __restrict__ token) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -74,7 +80,8 @@ __global__ void target_coefficient_kernel(const float* __restrict__ grad_scale, 
   if (dropped_target) dropped_target = flags[(position[i] / tile_cols) * token_blocks + i / tile_rows] == 0;
   const float z = target_logit[i];
   coefficient[i] = dropped_target ? grad_scale[i] * (__expf(z - lse[i]) - 1.0f) * softcap_derivative(z, softcap) : 0.0f;
-  sort_key[i] = dropped_target ? static_cast<int>(position[i]) : INT_MAX;  // tokens without a term sort last
+  // Tokens without a term sort last, at tiles·tile_cols: past every tile's positions.
+  sort_key[i] = static_cast<int>(dropped_target ? position[i] : no_term_key);
   token[i] = static_cast<int>(i);
 }
 
@@ -126,8 +133,13 @@ __global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64
 // through the order), turned into S_ij = g_i·(p_ij − [j = t_i])·softcap'(z_ij)
 // (0 for rows without a gradient and past V) and written compactly to the
 // tile's slot (slot − first_slot in the chunk's slot space).
+// Two blocks per SM on wgmma (128 registers suffice); the mma.sync tiles
+// would spill at that bound.
+template <class Tile>
+constexpr int kRecomputeBlocksPerSm = std::is_same_v<Tile, TileProductWgmma> ? 2 : 1;
+
 template <class Tile, typename T, bool kAligned>
-__global__ void __launch_bounds__(256, 1)
+__global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
     recompute_kept_kernel(const T* __restrict__ e, const T* __restrict__ c, const int64_t* __restrict__ position,
                           const float* __restrict__ lse, const float* __restrict__ grad_scale, int64_t n, int64_t d,
                           int64_t v, float softcap, const int* __restrict__ order, const int* __restrict__ slot_of,
@@ -143,18 +155,26 @@ __global__ void __launch_bounds__(256, 1)
     T* out = slot_tile<T>(space, slot - first_slot);
 #pragma unroll
     for (int r = 0; r < Tile::kRows; ++r) {
+      // The row's inputs once (for the compiler, the stores below could alias shared memory).
       const int tr = Tile::row_of(r);
+      const float g = rows.g[tr], row_lse = rows.lse[tr];
+      const int target = rows.target[tr];
+      auto s_of = [&](int cc) {
+        const int64_t pos = col0 + Tile::col_of(cc);
+        if (pos >= v || g == 0.0f) return 0.0f;
+        const float z = apply_softcap(tile.z(r, cc), softcap);
+        const float p = __expf(z - row_lse) - (pos == target ? 1.0f : 0.0f);
+        return g * p * softcap_derivative(z, softcap);
+      };
+      if constexpr (sizeof(T) == 2 && Tile::kColumnsShareLaneMod4) {
+        // m16n8 fragments: columns cc and cc + 1 (cc even) are adjacent, one 4-byte store.
 #pragma unroll
-      for (int cc = 0; cc < Tile::kCols; ++cc) {
-        const int tc = Tile::col_of(cc);
-        const int64_t pos = col0 + tc;
-        float s = 0.0f;
-        if (pos < v && rows.g[tr] != 0.0f) {
-          const float z = apply_softcap(tile.z(r, cc), softcap);
-          const float p = __expf(z - rows.lse[tr]) - (pos == rows.target[tr] ? 1.0f : 0.0f);
-          s = rows.g[tr] * p * softcap_derivative(z, softcap);
-        }
-        out[tr * Tile::kBN + tc] = from_float<T>(s);
+        for (int cc = 0; cc < Tile::kCols; cc += 2)
+          *reinterpret_cast<__nv_bfloat162*>(out + tr * Tile::kBN + Tile::col_of(cc)) =
+              __floats2bfloat162_rn(s_of(cc), s_of(cc + 1));
+      } else {
+#pragma unroll
+        for (int cc = 0; cc < Tile::kCols; ++cc) out[tr * Tile::kBN + Tile::col_of(cc)] = from_float<T>(s_of(cc));
       }
     }
   });
@@ -190,7 +210,9 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
   int* offsets = counts + plan.tiles;
   int* tiles_with_slots = offsets + plan.tiles + 1;
   const float log_eps = eps > 0.0f ? std::log(eps) : -INFINITY;
-  decide_kernel<<<static_cast<unsigned>(plan.tiles), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
+  CCE_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(plan.tiles) * 4, stream));
+  decide_kernel<<<dim3(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535))),
+                  static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
       scratch.get<uint32_t>("tile statistics [tiles][N]"), lse, grad_scale, p.n, plan.token_blocks, log_eps,
       eps <= 0.0f, flags, counts);
   CCE_CHECK_LAUNCH();
@@ -209,12 +231,14 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
     int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]");
     target_coefficient_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(
         grad_scale, lse, scratch.get<float>("target logit [N]"), scratch.get<int64_t>("target position [N]"), flags,
-        p.n, plan.token_blocks, plan.tile_rows, plan.tile_cols, p.softcap,
+        p.n, plan.token_blocks, plan.tile_rows, plan.tile_cols, plan.tiles * plan.tile_cols, p.softcap,
         scratch.get<float>("target coefficient [N]"), key, token);
     CCE_CHECK_LAUNCH();
     size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
+    int key_bits = 1;  // the keys are ≤ tiles·tile_cols: sort only their bits
+    while (key_bits < 31 && (int64_t{1} << key_bits) <= plan.tiles * plan.tile_cols) ++key_bits;
     CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
-                                                   static_cast<int>(p.n), 0, 32, stream));
+                                                   static_cast<int>(p.n), 0, key_bits, stream));
     tile_target_offsets_kernel<<<blocks_for(plan.tiles + 1), kThreads, 0, stream>>>(sorted, p.n, plan.tiles,
                                                                                    plan.tile_cols, sorted + 2 * p.n);
     CCE_CHECK_LAUNCH();
@@ -239,12 +263,39 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
                                  kept.block_lists.size() * 4, cudaMemcpyDeviceToHost, stream));
   int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
   const int64_t pairs = plan.tiles * plan.token_blocks;
-  fill_slots_kernel<<<blocks_for(plan.tiles), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
+  fill_slots_kernel<<<blocks_for(plan.tiles * 32), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
                                                                      slots, slots + pairs, slots + 2 * pairs);
   CCE_CHECK_LAUNCH();
   // The host vectors must outlive the copies: wait for them.
   CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return kept;
+}
+
+namespace {
+template <class F>
+void dispatch_recompute_kernel(const Problem& p, F&& f) {
+  dispatch_block_path(choose_block_path(p), [&](auto tile, auto element, auto aligned) {
+    using Tile = decltype(tile);
+    auto kernel = recompute_kept_kernel<Tile, decltype(element), decltype(aligned)::value>;
+    const size_t shared = Tile::kSharedBytes + RowGradientInputs<Tile>::kSharedBytes;
+    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    f(tile, element, kernel, shared);
+  });
+}
+}  // namespace
+
+int64_t recompute_resident_blocks(const Problem& p) {
+  if (!cuda_device_available()) return 2 * int64_t{multiprocessor_count()};
+  const TilePath path = choose_block_path(p);
+  static int known[static_cast<int>(TilePath::kWgmmaPipeline) + 1] = {};  // asked once per path
+  int& blocks = known[static_cast<int>(path)];
+  if (blocks == 0) {
+    dispatch_recompute_kernel(p, [&](auto tile, auto, auto kernel, size_t shared) {
+      CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, decltype(tile)::kThreads, shared));
+    });
+    blocks = std::max(1, blocks);
+  }
+  return blocks * int64_t{multiprocessor_count()};
 }
 
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
@@ -258,13 +309,9 @@ void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Sc
   CCE_CUDA_CHECK(cudaMemcpyAsync(device_runs, runs.data(), runs.size() * 4, cudaMemcpyHostToDevice, stream));
   const int* slot_arrays = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
   const int64_t pairs = plan.tiles * plan.token_blocks;
-  dispatch_block_path(choose_block_path(p), [&](auto tile, auto element, auto aligned) {
-    using Tile = decltype(tile);
+  dispatch_recompute_kernel(p, [&](auto tile, auto element, auto kernel, size_t shared) {
     using T = decltype(element);
-    auto kernel = recompute_kept_kernel<Tile, T, decltype(aligned)::value>;
-    const size_t shared = Tile::kSharedBytes + RowGradientInputs<Tile>::kSharedBytes;
-    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-    kernel<<<static_cast<unsigned>(count), Tile::kThreads, shared, stream>>>(
+    kernel<<<static_cast<unsigned>(count), decltype(tile)::kThreads, shared, stream>>>(
         reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()),
         scratch.get<int64_t>("target position [N]"), lse, scratch.get<float>("per-token grad scale [N]"), p.n, p.d,
         p.v, p.softcap, scratch.get<int>("vocabulary order [V]"), slot_arrays + 2 * pairs, plan.tiles,

@@ -25,15 +25,25 @@ constexpr int64_t kMaxRanges = 16;     // the forward's ranges per chunk: 16·N�
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
 // Partial column sums of the valid rows of E: partial[chunk][k] = Σ_{rows of the chunk, t_i valid} E_ik.
+// A block is 32 columns × 8 row lanes (row lane y takes rows y, y + 8, ...), so
+// that a chunk's 256 rows are read by 8 warps at once; the lanes are then
+// added in a fixed order.
+constexpr int kSumColumns = 32, kSumLanes = 8;
 template <typename T>
-__global__ void valid_row_partial_sums_kernel(const T* __restrict__ e, const int64_t* __restrict__ targets, int64_t n,
-                                              int64_t d, int64_t ignore_index, float* __restrict__ partial) {
-  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, chunk = blockIdx.y;
-  if (k >= d) return;
+__global__ void __launch_bounds__(kSumColumns* kSumLanes)
+    valid_row_partial_sums_kernel(const T* __restrict__ e, const int64_t* __restrict__ targets, int64_t n, int64_t d,
+                                  int64_t ignore_index, float* __restrict__ partial) {
+  __shared__ float lanes[kSumLanes][kSumColumns];
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x, chunk = blockIdx.y;
   float sum = 0.0f;
   const int64_t end = n < (chunk + 1) * kSumRows ? n : (chunk + 1) * kSumRows;
-  for (int64_t i = chunk * kSumRows; i < end; ++i)
-    if (targets[i] != ignore_index) sum += to_float(e[i * d + k]);
+  if (k < d)
+    for (int64_t i = chunk * kSumRows + threadIdx.y; i < end; i += kSumLanes)
+      if (targets[i] != ignore_index) sum += to_float(e[i * d + k]);
+  lanes[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || k >= d) return;
+  for (int y = 1; y < kSumLanes; ++y) sum += lanes[y][threadIdx.x];
   partial[chunk * d + k] = sum;
 }
 
@@ -229,8 +239,9 @@ void sorted_forward_states(const DeviceInputs& in, const DropPlan& plan, const S
   dispatch([&](auto element_type) {
     using T = decltype(element_type);
     const T* e = reinterpret_cast<const T*>(in.e.get());
-    valid_row_partial_sums_kernel<T><<<dim3(blocks_for(p.d), static_cast<unsigned>(sum_chunks)), kThreads, 0,
-                                       stream>>>(e, in.targets.get(), p.n, p.d, p.ignore_index, partial_sums);
+    valid_row_partial_sums_kernel<T><<<dim3(static_cast<unsigned>((p.d + kSumColumns - 1) / kSumColumns),
+                                            static_cast<unsigned>(sum_chunks)),
+                                       dim3(kSumColumns, kSumLanes), 0, stream>>>(e, in.targets.get(), p.n, p.d, p.ignore_index, partial_sums);
     CCE_CHECK_LAUNCH();
     sum_partials_kernel<<<blocks_for(p.d), kThreads, 0, stream>>>(partial_sums, sum_chunks, p.d, e_sum);
     CCE_CHECK_LAUNCH();
@@ -238,9 +249,11 @@ void sorted_forward_states(const DeviceInputs& in, const DropPlan& plan, const S
         reinterpret_cast<const T*>(in.c.get()), e_sum, p.v, p.d, key, identity);
     CCE_CHECK_LAUNCH();
   });
+  // By the key's top 16 bits (bf16's precision: two radix passes, not four);
+  // the sort is stable, so entries with keys that close keep their index order.
   size_t temp = radix_sort_pairs_temp_bytes<float>(p.v, true);
   CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(sort_temp, temp, key, sorted_key, identity, order,
-                                                           static_cast<int>(p.v), 0, 32, stream));
+                                                           static_cast<int>(p.v), 16, 32, stream));
   rank_kernel<<<blocks_for(p.v), kThreads, 0, stream>>>(order, p.v, rank);
   CCE_CHECK_LAUNCH();
   int64_t* position = scratch.get<int64_t>("target position [N]");

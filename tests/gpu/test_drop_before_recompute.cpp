@@ -108,8 +108,9 @@ TEST(DropBeforeRecompute, BitwiseEqualOverTwoRunsWithSeveralChunks) {
   gen.seed = 5;
   const HostInputs in = generate_inputs(p, gen);
   const std::vector<float> upstream = default_upstream(p, 4);
-  const Stage08Run a = run_stage08(p, in, upstream, {"--drop-eps", "1e-9"});
-  const Stage08Run b = run_stage08(p, in, upstream, {"--drop-eps", "1e-9"});
+  // 24 MiB of slots (the least the default rule gives): several chunks at this shape.
+  const Stage08Run a = run_stage08(p, in, upstream, {"--drop-eps", "1e-9", "--slot-mb", "24"});
+  const Stage08Run b = run_stage08(p, in, upstream, {"--drop-eps", "1e-9", "--slot-mb", "24"});
   EXPECT_GT(a.stats.chunks, 1) << "one chunk: the order across chunks is not exercised";
   EXPECT_EQ(a.out.loss, b.out.loss);
   EXPECT_EQ(a.out.lse, b.out.lse);
@@ -133,13 +134,13 @@ TEST(DropBeforeRecompute, SlotsInTheStatisticsRowsHoldTheirTiles) {
   // the work buffer and the dE output: a chunk of 7 whole tiles (896 S
   // tiles) reaches into the statistics.
   const Problem p = bf16_problem(16384, 32, 12800);
-  const s08::DropPlan plan = s08::plan_drop(p);
+  const s08::DropPlan plan = s08::plan_drop(p, 0, size_t{24} << 20);  // as --slot-mb 24
   ASSERT_GT(plan.stats_slot_capacity, 0) << "this shape should spill S tiles into the statistics";
   GeneratorOptions gen;
   gen.seed = 21;
   const HostInputs in = generate_inputs(p, gen);
   const std::vector<float> upstream = default_upstream(p, 1);
-  const Stage08Run run = run_stage08(p, in, upstream, {"--drop-eps", "1e-9"});
+  const Stage08Run run = run_stage08(p, in, upstream, {"--drop-eps", "1e-9", "--slot-mb", "24"});
   // The chunks as the stage cuts them (consecutive tiles within the slots):
   // at least one must use slots past the work buffer's and the dE output's.
   int64_t most = 0;
