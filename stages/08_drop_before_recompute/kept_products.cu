@@ -11,8 +11,9 @@
 //       the chunk's tiles T kept for b (ascending) of S_bT · C_T. Chunks run
 //       in order, so every element of dE_acc sees the same sequence of adds.
 // bf16: mma.sync on 128×128 output tiles, the k-loop over kept tiles in
-// steps of 64 with three cp.async stages, two blocks per SM; the dE blocks
-// run on a side stream beside dC's.
+// steps of 64 with three cp.async stages, two blocks per SM, each step's
+// indices found a step ahead; the dE blocks run on a side stream of the
+// highest priority beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
 #include <type_traits>
