@@ -9,7 +9,7 @@
 
 #include "common/check.h"
 #include "common/token_reduction.h"
-#include "stages/05_lse_locks/lse_locks.h"
+#include "stages/03_fused_gemm_ce/fused_gemm_ce.h"
 
 namespace cce::s08 {
 namespace {
@@ -48,6 +48,23 @@ std::vector<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int
     }
   }
   return runs;
+}
+
+// A loss alone (no backward follows) keeps nothing: stage 03's forward, its
+// vocabulary split into at most kLossMaxRanges ranges per token block, fewer
+// where N is large, so that the ranges' (max, sum) pairs stay under
+// kLossPartialBytes (a loss alone within 1 MB). Measured on an H100 against
+// stage 05's locked merge (which this stage ran before) and stage 03's own
+// choice of up to 64 ranges (2.3–2.7 MB): 4 ranges were as fast or faster
+// at gpt2, llama3 and gemma2 (README, worklog step 13).
+constexpr int64_t kLossMaxRanges = 4;
+constexpr int64_t kLossPartialBytes = int64_t{768} << 10;
+s03::FusedPlan loss_only_plan(const Problem& p) {
+  const int64_t fit = kLossPartialBytes / (8 * std::max<int64_t>(p.n, 1));
+  return s03::plan_fused(p, std::clamp<int64_t>(fit, 1, kLossMaxRanges));
+}
+std::vector<MemoryItem> loss_only_scratch(const Problem& p) {
+  return concat(s03::fused_lse_scratch(p, loss_only_plan(p), true), per_token_loss_scratch(p));
 }
 
 }  // namespace
@@ -129,7 +146,7 @@ std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan)
 }
 
 std::vector<MemoryItem> DropBeforeRecomputeStage::workspace(const Problem& p, bool backward) const {
-  if (!backward) return s05::forward_scratch(p);  // a loss alone keeps nothing
+  if (!backward) return loss_only_scratch(p);  // a loss alone keeps nothing
   return backward_scratch(p, plan_drop(p, chunk_rows_flag_, slot_budget()));
 }
 
@@ -138,8 +155,10 @@ void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, floa
   last_problem_ = p;
   stats_ready_ = false;
   if (!backward_follows_) {
-    scratch_.allocate(s05::forward_scratch(p));
-    s05::forward(in, scratch_, loss, lse, stream);
+    scratch_.allocate(loss_only_scratch(p));
+    float* per_token = per_token_loss_buffer(p, loss, scratch_);
+    s03::fused_lse(in, loss_only_plan(p), scratch_, lse, per_token, stream);
+    finish_loss(p, per_token, in.targets.get(), loss, stream);
     return;
   }
   const DropPlan plan = plan_drop(p, chunk_rows_flag_, slot_budget());
