@@ -1,5 +1,6 @@
 // Small device-side building blocks shared by the stages: element loads as
-// float, the softcap and its derivative, and warp/block reductions.
+// float, a lower bound in a sorted array, the softcap and its derivative,
+// and warp/block reductions.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,6 +22,16 @@ template <>
 __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+
+// The first index in [lo, hi) of an ascending array whose value is >= value (hi if none).
+__device__ __forceinline__ int lower_bound_index(const int* __restrict__ sorted, int lo, int hi, int64_t value) {
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (sorted[mid] < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 
 // z = s·tanh(l/s) when a softcap s > 0 is set, else z = l.
 __device__ __forceinline__ float apply_softcap(float logit, float softcap) {

@@ -31,12 +31,7 @@ namespace {
 // tile's are entries [range.x, range.y) of the list sorted by target position
 // (tile_target_offsets), so the row's are a contiguous part of them.
 __device__ __forceinline__ int2 row_targets(int2 range, int64_t pos, const int* __restrict__ sorted_position) {
-  int lo = range.x, hi = range.y;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (sorted_position[mid] < pos) lo = mid + 1;
-    else hi = mid;
-  }
+  const int lo = lower_bound_index(sorted_position, range.x, range.y, pos);
   int end = lo;
   while (end < range.y && sorted_position[end] == pos) ++end;
   return make_int2(lo, end);

@@ -90,14 +90,7 @@ __global__ void tile_target_offsets_kernel(const int* __restrict__ sorted_positi
                                            int64_t tile_cols, int* __restrict__ offsets) {
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tile > tiles) return;
-  const int64_t first = tile * tile_cols;
-  int lo = 0, hi = static_cast<int>(n);
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (sorted_position[mid] < first) lo = mid + 1;
-    else hi = mid;
-  }
-  offsets[tile] = lo;
+  offsets[tile] = lower_bound_index(sorted_position, 0, static_cast<int>(n), tile * tile_cols);
 }
 
 // Each token block's kept tiles, ascending: lists[b] = {count, tiles...}.
