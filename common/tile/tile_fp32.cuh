@@ -42,16 +42,25 @@ struct TileProductFp32 {
                                 const float* __restrict__ b, int64_t rows_b, const int* __restrict__ b_rows,
                                 int64_t tile_begin, int64_t tile_end, int64_t d, unsigned char* smem_bytes,
                                 OnTile&& on_tile) {
+    for_each_tile<kAligned>(a, rows_a, row0, nullptr, b, rows_b, b_rows, tile_begin, tile_end, d, smem_bytes, on_tile);
+  }
+  // A's rows gathered too: with a_rows, tile row r reads row a_rows[row0 + r] of A.
+  template <bool kAligned, class OnTile>
+  __device__ void for_each_tile(const float* __restrict__ a, int64_t rows_a, int64_t row0,
+                                const int* __restrict__ a_rows, const float* __restrict__ b, int64_t rows_b,
+                                const int* __restrict__ b_rows, int64_t tile_begin, int64_t tile_end, int64_t d,
+                                unsigned char* smem_bytes, OnTile&& on_tile) {
     float* smem = reinterpret_cast<float*>(smem_bytes);
     for (int64_t t = tile_begin; t < tile_end; ++t) {
-      compute_tile(a, rows_a, row0, b, rows_b, b_rows, t * kBN, d, smem);
+      compute_tile(a, rows_a, row0, a_rows, b, rows_b, b_rows, t * kBN, d, smem);
       on_tile(t * kBN);
     }
   }
 
  private:
-  __device__ void compute_tile(const float* __restrict__ a, int64_t rows_a, int64_t row0, const float* __restrict__ b,
-                               int64_t rows_b, const int* __restrict__ b_rows, int64_t col0, int64_t d, float* smem) {
+  __device__ void compute_tile(const float* __restrict__ a, int64_t rows_a, int64_t row0, const int* __restrict__ a_rows,
+                               const float* __restrict__ b, int64_t rows_b, const int* __restrict__ b_rows,
+                               int64_t col0, int64_t d, float* smem) {
     // Shared tiles stored k-major, [BK][BM+1] and [BK][BN+1] (padded).
     float* sa = smem;
     float* sb = smem + kBK * (kBM + 1);
@@ -62,7 +71,9 @@ struct TileProductFp32 {
     for (int64_t k0 = 0; k0 < d; k0 += kBK) {
       for (int i = threadIdx.x; i < kBK * kBM; i += kThreads) {
         const int row = i / kBK, k = i % kBK;  // consecutive threads read consecutive k of a row
-        const int64_t gr = row0 + row, gk = k0 + k;
+        int64_t gr = row0 + row;
+        const int64_t gk = k0 + k;
+        if (gr < rows_a && a_rows != nullptr) gr = a_rows[gr];
         sa[k * (kBM + 1) + row] = (gr < rows_a && gk < d) ? a[gr * d + gk] : 0.0f;
         int64_t gc = col0 + row;
         if (gc < rows_b && b_rows != nullptr) gc = b_rows[gc];

@@ -20,7 +20,8 @@
 // Rows of A past rows_a, rows of B past rows_b and columns past D are loaded
 // as zeros; the caller masks columns past V. When D is not a multiple of 8
 // (16-byte rows are then misaligned) the loads fall back to element loads.
-// B's rows can be gathered: with b_rows, tile position p reads row b_rows[p].
+// B's rows can be gathered: with b_rows, tile position p reads row b_rows[p];
+// A's too, in the overload that takes a_rows: tile row r reads row a_rows[row0 + r].
 #pragma once
 
 #include <cuda_bf16.h>
@@ -58,13 +59,21 @@ struct TileProductMmaSync : MmaSyncWarpGrid<64, 32, 2, 4> {
                                 const __nv_bfloat16* __restrict__ b, int64_t rows_b, const int* __restrict__ b_rows,
                                 int64_t tile_begin, int64_t tile_end, int64_t d, unsigned char* smem_bytes,
                                 OnTile&& on_tile) {
+    for_each_tile<kAligned>(a, rows_a, row0, nullptr, b, rows_b, b_rows, tile_begin, tile_end, d, smem_bytes, on_tile);
+  }
+  // A's rows gathered too: with a_rows, tile row r reads row a_rows[row0 + r] of A.
+  template <bool kAligned, class OnTile>
+  __device__ void for_each_tile(const __nv_bfloat16* __restrict__ a, int64_t rows_a, int64_t row0,
+                                const int* __restrict__ a_rows, const __nv_bfloat16* __restrict__ b, int64_t rows_b,
+                                const int* __restrict__ b_rows, int64_t tile_begin, int64_t tile_end, int64_t d,
+                                unsigned char* smem_bytes, OnTile&& on_tile) {
     __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_bytes);
     const int k_tiles = static_cast<int>((d + kBK - 1) / kBK);
     for (int64_t t = tile_begin; t < tile_end; ++t) {
       zero();
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) {
-        if (s < k_tiles) load_stage<kAligned>(a, rows_a, row0, b, rows_b, b_rows, t * kBN, d, s, smem + s * kStageElems);
+        if (s < k_tiles) load_stage<kAligned>(a, rows_a, row0, a_rows, b, rows_b, b_rows, t * kBN, d, s, smem + s * kStageElems);
         commit();
       }
       for (int kt = 0; kt < k_tiles; ++kt) {
@@ -72,7 +81,7 @@ struct TileProductMmaSync : MmaSyncWarpGrid<64, 32, 2, 4> {
         __syncthreads();
         const int next = kt + kStages - 1;
         if (next < k_tiles)
-          load_stage<kAligned>(a, rows_a, row0, b, rows_b, b_rows, t * kBN, d, next,
+          load_stage<kAligned>(a, rows_a, row0, a_rows, b, rows_b, b_rows, t * kBN, d, next,
                                smem + (next % kStages) * kStageElems);
         commit();
         multiply_stage(smem + (kt % kStages) * kStageElems);
@@ -93,7 +102,8 @@ struct TileProductMmaSync : MmaSyncWarpGrid<64, 32, 2, 4> {
   // One BK-wide slice of both operands: (BM + BN) rows × 4 chunks of 16 bytes.
   template <bool kAligned>
   __device__ __forceinline__ static void load_stage(const __nv_bfloat16* a, int64_t rows_a, int64_t row0,
-                                                    const __nv_bfloat16* b, int64_t rows_b, const int* b_rows,
+                                                    const int* a_rows, const __nv_bfloat16* b, int64_t rows_b,
+                                                    const int* b_rows,
                                                     int64_t col0, int64_t d, int kt, __nv_bfloat16* stage) {
     constexpr int kChunksPerRow = kBK / 8;
     constexpr int kChunks = (kBM + kBN) * kChunksPerRow;
@@ -106,7 +116,8 @@ struct TileProductMmaSync : MmaSyncWarpGrid<64, 32, 2, 4> {
       const bool is_a = tile_row < kBM;
       int64_t row = is_a ? row0 + tile_row : col0 + (tile_row - kBM);
       const int64_t rows = is_a ? rows_a : rows_b;
-      if (!is_a && b_rows != nullptr && row < rows) row = b_rows[row];
+      const int* gather = is_a ? a_rows : b_rows;
+      if (gather != nullptr && row < rows) row = gather[row];
       const __nv_bfloat16* base = is_a ? a : b;
       const int64_t k = k0 + part * 8;
       __nv_bfloat16* dst = stage + tile_row * kPitch + part * 8;

@@ -61,6 +61,14 @@ struct TileProductWgmma {
                                 const __nv_bfloat16* __restrict__ b, int64_t rows_b, const int* __restrict__ b_rows,
                                 int64_t tile_begin, int64_t tile_end, int64_t dim, unsigned char* smem_raw,
                                 OnTile&& on_tile) {
+    for_each_tile<kAligned>(a, rows_a, row0, nullptr, b, rows_b, b_rows, tile_begin, tile_end, dim, smem_raw, on_tile);
+  }
+  // A's rows gathered too: with a_rows, tile row r reads row a_rows[row0 + r] of A.
+  template <bool kAligned, class OnTile>
+  __device__ void for_each_tile(const __nv_bfloat16* __restrict__ a, int64_t rows_a, int64_t row0,
+                                const int* __restrict__ a_rows, const __nv_bfloat16* __restrict__ b, int64_t rows_b,
+                                const int* __restrict__ b_rows, int64_t tile_begin, int64_t tile_end, int64_t dim,
+                                unsigned char* smem_raw, OnTile&& on_tile) {
     static_assert(kAligned, "the wgmma path needs 16-byte aligned rows");
 #if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -68,11 +76,17 @@ struct TileProductWgmma {
     const int k_tiles = static_cast<int>((dim + kBK - 1) / kBK);
     int64_t load_tile = tile_begin;
     int load_kt = 0, load_buffer = 0, buffer = 0;
+    int a_src[kChunksPerThread / 2];  // this thread's rows of A (the same for every tile)
+#pragma unroll
+    for (int i = 0; i < kChunksPerThread / 2; ++i) {
+      const int64_t row = row0 + chunk_row(i);
+      a_src[i] = row < rows_a ? (a_rows != nullptr ? a_rows[row] : static_cast<int>(row)) : -1;
+    }
     int b_src[kChunksPerThread / 2];  // this thread's rows of B in load_tile (gathered once per tile, not per slice)
     auto load_next = [&] {
       if (load_tile < tile_end) {
         if (load_kt == 0) find_b_rows(rows_b, b_rows, load_tile * kBN, b_src);
-        load_stage(a, rows_a, row0, b, b_src, dim, load_kt, base + load_buffer * kStageBytes);
+        load_stage(a, a_src, b, b_src, dim, load_kt, base + load_buffer * kStageBytes);
         if (++load_kt == k_tiles) load_kt = 0, ++load_tile;
         if (++load_buffer == kStages) load_buffer = 0;
       }
@@ -104,8 +118,8 @@ struct TileProductWgmma {
     asm volatile("cp.async.wait_group 0;\n" ::);
     __syncthreads();
 #else
-    (void)a, (void)rows_a, (void)row0, (void)b, (void)rows_b, (void)b_rows, (void)tile_begin, (void)tile_end,
-        (void)dim, (void)smem_raw, (void)on_tile;
+    (void)a, (void)rows_a, (void)row0, (void)a_rows, (void)b, (void)rows_b, (void)b_rows, (void)tile_begin,
+        (void)tile_end, (void)dim, (void)smem_raw, (void)on_tile;
     __trap();  // built without sm_90a: the host never launches this path
 #endif
   }
@@ -129,8 +143,9 @@ struct TileProductWgmma {
   }
 
   // One BK-wide slice of both operands, written swizzled: (BM + BN) rows × 8
-  // chunks of 16 bytes, 8 per thread; rows past N or V and columns past D are zeros.
-  __device__ __forceinline__ static void load_stage(const __nv_bfloat16* a, int64_t rows_a, int64_t row0,
+  // chunks of 16 bytes, 8 per thread, from the rows a_src and b_src name
+  // (−1: past N or V) ; such rows and columns past D are zeros.
+  __device__ __forceinline__ static void load_stage(const __nv_bfloat16* a, const int (&a_src)[kChunksPerThread / 2],
                                                     const __nv_bfloat16* b, const int (&b_src)[kChunksPerThread / 2],
                                                     int64_t dim, int kt, uint32_t stage) {
     const int part = threadIdx.x % 8;
@@ -139,7 +154,7 @@ struct TileProductWgmma {
     for (int i = 0; i < kChunksPerThread; ++i) {
       const bool is_a = i < kChunksPerThread / 2;
       const int r = is_a ? chunk_row(i) : chunk_row(i) - kBM;
-      const int64_t row = is_a ? (row0 + r < rows_a ? row0 + r : -1) : b_src[i - kChunksPerThread / 2];
+      const int64_t row = is_a ? a_src[i] : b_src[i - kChunksPerThread / 2];
       const bool valid = row >= 0 && k < dim;
       const __nv_bfloat16* src = valid ? (is_a ? a : b) + row * dim + k : a;
       cp_async_16(stage + (is_a ? 0 : kOperandBytes) + r * kRowBytes + ((part ^ (r & 7)) * 16), src, valid);

@@ -123,10 +123,15 @@ float DropBeforeRecomputeStage::drop_eps(Dtype dtype) const {
 
 void DropBeforeRecomputeStage::add_options(OptionParser& parser) {
   parser.add_double("drop-eps", &eps_flag_,
-                    "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = 2^-8 (bf16), 2^-28 (fp32)");
+                    "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = automatic (bf16: the "
+                    "largest of 2^-8..2^-16 within --dropped-mass), 2^-28 (fp32)");
+  parser.add_double("dropped-mass", &mass_flag_,
+                    "the automatic eps's budget: softmax mass per row the dropped tiles may hold; 0 = 0.03");
   parser.add_flag("keep-all", &keep_all_, "recompute every tile (the exact backward, deterministic)");
   parser.add_flag("no-correction", &no_correction_, "drop tiles without correcting dE and dC for them");
   parser.add_flag("no-dc-correction", &no_dc_correction_, "correct dE only");
+  parser.add_flag("no-token-grouping", &no_grouping_,
+                  "token blocks of rows in their order (default: rows grouped by how many tiles they need)");
   parser.add_int("slot-mb", &slot_mb_flag_,
                  "MiB of recomputed S tiles the backward holds at once (fewer: more chunks); 0 = what 160 MiB of "
                  "scratch leaves, at least 24");
@@ -137,6 +142,10 @@ void DropBeforeRecomputeStage::add_options(OptionParser& parser) {
 void DropBeforeRecomputeStage::validate_options() const {
   if (!(eps_flag_ >= 0.0 && eps_flag_ < 1.0)) throw InputError("--drop-eps must be in [0, 1)");
   if (keep_all_ && eps_flag_ > 0.0) throw InputError("--drop-eps and --keep-all contradict each other");
+  if (!(mass_flag_ >= 0.0 && mass_flag_ <= 1.0)) throw InputError("--dropped-mass must be in [0, 1]");
+  if (mass_flag_ > 0.0 && (eps_flag_ > 0.0 || keep_all_))
+    throw InputError(std::string("--dropped-mass sets the automatic eps: it contradicts ") +
+                     (keep_all_ ? "--keep-all" : "--drop-eps"));
   if (slot_mb_flag_ < 0 || slot_mb_flag_ > (int64_t{1} << 20)) throw InputError("--slot-mb must be in [0, 1048576]");
   if (chunk_rows_flag_ < 0 || chunk_rows_flag_ % 256 != 0) throw InputError("--chunk-rows must be a multiple of 256 (0: the default)");
 }
@@ -172,7 +181,7 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
                                cudaStream_t stream, SideStream& side, DropStats* stats) {
   const Problem& p = in.problem;
   compute_token_grad_scale(p, in.targets.get(), upstream, scratch.get<float>("per-token grad scale [N]"), stream);
-  const KeptTiles kept = decide_kept_tiles(p, plan, scratch, lse, settings.eps, stream);
+  const KeptTiles kept = decide_kept_tiles(p, plan, scratch, lse, settings, stream);
 
   unsigned char* work = scratch.get<unsigned char>("work buffer");
   float* de_acc = p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(work) : static_cast<float*>(de);
@@ -206,7 +215,7 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
     first = last;
     ++chunks;
   }
-  if (stats != nullptr) *stats = DropStats{pairs, kept.kept(), chunks};
+  if (stats != nullptr) *stats = DropStats{pairs, kept.kept(), chunks, kept.eps, kept.dropped_mass, kept.candidates};
   return de_acc;
 }
 
@@ -230,6 +239,13 @@ std::vector<uint8_t> DropBeforeRecomputeStage::kept_flags() const {
   return flags;
 }
 
+std::vector<int> DropBeforeRecomputeStage::token_order() const {
+  std::vector<int> order(static_cast<size_t>(last_problem_.n));
+  if (!order.empty())
+    copy_to_host(order.data(), scratch_.get<int>("token order, each token's place in it [2][N]"), order.size() * 4);
+  return order;
+}
+
 std::vector<int> DropBeforeRecomputeStage::vocabulary_order() const {
   std::vector<int> order(static_cast<size_t>(last_problem_.v));
   if (!order.empty()) copy_to_host(order.data(), scratch_.get<int>("vocabulary order [V]"), order.size() * 4);
@@ -240,7 +256,7 @@ std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
   std::vector<std::string> lines;
   if (last_problem_.n == 0) return lines;
   const DropPlan plan = plan_drop(last_problem_, chunk_rows_flag_, slot_budget());
-  char buf[256];
+  char buf[384];
   std::snprintf(buf, sizeof buf,
                 "plan         %lld sorted tiles of %lld x %lld token blocks; forward chunks of %lld rows of C; "
                 "%lld S tiles per backward chunk (work buffer %lld, dE output %lld, statistics %lld)",
@@ -249,11 +265,33 @@ std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
                 static_cast<long long>(plan.chunk_slots()), static_cast<long long>(plan.slot_capacity),
                 static_cast<long long>(plan.spill_slot_capacity), static_cast<long long>(plan.stats_slot_capacity));
   lines.push_back(buf);
-  const float eps = drop_eps(last_problem_.dtype);
-  std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s",
-                eps > 0 ? ("eps " + std::to_string(eps)).c_str() : "off (every tile kept)",
-                no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC");
+  const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
+  std::string rule = eps > 0 ? "eps 2^" + std::to_string(std::lround(std::log2(eps))) : "off (every tile kept)";
+  if (eps > 0 && std::ldexp(1.0f, static_cast<int>(std::lround(std::log2(eps)))) != eps) rule = "eps " + std::to_string(eps);
+  if (automatic_eps(last_problem_.dtype)) {
+    char chosen[160];
+    if (stats_.dropped_mass >= 0.0)
+      std::snprintf(chosen, sizeof chosen, " (automatic: the largest of 2^-%d..2^-%d dropping at most %.3g of each row's "
+                    "softmax on average; dropped %.4f)", kAutoFirstExponent, kAutoLastExponent, dropped_mass_budget(),
+                    stats_.dropped_mass);
+    else
+      std::snprintf(chosen, sizeof chosen, " (automatic, at most 2^-%d)", kAutoFirstExponent);
+    rule += chosen;
+  }
+  std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s; token blocks %s", rule.c_str(),
+                no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC",
+                no_grouping_ ? "in row order" : "of grouped rows");
   lines.push_back(buf);
+  if (stats_.dropped_mass >= 0.0) {
+    std::string masses = "dropped mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
+                         std::to_string(kAutoLastExponent) + ":";
+    for (double m : stats_.candidates) {
+      char one[16];
+      std::snprintf(one, sizeof one, " %.4f", m);
+      masses += one;
+    }
+    lines.push_back("candidates   " + masses);
+  }
   if (stats_.tiles > 0) {
     std::snprintf(buf, sizeof buf, "kept tiles   %lld of %lld (%.2f%%) recomputed, in %lld chunks",
                   static_cast<long long>(stats_.kept_tiles), static_cast<long long>(stats_.tiles),

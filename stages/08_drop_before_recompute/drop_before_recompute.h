@@ -19,6 +19,8 @@
 // Backward (kept_tiles.cu, kept_products.cu, tail_correction.cu):
 //   1. decide: a (token block, tile) is kept iff some row has
 //      exp(m_iT − LSE_i) ≥ eps, i.e. some softmax entry may reach eps;
+//      by default (bf16) eps is the largest of 2^-8 … 2^-16 whose dropped
+//      mass per row, read from the same statistics, stays within a budget;
 //   2. correct what is dropped: each dropped tile's softmax mass
 //      M_iT = s_iT·exp(m_iT − LSE_i) times the tile's mean row of C gives dE
 //      (dE_i = g_i Σ_T M_iT C̄_T, one GEMM), and G_T = Σ_i g_i M_iT E_i shared
@@ -32,6 +34,7 @@
 // README.md derives each step and gives the measurements.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -40,9 +43,24 @@
 
 namespace cce::s08 {
 
-// Default eps: the largest that keeps dE and dC at or below eager PyTorch's
-// error at the benchmark shapes (README.md, "Choosing eps").
+// Default eps without the automatic choice (fp32; bf16's first candidate):
+// the largest that keeps dE and dC at or below eager PyTorch's error at the
+// benchmark shapes (README.md, "Choosing eps").
 float default_drop_eps(Dtype dtype);
+
+// The automatic eps (bf16's default): per batch, the largest of 2^-8 … 2^-16
+// whose dropped softmax mass per row (mean over the rows with a gradient, the
+// targets' own entries left out: they are exact) is at most a budget,
+// measured on the tile statistics before deciding (README.md, "Choosing eps").
+constexpr int kAutoFirstExponent = 8, kAutoLastExponent = 16;
+constexpr int kAutoExponents = kAutoLastExponent - kAutoFirstExponent + 1;
+constexpr double kDefaultDroppedMass = 0.03;
+// Token grouping: the token blocks take the rows sorted by how many tiles hold
+// an entry ≥ 2^-kGroupingExponent (most first), so that rows that need many
+// tiles share blocks (README.md, "Grouping tokens").
+constexpr int kGroupingExponent = 12;
+// The exponent it picks from dropped[k] = the mass per row dropped at eps = 2^-(kAutoFirstExponent + k).
+int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget);
 
 // The backward's tiles are backward_tile × backward_tile: 128 (bf16), 64 (fp32).
 inline int64_t backward_tile(Dtype dtype) { return dtype == Dtype::kBFloat16 ? 128 : 64; }
@@ -109,13 +127,18 @@ struct SideStream {
 
 // The backward's choices (the stage's flags): eps, and which corrections run.
 struct DropSettings {
-  float eps = 0.0f;  // 0: every tile kept
+  float eps = 0.0f;            // a fixed eps (0: every tile kept), unless dropped_mass > 0
+  double dropped_mass = 0.0;   // > 0: eps chosen per batch within this budget (kAutoFirstExponent…)
   bool correct_tail = true, correct_dc = true;
+  bool group_tokens = true;    // token blocks of grouped rows (false: rows in their order)
 };
 
 struct DropStats {
   int64_t tiles = 0, kept_tiles = 0;  // (token block, vocabulary tile) pairs
   int64_t chunks = 0;
+  float eps = 0.0f;           // the eps the backward used
+  double dropped_mass = -1.0;  // with the automatic eps: the mass per row it dropped (−1: not measured)
+  std::array<double, kAutoExponents> candidates{};  // and the mass each candidate 2^-8… would drop
 };
 
 class DropBeforeRecomputeStage : public Stage {
@@ -137,24 +160,36 @@ class DropBeforeRecomputeStage : public Stage {
   // elements by more than the bf16 tolerance (see README, "What it leaves").
   double gradient_tolerance_scale() const override { return drop_eps(Dtype::kBFloat16) > 0.0f ? 5.0 : 1.0; }
 
-  // Loss + gradient: every sum in a fixed order (a loss alone runs stage 05's locked merge).
+  // Loss + gradient: every sum in a fixed order, the automatic eps's mass too.
   bool bitwise_reproducible(bool backward) const override { return backward; }
 
   DropStats stats() const { return stats_; }
   // The sorted vocabulary of the last forward with a backward (for the tests).
   std::vector<int> vocabulary_order() const;
-  float drop_eps(Dtype dtype) const;  // 0: every tile kept
+  // The token order of the last backward's token blocks (for the tests).
+  std::vector<int> token_order() const;
+  // The fixed eps, or the automatic eps's largest candidate; 0: every tile kept.
+  float drop_eps(Dtype dtype) const;
+  bool automatic_eps(Dtype dtype) const { return dtype == Dtype::kBFloat16 && !keep_all_ && eps_flag_ == 0.0; }
   // The flags as the backward's settings (for backward_to_accumulator).
-  DropSettings settings(Dtype dtype) const { return {drop_eps(dtype), !no_correction_, !no_dc_correction_}; }
+  DropSettings settings(Dtype dtype) const {
+    return {drop_eps(dtype), automatic_eps(dtype) ? dropped_mass_budget() : 0.0, !no_correction_, !no_dc_correction_,
+            !no_grouping_};
+  }
+  // A fixed eps in place of the automatic one (what --drop-eps sets).
+  void fix_drop_eps(float eps) { eps_flag_ = eps, keep_all_ = eps <= 0.0f; }
+  double dropped_mass_budget() const { return mass_flag_ > 0.0 ? mass_flag_ : kDefaultDroppedMass; }
+  bool dropped_mass_flag_set() const { return mass_flag_ > 0.0; }
   // The keep flags of the last backward, [tiles][token blocks] (for the tests).
   std::vector<uint8_t> kept_flags() const;
 
  private:
-  double eps_flag_ = 0.0;  // --drop-eps; 0 = the dtype's default
+  double eps_flag_ = 0.0;  // --drop-eps; 0 = the dtype's default (bf16: automatic)
+  double mass_flag_ = 0.0;  // --dropped-mass; 0 = kDefaultDroppedMass
   int64_t chunk_rows_flag_ = 0;  // --chunk-rows
   int64_t slot_mb_flag_ = 0;     // --slot-mb
   size_t slot_budget() const { return static_cast<size_t>(slot_mb_flag_) << 20; }
-  bool keep_all_ = false, no_correction_ = false, no_dc_correction_ = false;
+  bool keep_all_ = false, no_correction_ = false, no_dc_correction_ = false, no_grouping_ = false;
   bool backward_follows_ = false;
   bool stats_ready_ = false;
   Problem last_problem_;
@@ -182,6 +217,9 @@ void sorted_forward_finish(const DeviceInputs& in, const Scratch& scratch, float
 
 // kept_tiles.cu: the decision, the slots, the recomputed S of kept tiles.
 struct KeptTiles {
+  float eps = 0.0f;            // the eps decided with
+  double dropped_mass = -1.0;  // the automatic eps's dropped mass per row (−1: a fixed eps)
+  std::array<double, kAutoExponents> candidates{};  // each candidate's
   std::vector<int> offsets;  // [tiles + 1]: tile T's kept token blocks are slots offsets[T]..offsets[T+1]
   std::vector<int> tiles_with_slots;  // ascending: the tiles with at least one kept token block (also on the device)
   std::vector<int> block_lists;       // [token blocks][1 + tiles]: count, then the kept tiles ascending (also on the device)
@@ -190,7 +228,7 @@ struct KeptTiles {
 size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in the work buffer
 std::vector<MemoryItem> kept_tiles_scratch(const Problem& problem, const DropPlan& plan);
 KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                            float eps, cudaStream_t stream);
+                            const DropSettings& settings, cudaStream_t stream);
 // Blocks of the recomputation resident on this GPU at once (SMs × blocks per SM).
 int64_t recompute_resident_blocks(const Problem& p);
 // runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.

@@ -60,6 +60,7 @@ struct ProductArgs {
   int64_t kept_tile_begin;
   const int* block_lists;  // [token blocks][1 + tiles]: count, then the kept tiles ascending
   const int* order;       // [V]
+  const int* token_order;  // [N]: token block b's rows are token_order[b·tile .. (b+1)·tile)
   int64_t n, d, v, tiles, tile_begin, tile_end;
   // the targets' exact terms
   const int* sorted_position;
@@ -239,7 +240,7 @@ __global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, con
         const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
 #pragma unroll
         for (int j = 0; j < kRowsPerThread; ++j)
-          source.rows[j] = row0 + step_row(j) < args.n ? static_cast<int>(row0 + step_row(j)) : -1;
+          source.rows[j] = row0 + step_row(j) < args.n ? args.token_order[row0 + step_row(j)] : -1;
         return source;
       },
       begin < end ? begin : -1, e, args.d, d0);
@@ -295,8 +296,9 @@ __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, con
   using Acc = ProductAccumulators;
 #pragma unroll
   for (int r = 0; r < Acc::kRows; ++r) {
-    const int64_t row = block * kTile + Acc::row_of(r);
-    if (row >= args.n) continue;
+    const int64_t place = block * kTile + Acc::row_of(r);
+    if (place >= args.n) continue;
+    const int64_t row = args.token_order[place];
 #pragma unroll
     for (int c = 0; c < Acc::kCols; ++c) {
       const int64_t col = d0 + Acc::col_of(c);
@@ -342,7 +344,8 @@ __global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const 
   for (int slot = args.offsets[tile]; slot < args.offsets[tile + 1]; ++slot) {
     const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile32;
     fp32_item<true>(acc, slot_tile<const float>(args.space, slot - args.first_slot), e, args.d, d0,
-                    [&](int r) { return row0 + r < args.n ? row0 + r : int64_t{-1}; }, a_tile, b_tile);
+                    [&](int r) { return row0 + r < args.n ? int64_t{args.token_order[row0 + r]} : int64_t{-1}; },
+                    a_tile, b_tile);
   }
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   for (int i = 0; i < 4; ++i) {
@@ -377,8 +380,9 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
   if (!any) return;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   for (int i = 0; i < 4; ++i) {
-    const int64_t row = block * kTile32 + ty + 16 * i;
-    if (row >= args.n) continue;
+    const int64_t place = block * kTile32 + ty + 16 * i;
+    if (place >= args.n) continue;
+    const int64_t row = args.token_order[place];
     for (int j = 0; j < 4; ++j) {
       const int64_t col = d0 + tx + 16 * j;
       if (col < args.d) de_acc[row * args.d + col] += acc[i][j];
@@ -468,6 +472,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                    first_kept - kept.tiles_with_slots.begin(),
                    scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]"),
                    scratch.get<int>("vocabulary order [V]"),
+                   scratch.get<int>("token order, each token's place in it [2][N]"),
                    p.n,
                    p.d,
                    p.v,

@@ -25,8 +25,9 @@ constexpr int kThreads = 256;
 template <typename T>
 __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __restrict__ lse,
                                  const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
-                                 const int64_t* __restrict__ position, const uint8_t* __restrict__ flags, int64_t n,
-                                 int64_t token_blocks, int64_t tile_rows, int64_t tile_cols, float softcap) {
+                                 const int64_t* __restrict__ position, const uint8_t* __restrict__ flags,
+                                 const int* __restrict__ token_place, int64_t n, int64_t token_blocks,
+                                 int64_t tile_rows, int64_t tile_cols, float softcap) {
   const int64_t tile = blockIdx.x;
   uint32_t* row_stats = stats + tile * n;
   T* mass = reinterpret_cast<T*>(row_stats);
@@ -35,7 +36,7 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
     float m = 0.0f;
     if (i < n) {
       const uint32_t packed = row_stats[i];
-      const bool kept = flags[tile * token_blocks + i / tile_rows] != 0;
+      const bool kept = flags[tile * token_blocks + token_place[i] / tile_rows] != 0;
       if (!kept && grad_scale[i] != 0.0f) {
         const float tile_max = stats_max(packed);
         m = stats_sum(packed) * __expf(tile_max - lse[i]);
@@ -66,8 +67,8 @@ TailSums correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, cons
     using T = decltype(element_type);
     tail_mass_kernel<T><<<static_cast<unsigned>(plan.tiles), kThreads, 0, stream>>>(
         stats, lse, scratch.get<float>("per-token grad scale [N]"), scratch.get<float>("target logit [N]"),
-        scratch.get<int64_t>("target position [N]"), scratch.get<uint8_t>("keep flags [tiles][token blocks]"), p.n,
-        plan.token_blocks, plan.tile_rows, plan.tile_cols, p.softcap);
+        scratch.get<int64_t>("target position [N]"), scratch.get<uint8_t>("keep flags [tiles][token blocks]"),
+        scratch.get<int>("token order, each token's place in it [2][N]") + p.n, p.n, plan.token_blocks, plan.tile_rows, plan.tile_cols, p.softcap);
     CCE_CHECK_LAUNCH();
   };
   dispatch_dtype(p.dtype, run);

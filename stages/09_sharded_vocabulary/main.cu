@@ -64,6 +64,9 @@ int run(int argc, char** argv) {
   stage08.add_options(parser);
   if (!parser.parse(argc, argv)) return kExitOk;
   stage08.validate_options();
+  if (stage08.dropped_mass_flag_set())
+    throw InputError("--dropped-mass: the shards keep one fixed eps (--drop-eps; default 2^-8), stage 08's automatic eps "
+                     "would differ from shard to shard");
 
   Problem p = f.problem();
   GeneratorOptions gen = f.generator();
@@ -90,6 +93,9 @@ int run(int argc, char** argv) {
 
   const HostInputs inputs = generate_inputs(p, gen);
   const Upstream upstream = choose_upstream(f.upstream, p, "", gen.seed);
+  // One fixed eps for every shard (and for --compare-single): stage 08's
+  // automatic eps, chosen from each shard's statistics, would differ between them.
+  if (stage08.automatic_eps(p.dtype)) stage08.fix_drop_eps(s08::default_drop_eps(p.dtype));
   const ShardOptions options{stage08.settings(p.dtype)};
   ShardedVocabulary sharded(p, inputs, upstream.values, gpus, options);
   cudaDeviceProp prop{};

@@ -3,6 +3,8 @@
 //   - the kept list is the brute-force one: no dropped tile holds a softmax
 //     entry ≥ eps, and every kept tile holds one up to the rounding of the
 //     stored tile max (bf16, rounded up: at most 2^-7·|m| in the logit);
+//   - the automatic eps is the largest candidate whose brute-force dropped
+//     mass is within the budget, and decides as that eps given by hand;
 //   - bitwise equal over two runs at a shape with several chunks;
 //   - dropping without correction moves dE and dC by at most stage 07's bound
 //     (each dropped S_ij is below g_i·eps), and the tail correction makes dE
@@ -14,6 +16,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "common/compare.h"
 #include "common/reference.h"
@@ -29,6 +35,7 @@ struct Stage08Run {
   s08::DropStats stats;
   std::vector<uint8_t> flags;
   std::vector<int> order;
+  std::vector<int> token_order;  // token block b holds rows token_order[128b .. 128b + 127]
 };
 
 Stage08Run run_stage08(const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
@@ -47,6 +54,7 @@ Stage08Run run_stage08(const Problem& p, const HostInputs& in, const std::vector
   run.stats = stage.stats();
   run.flags = stage.kept_flags();
   run.order = stage.vocabulary_order();
+  run.token_order = stage.token_order();
   return run;
 }
 
@@ -59,6 +67,96 @@ Problem bf16_problem(int64_t n, int64_t d, int64_t v) {
   return p;
 }
 
+// Each (tile, token block) pair's brute-force view, in double from the
+// inputs: over the block's rows with a gradient, the largest log p in the
+// tile, that plus the slack the stored bf16 max allows (2^-7·|m|), and the
+// tile's softmax mass without the targets' own entries.
+struct PairView {
+  double largest_log_p = -INFINITY, best_margin = -INFINITY, mass = 0.0;
+  double stored_log_p = -INFINITY;  // with the max as the statistics store it (fp32, rounded up to bf16)
+};
+// The statistics' max: rounded up to bf16 (toward +inf).
+double bf16_round_up(double m) {
+  const float f = static_cast<float>(m);
+  uint32_t bits = 0;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0xffffu) != 0) bits = f > 0.0f ? (bits & 0xffff0000u) + 0x10000u : bits & 0xffff0000u;
+  float rounded = 0.0f;
+  std::memcpy(&rounded, &bits, 4);
+  return rounded;
+}
+struct BruteForce {
+  int64_t tiles = 0, blocks = 0, rows = 0;  // rows: with a gradient
+  std::vector<PairView> pairs;              // [tiles][blocks]
+  // Mean dropped mass per row with a gradient at eps: the pairs the stage
+  // drops, decided as it does on the stored max (a pair whose true largest
+  // entry is just below eps may be kept: its stored max is rounded up).
+  double dropped_mass(double eps) const {
+    double sum = 0.0;
+    for (const PairView& v : pairs) sum += v.stored_log_p < std::log(static_cast<float>(eps)) ? v.mass : 0.0;
+    return sum / static_cast<double>(rows);
+  }
+};
+BruteForce brute_force(const Problem& p, const HostInputs& in, const Stage08Run& run) {
+  BruteForce bf;
+  const int64_t bm = 128, bn = 128;
+  bf.tiles = (p.v + bn - 1) / bn, bf.blocks = (p.n + bm - 1) / bm;
+  bf.pairs.assign(static_cast<size_t>(bf.tiles * bf.blocks), PairView{});
+  std::vector<double> z(static_cast<size_t>(p.v));
+  std::vector<int64_t> block_of(static_cast<size_t>(p.n), -1);
+  for (int64_t place = 0; place < p.n; ++place) block_of[run.token_order[place]] = place / bm;
+  for (int64_t i = 0; i < p.n; ++i) {
+    EXPECT_GE(block_of[i], 0) << "row " << i << " is in no token block";
+    if (in.targets[i] == p.ignore_index) continue;
+    ++bf.rows;
+    for (int64_t pos = 0; pos < p.v; ++pos) {
+      const int64_t j = run.order[pos];
+      double sum = 0.0;
+      for (int64_t k = 0; k < p.d; ++k) sum += static_cast<double>(in.e[i * p.d + k]) * in.c[j * p.d + k];
+      z[pos] = sum;
+    }
+    for (int64_t t = 0; t < bf.tiles; ++t) {
+      PairView& v = bf.pairs[t * bf.blocks + block_of[i]];
+      double m = -INFINITY, mass = 0.0;
+      for (int64_t pos = t * bn; pos < std::min(p.v, (t + 1) * bn); ++pos) {
+        m = std::max(m, z[pos]);
+        if (run.order[pos] != in.targets[i]) mass += std::exp(z[pos] - run.out.lse[i]);
+      }
+      const double log_p = m - run.out.lse[i];
+      v.largest_log_p = std::max(v.largest_log_p, log_p);
+      v.stored_log_p = std::max(v.stored_log_p, bf16_round_up(m) - static_cast<double>(run.out.lse[i]));
+      v.best_margin = std::max(v.best_margin, log_p + std::ldexp(std::fabs(m), -7));
+      v.mass += mass;
+    }
+  }
+  return bf;
+}
+
+std::string exact_text(double x) {  // a flag value that reads back as x
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
+
+// The run's kept list against the brute-force one at eps.
+void expect_brute_force_kept_list(const BruteForce& bf, const Stage08Run& run, double eps) {
+  ASSERT_EQ(run.flags.size(), static_cast<size_t>(bf.tiles * bf.blocks));
+  int64_t kept = 0;
+  for (int64_t t = 0; t < bf.tiles; ++t)
+    for (int64_t b = 0; b < bf.blocks; ++b) {
+      const PairView& v = bf.pairs[t * bf.blocks + b];
+      const bool is_kept = run.flags[t * bf.blocks + b] != 0;
+      kept += is_kept;
+      if (is_kept)
+        EXPECT_GE(v.best_margin + 1e-3, std::log(eps)) << "tile " << t << " block " << b << " kept with nothing near eps";
+      else
+        EXPECT_LT(v.largest_log_p, std::log(eps) + 1e-3) << "tile " << t << " block " << b << " dropped with an entry >= eps";
+    }
+  EXPECT_EQ(kept, run.stats.kept_tiles);
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, bf.tiles * bf.blocks) << "nothing dropped: the test would prove nothing";
+}
+
 TEST(DropBeforeRecompute, KeptListIsTheBruteForceOne) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 128, 16411);
@@ -66,38 +164,45 @@ TEST(DropBeforeRecompute, KeptListIsTheBruteForceOne) {
   gen.seed = 81;
   gen.ignore_fraction = 0.1;
   const HostInputs in = generate_inputs(p, gen);
-  const double eps = std::ldexp(1.0, -8);
   const Stage08Run run = run_stage08(p, in, default_upstream(p, 3), {"--drop-eps", "0.00390625"});
-  const int64_t bm = 128, bn = 128, tiles = (p.v + bn - 1) / bn, blocks = (p.n + bm - 1) / bm;
-  ASSERT_EQ(run.flags.size(), static_cast<size_t>(tiles * blocks));
-  int64_t kept = 0;
-  for (int64_t t = 0; t < tiles; ++t)
-    for (int64_t b = 0; b < blocks; ++b) {
-      // Over the block's rows with a gradient: the largest log p, and the slack the rounded max allows.
-      double best_margin = -INFINITY, largest_log_p = -INFINITY;
-      for (int64_t i = b * bm; i < std::min(p.n, (b + 1) * bm); ++i) {
-        if (in.targets[i] == p.ignore_index) continue;
-        double m = -INFINITY;
-        for (int64_t pos = t * bn; pos < std::min(p.v, (t + 1) * bn); ++pos) {
-          const int64_t j = run.order[pos];
-          double z = 0.0;
-          for (int64_t k = 0; k < p.d; ++k) z += static_cast<double>(in.e[i * p.d + k]) * in.c[j * p.d + k];
-          m = std::max(m, z);
-        }
-        const double log_p = m - run.out.lse[i];
-        largest_log_p = std::max(largest_log_p, log_p);
-        best_margin = std::max(best_margin, log_p + std::ldexp(std::fabs(m), -7));
-      }
-      const bool is_kept = run.flags[t * blocks + b] != 0;
-      kept += is_kept;
-      if (is_kept)
-        EXPECT_GE(best_margin + 1e-3, std::log(eps)) << "tile " << t << " block " << b << " kept with nothing near eps";
-      else
-        EXPECT_LT(largest_log_p, std::log(eps) + 1e-3) << "tile " << t << " block " << b << " dropped with an entry >= eps";
-    }
-  EXPECT_EQ(kept, run.stats.kept_tiles);
-  EXPECT_GT(kept, 0);
-  EXPECT_LT(kept, tiles * blocks) << "nothing dropped: the test would prove nothing";
+  EXPECT_EQ(run.stats.eps, 0.00390625f);
+  expect_brute_force_kept_list(brute_force(p, in, run), run, std::ldexp(1.0, -8));
+}
+
+// The automatic eps is the largest of 2^-8 … 2^-16 whose brute-force dropped
+// mass is within the budget; it decides exactly as that eps given by hand.
+TEST(DropBeforeRecompute, AutomaticEpsIsTheLargestWithinTheBudget) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 16411);
+  GeneratorOptions gen;
+  gen.seed = 82;
+  gen.ignore_fraction = 0.1;
+  const HostInputs in = generate_inputs(p, gen);
+  const std::vector<float> upstream = default_upstream(p, 3);
+  const Stage08Run fixed8 = run_stage08(p, in, upstream, {"--drop-eps", "0.00390625"});
+  const BruteForce bf = brute_force(p, in, fixed8);  // the order and LSE do not depend on eps
+  // A budget between the masses at two neighbouring exponents, 10% from each
+  // (the statistics' bf16 rounding moves a mass by much less).
+  int expected = 0;
+  double budget = 0.0;
+  for (int e = s08::kAutoFirstExponent + 1; e <= s08::kAutoLastExponent && expected == 0; ++e) {
+    const double above = bf.dropped_mass(std::ldexp(1.0, -(e - 1))), at = bf.dropped_mass(std::ldexp(1.0, -e));
+    if (at > 0.0 && above > 1.21 * at) expected = e, budget = std::sqrt(above * at);
+  }
+  ASSERT_NE(expected, 0) << "no two neighbouring exponents drop clearly different masses";
+  const std::string budget_text = exact_text(budget);
+  const Stage08Run automatic = run_stage08(p, in, upstream, {"--dropped-mass", budget_text.c_str()});
+  const double eps = std::ldexp(1.0, -expected);
+  std::printf("budget %.4g: expected eps 2^-%d (dropped mass %.4g), got %g (dropped %.4g)\n", budget, expected,
+              bf.dropped_mass(eps), automatic.stats.eps, automatic.stats.dropped_mass);
+  EXPECT_EQ(automatic.stats.eps, static_cast<float>(eps));
+  EXPECT_NEAR(automatic.stats.dropped_mass, bf.dropped_mass(eps), 0.02 * bf.dropped_mass(eps));
+  expect_brute_force_kept_list(bf, automatic, eps);
+  const std::string eps_text = exact_text(eps);
+  const Stage08Run by_hand = run_stage08(p, in, upstream, {"--drop-eps", eps_text.c_str()});
+  EXPECT_TRUE(by_hand.out.de == automatic.out.de && by_hand.out.dc == automatic.out.dc)
+      << "the automatic eps and the same eps given by hand differ";
+  EXPECT_LT(by_hand.stats.dropped_mass, 0.0) << "a fixed eps measures no mass";
 }
 
 TEST(DropBeforeRecompute, BitwiseEqualOverTwoRunsWithSeveralChunks) {
