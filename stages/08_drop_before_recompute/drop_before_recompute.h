@@ -247,6 +247,13 @@ TailSums correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, cons
 std::vector<MemoryItem> tail_correction_scratch(const Problem& problem, const DropPlan& plan);
 
 // kept_products.cu: the products of one chunk of kept tiles, and the targets' exact terms.
+// dE's work is cut into parts of at least kLeastDePart kept tiles: at most
+// de_part_capacity parts, their turns per (token block, column tile of 64).
+constexpr int64_t kLeastDePart = 16;
+inline int64_t de_part_capacity(const DropPlan& plan) {
+  return plan.token_blocks + plan.tiles * plan.token_blocks / kLeastDePart;
+}
+inline int64_t de_column_tiles(const Problem& p) { return (p.d + 63) / 64; }
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
                    const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side);

@@ -16,6 +16,7 @@
 // highest priority beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 #include "common/check.h"
@@ -67,7 +68,14 @@ struct ProductArgs {
   const int* sorted_token;
   const float* coefficient;
   const int* tile_target_offsets;  // [tiles + 1]: tile T's dropped targets are sorted entries [off[T], off[T+1])
-  const int2* block_ranges;        // [token blocks]: dE's items, entries [x, y) of the block's list, this chunk
+  // dE's work: parts (token block, part index, entries [first, end) of the
+  // block's list) of this chunk, part-major; the parts of one output tile
+  // add in part order, each after the one before (turns), and a block takes
+  // its (part, column tile) by ticket, in the order blocks start.
+  const int4* de_parts;
+  int64_t de_part_count;
+  int* de_turns;   // [token blocks][column tiles]: the next part to add
+  int* de_ticket;
   // the dropped tail of dC: every row of tile T gets tail_sums[T·tail_ld + k] / (rows of T)
   const float* tail_sums;  // null: no correction
   int64_t tail_ld, tile_cols;
@@ -269,16 +277,49 @@ __global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, con
   }
 }
 
+// A dE block's part and column tile, by the ticket it draws when it starts:
+// a part waits only for parts with smaller tickets, which started before it
+// (resident or done), so the turns below cannot deadlock.
+struct DePart {
+  int4 part;  // token block, part index, first item, end item
+  int64_t column_tile;
+  int* turn;
+};
+__device__ __forceinline__ DePart draw_de_part(const ProductArgs& args, int64_t d_tiles) {
+  __shared__ int ticket;
+  if (threadIdx.x == 0) ticket = atomicAdd(args.de_ticket, 1);
+  __syncthreads();
+  DePart out;
+  out.part = args.de_parts[ticket % args.de_part_count];
+  out.column_tile = ticket / args.de_part_count;
+  out.turn = args.de_turns + static_cast<int64_t>(out.part.x) * d_tiles + out.column_tile;
+  return out;
+}
+// Wait until the output tile's earlier parts have added theirs; then, after
+// this block's adds, pass the turn on.
+__device__ __forceinline__ void wait_turn(const int* turn, int part) {
+  if (threadIdx.x == 0 && part > 0) {
+    while (atomicAdd(const_cast<int*>(turn), 0) != part) __nanosleep(100);
+    __threadfence();
+  }
+  __syncthreads();
+}
+__device__ __forceinline__ void pass_turn(int* turn, int part) {
+  __threadfence();  // this thread's adds are visible before the turn moves
+  __syncthreads();
+  if (threadIdx.x == 0) atomicExch(turn, part + 1);
+}
+
 template <bool kAligned>
 __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c,
-                                                           float* __restrict__ de_acc) {
+                                                           float* __restrict__ de_acc, int64_t d_tiles) {
   extern __shared__ __align__(16) unsigned char shared[];
-  const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const DePart work = draw_de_part(args, d_tiles);
+  const int64_t block = work.part.x, d0 = work.column_tile * kTile;
   const int* kept = args.slot_of + block * args.tiles;
   // Items: positions in the token block's list of kept tiles that fall in this chunk.
   const int* list = args.block_lists + block * (args.tiles + 1);
-  const int2 range = args.block_ranges[block];
-  if (range.x == range.y) return;  // nothing kept for this token block in this chunk
+  const int2 range = make_int2(work.part.z, work.part.w);
   ProductAccumulators acc;
   acc.zero();
   run_items<false, kAligned>(
@@ -294,6 +335,7 @@ __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, con
       },
       range.x, c, args.d, d0);
   using Acc = ProductAccumulators;
+  wait_turn(work.turn, work.part.y);
 #pragma unroll
   for (int r = 0; r < Acc::kRows; ++r) {
     const int64_t place = block * kTile + Acc::row_of(r);
@@ -302,9 +344,13 @@ __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, con
 #pragma unroll
     for (int c = 0; c < Acc::kCols; ++c) {
       const int64_t col = d0 + Acc::col_of(c);
-      if (col < args.d) de_acc[row * args.d + col] += acc.z(r, c);
+      if (col < args.d) {  // L2, not L1: an earlier part on another SM wrote it
+        float* out = de_acc + row * args.d + col;
+        __stcg(out, __ldcg(out) + acc.z(r, c));
+      }
     }
   }
+  pass_turn(work.turn, work.part.y);
 }
 
 // ------------------------------------------------------------------ fp32
@@ -364,10 +410,11 @@ __global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const 
 __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const float* __restrict__ c,
                                                         float* __restrict__ de_acc) {
   __shared__ float a_tile[kTile32 * kPitch32], b_tile[kTile32 * kPitch32];
-  const int64_t block = blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
+  const int4 part = args.de_parts[blockIdx.x];  // one part per token block: no turns
+  const int64_t block = part.x, d0 = static_cast<int64_t>(blockIdx.y) * kTile32;
   const int* kept = args.slot_of + block * args.tiles;
   const int* list = args.block_lists + block * (args.tiles + 1);
-  const int2 range = args.block_ranges[block];
+  const int2 range = make_int2(part.z, part.w);
   float acc[4][4] = {};
   const bool any = range.x < range.y;
   for (int item = range.x; item < range.y; ++item) {
@@ -483,27 +530,57 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                    sorted + p.n,
                    scratch.get<float>("target coefficient [N]"),
                    sorted + 2 * p.n,
-                   reinterpret_cast<const int2*>(scratch.get<int>("dE block ranges [token blocks]")),
+                   nullptr,
+                   0,
+                   nullptr,
+                   nullptr,
                    tail.sums,
                    tail.ld,
                    plan.tile_cols};
-  // dE's items per token block in this chunk: entries [x, y) of its list (found here, not by every block).
-  std::vector<int> block_ranges(static_cast<size_t>(2 * plan.token_blocks));
+  const unsigned d_tiles = static_cast<unsigned>((p.d + plan.tile_cols - 1) / plan.tile_cols);
+  const unsigned kept_tiles = static_cast<unsigned>(last_kept - first_kept);
+  // dE's parts of this chunk (found here, not by every block). A token block
+  // whose rows need many tiles (grouped tokens put such rows together) has a
+  // long list: it is cut into parts of at most `cap` items, about what a
+  // block does when the chunk's dE work is shared evenly, so that one block
+  // does not hold up the chunk. bf16 only; fp32 keeps one part per block.
+  int* de_space = scratch.get<int>("dE parts [token blocks + pairs/16][4], turns [token blocks][D/64], ticket");
+  std::vector<int2> ranges(static_cast<size_t>(plan.token_blocks));
+  int64_t items = 0;
   for (int64_t b = 0; b < plan.token_blocks; ++b) {
     const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
     const int* lo = std::lower_bound(list + 1, list + 1 + list[0], static_cast<int>(tile_begin));
     const int* hi = std::lower_bound(lo, list + 1 + list[0], static_cast<int>(tile_end));
-    block_ranges[2 * b] = static_cast<int>(lo - (list + 1));
-    block_ranges[2 * b + 1] = static_cast<int>(hi - (list + 1));
+    ranges[b] = make_int2(static_cast<int>(lo - (list + 1)), static_cast<int>(hi - (list + 1)));
+    items += ranges[b].y - ranges[b].x;
   }
-  CCE_CUDA_CHECK(cudaMemcpyAsync(const_cast<int2*>(args.block_ranges), block_ranges.data(), block_ranges.size() * 4,
-                                 cudaMemcpyHostToDevice, stream));  // pageable: read when the call returns
-  const unsigned d_tiles = static_cast<unsigned>((p.d + plan.tile_cols - 1) / plan.tile_cols);
-  const unsigned kept_tiles = static_cast<unsigned>(last_kept - first_kept);
+  int64_t cap = std::numeric_limits<int>::max();
+  if (p.dtype == Dtype::kBFloat16)
+    cap = std::max<int64_t>(kLeastDePart, (items * d_tiles + 2 * multiprocessor_count() - 1) / (2 * multiprocessor_count()));
+  std::vector<int4> parts;
+  for (int64_t part = 0, more = 1; more; ++part) {
+    more = 0;
+    for (int64_t b = 0; b < plan.token_blocks; ++b) {
+      const int64_t first = ranges[b].x + part * cap;
+      if (first >= ranges[b].y) continue;
+      const int64_t end = std::min<int64_t>(first + cap, ranges[b].y);
+      parts.push_back(make_int4(static_cast<int>(b), static_cast<int>(part), static_cast<int>(first), static_cast<int>(end)));
+      more |= end < ranges[b].y;
+    }
+  }
+  args.de_parts = reinterpret_cast<const int4*>(de_space);
+  args.de_part_count = static_cast<int64_t>(parts.size());
+  args.de_turns = de_space + 4 * de_part_capacity(plan);
+  args.de_ticket = args.de_turns + plan.token_blocks * de_column_tiles(p);
+  if (!parts.empty())
+    CCE_CUDA_CHECK(cudaMemcpyAsync(de_space, parts.data(), parts.size() * sizeof(int4), cudaMemcpyHostToDevice,
+                                   stream));  // pageable: read when the call returns
+  CCE_CUDA_CHECK(cudaMemsetAsync(args.de_turns, 0, static_cast<size_t>(plan.token_blocks * de_column_tiles(p) + 1) * 4,
+                                 stream));
   // x: D's column tiles, so that the blocks of the chunk's first (most kept,
   // longest) tiles are dispatched first, all their columns together.
   const dim3 dc_grid(d_tiles, kept_tiles);
-  const dim3 de_grid(static_cast<unsigned>(plan.token_blocks), d_tiles);
+  const unsigned de_blocks = static_cast<unsigned>(parts.size()) * d_tiles;
   const dim3 unkept_grid(static_cast<unsigned>(tile_end - tile_begin), kUnkeptRowGroups);
   // dE's blocks run on the side stream, beside dC's (they read the same S tiles and write other outputs).
   side.create();
@@ -518,9 +595,11 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                                           static_cast<int>(kProductShared)));
       CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kProductShared)));
-      de_kernel<<<de_grid, 256, kProductShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
-                                                          de_acc);
-      CCE_CHECK_LAUNCH();
+      if (de_blocks > 0) {
+        de_kernel<<<de_blocks, 256, kProductShared, side.stream>>>(
+            args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()), de_acc, static_cast<int64_t>(d_tiles));
+        CCE_CHECK_LAUNCH();
+      }
       if (kept_tiles > 0) {
         dc_kernel<<<dc_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
                                                             static_cast<__nv_bfloat16*>(dc));
@@ -538,8 +617,11 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                                                     static_cast<float*>(dc));
       CCE_CHECK_LAUNCH();
     }
-    de_products_fp32<<<de_grid, 256, 0, side.stream>>>(args, reinterpret_cast<const float*>(in.c.get()), de_acc);
-    CCE_CHECK_LAUNCH();
+    if (!parts.empty()) {
+      de_products_fp32<<<dim3(static_cast<unsigned>(parts.size()), d_tiles), 256, 0, side.stream>>>(
+          args, reinterpret_cast<const float*>(in.c.get()), de_acc);
+      CCE_CHECK_LAUNCH();
+    }
     dc_unkept_rows<float><<<unkept_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
                                                            static_cast<float*>(dc));
     CCE_CHECK_LAUNCH();
