@@ -126,7 +126,7 @@ void DropBeforeRecomputeStage::add_options(OptionParser& parser) {
                     "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = automatic (bf16: the "
                     "largest of 2^-8..2^-16 within --dropped-mass), 2^-28 (fp32)");
   parser.add_double("dropped-mass", &mass_flag_,
-                    "the automatic eps's budget: softmax mass per row the dropped tiles may hold; 0 = 0.03");
+                    "the automatic eps's budget: softmax mass per row the dropped tiles may hold; 0 = 0.025");
   parser.add_flag("keep-all", &keep_all_, "recompute every tile (the exact backward, deterministic)");
   parser.add_flag("no-correction", &no_correction_, "drop tiles without correcting dE and dC for them");
   parser.add_flag("no-dc-correction", &no_dc_correction_, "correct dE only");

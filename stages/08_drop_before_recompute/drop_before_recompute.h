@@ -54,7 +54,7 @@ float default_drop_eps(Dtype dtype);
 // measured on the tile statistics before deciding (README.md, "Choosing eps").
 constexpr int kAutoFirstExponent = 8, kAutoLastExponent = 16;
 constexpr int kAutoExponents = kAutoLastExponent - kAutoFirstExponent + 1;
-constexpr double kDefaultDroppedMass = 0.03;
+constexpr double kDefaultDroppedMass = 0.025;
 // Token grouping: the token blocks take the rows sorted by how many tiles hold
 // an entry ≥ 2^-kGroupingExponent (most first), so that rows that need many
 // tiles share blocks (README.md, "Grouping tokens").
