@@ -12,7 +12,8 @@ rows are the implementations (the cuBLAS floor, the stages in order, then the
 peers), cells come from the "median" aggregate of each benchmark (time in ms,
 counters peak_MB, floor_ratio, dE_rel_err, dC_rel_err, and kept_frac, the
 share of backward tiles stages 07 and 08 keep, in a column of its own in the tables
-where some benchmark has it); a missing cell is "–". The trained-model shapes
+where some benchmark has it; stage 08's drop_eps_log2 and dropped_mass, the
+eps its automatic rule took, are read but not tabulated); a missing cell is "–". The trained-model shapes
 (lm32k, lm128k: bench/lm_data.py) come after the generated ones, with N, D
 and V read from the files' "cce_shapes" context.
 With --update, the text between the markers <!-- results:begin --> and
@@ -43,7 +44,8 @@ SHAPE_IN_CONTEXT = re.compile(r"([A-Za-z0-9_]+) N=(\d+) D=(\d+) V=(\d+)")
 PEER_ORDER = ["peer_torch_eager", "peer_torch_compile", "peer_cce", "peer_cce_nofilter", "peer_cce_exact",
               "peer_liger"]
 TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-COUNTERS = ("peak_MB", "TFLOPs", "floor_ratio", "dE_rel_err", "dC_rel_err", "loss_rel_err", "kept_frac")
+COUNTERS = ("peak_MB", "TFLOPs", "floor_ratio", "dE_rel_err", "dC_rel_err", "loss_rel_err", "kept_frac",
+            "drop_eps_log2", "dropped_mass")
 # Context keys left out of the details (the host CPU's, Google Benchmark's own).
 CPU_CONTEXT = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "caches",
                "load_avg", "library_build_type", "json_schema_version", "gpu_name", "gpu", "cce_commit", "commit",
