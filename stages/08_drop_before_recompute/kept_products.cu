@@ -1,15 +1,17 @@
 // Stage 08's products over the kept tiles of one chunk, each output tile
-// owned by one thread block that sums its terms in a fixed order and writes
-// once: no atomics, so two runs give the same bits.
+// summed in a fixed order: no atomics on the outputs, so two runs give the
+// same bits.
 //   dC: a block per (sorted vocabulary tile T with a kept token block, 128
 //       columns of D): the sum over T's kept token blocks b (ascending) of
 //       S_bTᵀ · E_b, plus the dropped tail's share G_T/|T| and the exact terms
 //       a_i E_i of the targets that fell in dropped tiles (tokens in order),
 //       written to the dC rows of T's vocabulary entries. Tiles without a
 //       kept token block get the last two only (dc_unkept_rows).
-//   dE: a block per (token block b, 128 columns of D): dE_acc += the sum over
-//       the chunk's tiles T kept for b (ascending) of S_bT · C_T. Chunks run
-//       in order, so every element of dE_acc sees the same sequence of adds.
+//   dE: a block per (part of token block b's kept tiles, 128 columns of D):
+//       dE_acc += the sum over the part's tiles T (ascending) of S_bT · C_T.
+//       A short list is one part; a long one (grouped tokens) several, which
+//       add in part order by turns. Chunks run in order, so every element of
+//       dE_acc sees the same sequence of adds.
 // bf16: mma.sync on 128×128 output tiles, the k-loop over kept tiles in
 // steps of 64 with three cp.async stages, two blocks per SM, each step's
 // indices found a step ahead; the dE blocks run on a side stream of the

@@ -157,13 +157,18 @@ void expect_brute_force_kept_list(const BruteForce& bf, const Stage08Run& run, d
   EXPECT_LT(kept, bf.tiles * bf.blocks) << "nothing dropped: the test would prove nothing";
 }
 
+// The decision tests' inputs: N = 300 (3 token blocks, the last partial), 10% ignored.
+HostInputs decision_inputs(const Problem& p, uint64_t seed) {
+  GeneratorOptions gen;
+  gen.seed = seed;
+  gen.ignore_fraction = 0.1;
+  return generate_inputs(p, gen);
+}
+
 TEST(DropBeforeRecompute, KeptListIsTheBruteForceOne) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 128, 16411);
-  GeneratorOptions gen;
-  gen.seed = 81;
-  gen.ignore_fraction = 0.1;
-  const HostInputs in = generate_inputs(p, gen);
+  const HostInputs in = decision_inputs(p, 81);
   const Stage08Run run = run_stage08(p, in, default_upstream(p, 3), {"--drop-eps", "0.00390625"});
   EXPECT_EQ(run.stats.eps, 0.00390625f);
   expect_brute_force_kept_list(brute_force(p, in, run), run, std::ldexp(1.0, -8));
@@ -174,10 +179,7 @@ TEST(DropBeforeRecompute, KeptListIsTheBruteForceOne) {
 TEST(DropBeforeRecompute, AutomaticEpsIsTheLargestWithinTheBudget) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 128, 16411);
-  GeneratorOptions gen;
-  gen.seed = 82;
-  gen.ignore_fraction = 0.1;
-  const HostInputs in = generate_inputs(p, gen);
+  const HostInputs in = decision_inputs(p, 82);
   const std::vector<float> upstream = default_upstream(p, 3);
   const Stage08Run fixed8 = run_stage08(p, in, upstream, {"--drop-eps", "0.00390625"});
   const BruteForce bf = brute_force(p, in, fixed8);  // the order and LSE do not depend on eps
