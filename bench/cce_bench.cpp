@@ -392,8 +392,8 @@ void setup_stage(ActiveCase& c, const CaseSpec& spec) {
     if (const auto* drop = dynamic_cast<const s08::DropBeforeRecomputeStage*>(c.stage.get())) {
       const s08::DropStats st = drop->stats();
       if (st.tiles > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_tiles) / st.tiles;
-      if (st.eps > 0.0f) c.fixed_counters["drop_eps_log2"] = std::log2(st.eps);
-      if (st.dropped_mass >= 0.0) c.fixed_counters["dropped_mass"] = st.dropped_mass;
+      if (st.choice.eps > 0.0f) c.fixed_counters["drop_eps_log2"] = std::log2(st.choice.eps);
+      if (st.choice.dropped_mass >= 0.0) c.fixed_counters["dropped_mass"] = st.choice.dropped_mass;
     }
   }
 }

@@ -215,7 +215,7 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
     first = last;
     ++chunks;
   }
-  if (stats != nullptr) *stats = DropStats{pairs, kept.kept(), chunks, kept.eps, kept.dropped_mass, kept.candidates};
+  if (stats != nullptr) *stats = DropStats{pairs, kept.kept(), chunks, kept.choice};
   return de_acc;
 }
 
@@ -265,15 +265,18 @@ std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
                 static_cast<long long>(plan.chunk_slots()), static_cast<long long>(plan.slot_capacity),
                 static_cast<long long>(plan.spill_slot_capacity), static_cast<long long>(plan.stats_slot_capacity));
   lines.push_back(buf);
-  const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
-  std::string rule = eps > 0 ? "eps 2^" + std::to_string(std::lround(std::log2(eps))) : "off (every tile kept)";
-  if (eps > 0 && std::ldexp(1.0f, static_cast<int>(std::lround(std::log2(eps)))) != eps) rule = "eps " + std::to_string(eps);
+  const EpsChoice& choice = stats_.choice;
+  const float eps = stats_.tiles > 0 ? choice.eps : drop_eps(last_problem_.dtype);
+  const int exponent = eps > 0 ? static_cast<int>(std::lround(std::log2(eps))) : 0;
+  std::string rule = eps <= 0                                  ? "off (every tile kept)"
+                     : std::ldexp(1.0f, exponent) == eps ? "eps 2^" + std::to_string(exponent)
+                                                         : "eps " + std::to_string(eps);
   if (automatic_eps(last_problem_.dtype)) {
     char chosen[160];
-    if (stats_.dropped_mass >= 0.0)
+    if (choice.dropped_mass >= 0.0)
       std::snprintf(chosen, sizeof chosen, " (automatic: the largest of 2^-%d..2^-%d dropping at most %.3g of each row's "
                     "softmax on average; dropped %.4f)", kAutoFirstExponent, kAutoLastExponent, dropped_mass_budget(),
-                    stats_.dropped_mass);
+                    choice.dropped_mass);
     else
       std::snprintf(chosen, sizeof chosen, " (automatic, at most 2^-%d)", kAutoFirstExponent);
     rule += chosen;
@@ -282,10 +285,10 @@ std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
                 no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC",
                 no_grouping_ ? "in row order" : "of grouped rows");
   lines.push_back(buf);
-  if (stats_.dropped_mass >= 0.0) {
+  if (choice.dropped_mass >= 0.0) {
     std::string masses = "dropped mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
                          std::to_string(kAutoLastExponent) + ":";
-    for (double m : stats_.candidates) {
+    for (double m : choice.candidates) {
       char one[16];
       std::snprintf(one, sizeof one, " %.4f", m);
       masses += one;

@@ -133,12 +133,17 @@ struct DropSettings {
   bool group_tokens = true;    // token blocks of grouped rows (false: rows in their order)
 };
 
+// The eps a backward decided with, and what the automatic eps measured for it.
+struct EpsChoice {
+  float eps = 0.0f;
+  double dropped_mass = -1.0;  // with the automatic eps: the mass per row it dropped (−1: a fixed eps)
+  std::array<double, kAutoExponents> candidates{};  // and the mass each candidate 2^-8… would drop
+};
+
 struct DropStats {
   int64_t tiles = 0, kept_tiles = 0;  // (token block, vocabulary tile) pairs
   int64_t chunks = 0;
-  float eps = 0.0f;           // the eps the backward used
-  double dropped_mass = -1.0;  // with the automatic eps: the mass per row it dropped (−1: not measured)
-  std::array<double, kAutoExponents> candidates{};  // and the mass each candidate 2^-8… would drop
+  EpsChoice choice;
 };
 
 class DropBeforeRecomputeStage : public Stage {
@@ -217,9 +222,7 @@ void sorted_forward_finish(const DeviceInputs& in, const Scratch& scratch, float
 
 // kept_tiles.cu: the decision, the slots, the recomputed S of kept tiles.
 struct KeptTiles {
-  float eps = 0.0f;            // the eps decided with
-  double dropped_mass = -1.0;  // the automatic eps's dropped mass per row (−1: a fixed eps)
-  std::array<double, kAutoExponents> candidates{};  // each candidate's
+  EpsChoice choice;
   std::vector<int> offsets;  // [tiles + 1]: tile T's kept token blocks are slots offsets[T]..offsets[T+1]
   std::vector<int> tiles_with_slots;  // ascending: the tiles with at least one kept token block (also on the device)
   std::vector<int> block_lists;       // [token blocks][1 + tiles]: count, then the kept tiles ascending (also on the device)

@@ -417,8 +417,7 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
   const int* kept = args.slot_of + block * args.tiles;
   const int* list = args.block_lists + block * (args.tiles + 1);
   const int2 range = make_int2(part.z, part.w);
-  float acc[4][4] = {};
-  const bool any = range.x < range.y;
+  float acc[4][4] = {};  // a part is never empty
   for (int item = range.x; item < range.y; ++item) {
     const int64_t tile = list[1 + item];
     const int64_t pos0 = tile * kTile32;
@@ -426,7 +425,6 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
                      [&](int r) { return pos0 + r < args.v ? static_cast<int64_t>(args.order[pos0 + r]) : int64_t{-1}; },
                      a_tile, b_tile);
   }
-  if (!any) return;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   for (int i = 0; i < 4; ++i) {
     const int64_t place = block * kTile32 + ty + 16 * i;

@@ -345,7 +345,7 @@ namespace {
 // The automatic eps: the statistics' dropped mass at each candidate (one
 // pass, a few µs), then the largest eps within the budget.
 float choose_drop_eps(const Problem& p, const DropPlan& plan, const Scratch& scratch, const float* lse, double budget,
-                      KeptTiles& kept, cudaStream_t stream) {
+                      EpsChoice& choice, cudaStream_t stream) {
   LogEps log_eps{};
   for (int k = 0; k < kAutoExponents; ++k) log_eps.at[k] = std::log(std::ldexp(1.0f, -(kAutoFirstExponent + k)));
   auto* mass = scratch.get<unsigned long long>("dropped mass per eps, rows with a gradient [candidates + 1]");
@@ -366,8 +366,8 @@ float choose_drop_eps(const Problem& p, const DropPlan& plan, const Scratch& scr
   unsigned long long above = 0;
   for (int k = kAutoExponents - 1; k >= 0; --k) above += host[k], dropped[k] = static_cast<double>(above) / kMassUnit / rows;
   const int exponent = choose_drop_exponent(dropped, budget);
-  kept.dropped_mass = dropped[exponent - kAutoFirstExponent];
-  std::copy(dropped, dropped + kAutoExponents, kept.candidates.begin());
+  choice.dropped_mass = dropped[exponent - kAutoFirstExponent];
+  std::copy(dropped, dropped + kAutoExponents, choice.candidates.begin());
   return std::ldexp(1.0f, -exponent);
 }
 }  // namespace
@@ -377,9 +377,10 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
   group_tokens(p, plan, scratch, lse, settings.group_tokens, stream);
   const int* token_order = scratch.get<int>("token order, each token's place in it [2][N]");
   KeptTiles kept;
-  kept.eps = settings.dropped_mass > 0.0 ? choose_drop_eps(p, plan, scratch, lse, settings.dropped_mass, kept, stream)
-                                         : settings.eps;
-  const float eps = kept.eps;
+  kept.choice.eps = settings.dropped_mass > 0.0
+                        ? choose_drop_eps(p, plan, scratch, lse, settings.dropped_mass, kept.choice, stream)
+                        : settings.eps;
+  const float eps = kept.choice.eps;
   const float* grad_scale = scratch.get<float>("per-token grad scale [N]");
   uint8_t* flags = scratch.get<uint8_t>("keep flags [tiles][token blocks]");
   int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");

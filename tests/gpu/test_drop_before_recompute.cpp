@@ -170,7 +170,7 @@ TEST(DropBeforeRecompute, KeptListIsTheBruteForceOne) {
   const Problem p = bf16_problem(300, 128, 16411);
   const HostInputs in = decision_inputs(p, 81);
   const Stage08Run run = run_stage08(p, in, default_upstream(p, 3), {"--drop-eps", "0.00390625"});
-  EXPECT_EQ(run.stats.eps, 0.00390625f);
+  EXPECT_EQ(run.stats.choice.eps, 0.00390625f);
   expect_brute_force_kept_list(brute_force(p, in, run), run, std::ldexp(1.0, -8));
 }
 
@@ -196,15 +196,15 @@ TEST(DropBeforeRecompute, AutomaticEpsIsTheLargestWithinTheBudget) {
   const Stage08Run automatic = run_stage08(p, in, upstream, {"--dropped-mass", budget_text.c_str()});
   const double eps = std::ldexp(1.0, -expected);
   std::printf("budget %.4g: expected eps 2^-%d (dropped mass %.4g), got %g (dropped %.4g)\n", budget, expected,
-              bf.dropped_mass(eps), automatic.stats.eps, automatic.stats.dropped_mass);
-  EXPECT_EQ(automatic.stats.eps, static_cast<float>(eps));
-  EXPECT_NEAR(automatic.stats.dropped_mass, bf.dropped_mass(eps), 0.02 * bf.dropped_mass(eps));
+              bf.dropped_mass(eps), automatic.stats.choice.eps, automatic.stats.choice.dropped_mass);
+  EXPECT_EQ(automatic.stats.choice.eps, static_cast<float>(eps));
+  EXPECT_NEAR(automatic.stats.choice.dropped_mass, bf.dropped_mass(eps), 0.02 * bf.dropped_mass(eps));
   expect_brute_force_kept_list(bf, automatic, eps);
   const std::string eps_text = exact_text(eps);
   const Stage08Run by_hand = run_stage08(p, in, upstream, {"--drop-eps", eps_text.c_str()});
   EXPECT_TRUE(by_hand.out.de == automatic.out.de && by_hand.out.dc == automatic.out.dc)
       << "the automatic eps and the same eps given by hand differ";
-  EXPECT_LT(by_hand.stats.dropped_mass, 0.0) << "a fixed eps measures no mass";
+  EXPECT_LT(by_hand.stats.choice.dropped_mass, 0.0) << "a fixed eps measures no mass";
 }
 
 TEST(DropBeforeRecompute, BitwiseEqualOverTwoRunsWithSeveralChunks) {
