@@ -5,6 +5,8 @@
 //     stored tile max (bf16, rounded up: at most 2^-7·|m| in the logit);
 //   - the automatic eps is the largest candidate whose brute-force dropped
 //     mass is within the budget, and decides as that eps given by hand;
+//   - without token grouping the rows keep their order and the kept list
+//     and the outputs stay right;
 //   - bitwise equal over two runs at a shape with several chunks;
 //   - dropping without correction moves dE and dC by at most stage 07's bound
 //     (each dropped S_ij is below g_i·eps), and the tail correction makes dE
@@ -172,6 +174,28 @@ TEST(DropBeforeRecompute, KeptListIsTheBruteForceOne) {
   const Stage08Run run = run_stage08(p, in, default_upstream(p, 3), {"--drop-eps", "0.00390625"});
   EXPECT_EQ(run.stats.choice.eps, 0.00390625f);
   expect_brute_force_kept_list(brute_force(p, in, run), run, std::ldexp(1.0, -8));
+}
+
+// --no-token-grouping: token blocks are the rows in their order, the kept
+// list is still the brute-force one, and both ways pass the reference check.
+TEST(DropBeforeRecompute, WithoutTokenGroupingRowsStayInOrder) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 16411);
+  const HostInputs in = decision_inputs(p, 83);
+  const std::vector<float> upstream = default_upstream(p, 3);
+  const Stage08Run grouped = run_stage08(p, in, upstream, {"--drop-eps", "0.00390625"});
+  const Stage08Run ungrouped = run_stage08(p, in, upstream, {"--drop-eps", "0.00390625", "--no-token-grouping"});
+  std::vector<int> identity(static_cast<size_t>(p.n));
+  for (int64_t i = 0; i < p.n; ++i) identity[i] = static_cast<int>(i);
+  EXPECT_EQ(ungrouped.token_order, identity);
+  EXPECT_NE(grouped.token_order, identity) << "grouping left the rows in order: the test compares nothing";
+  expect_brute_force_kept_list(brute_force(p, in, ungrouped), ungrouped, std::ldexp(1.0, -8));
+  for (const Stage08Run* run : {&grouped, &ungrouped}) {
+    const CheckReport report = check_outputs(p, in, run->out, upstream, true, int64_t{1} << 26, 8,
+                                             s08::DropBeforeRecomputeStage().gradient_tolerance_scale());
+    for (const auto& cmp : report.comparisons)
+      EXPECT_TRUE(cmp.passed()) << (run == &grouped ? "grouped: " : "ungrouped: ") << cmp.summary();
+  }
 }
 
 // The automatic eps is the largest of 2^-8 … 2^-16 whose brute-force dropped
