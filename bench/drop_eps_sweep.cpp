@@ -3,9 +3,11 @@
 // then stage 08 at eps = 2^-e for each e, with and without the tail
 // correction, and with every tile kept: kept fraction, relative L2 error of
 // dE and dC, loss+grad time (median). Writes one JSON (docs/drop_eps_sweep.json).
+// gemma2_random is gemma2's shape on flat (random) data; the exponent "auto"
+// runs the automatic eps (its row records the exponent it took).
 //
-// Usage: drop_eps_sweep [--shapes=gpt2,llama3,gemma2,lm32k,lm128k] [--lm-data=DIR]
-//                       [--exponents=6,8,10,12,14,16,18,20] [--corrections=dE+dC,dE,none]
+// Usage: drop_eps_sweep [--shapes=gpt2,llama3,gemma2,gemma2_random,lm32k,lm128k] [--lm-data=DIR]
+//                       [--exponents=auto,6,8,10,12,14,16,18,20] [--corrections=dE+dC,dE,none]
 //                       [--iters=K] [--out=FILE]
 #include <cmath>
 #include <cstdio>
@@ -30,12 +32,15 @@ struct Shape {
   std::string name;
   int64_t n, d, v;
   bool from_files;
+  DataMode data = DataMode::kRealistic;
 };
 const Shape kShapes[] = {{"gpt2", 20480, 768, 50257, false},
                          {"llama3", 8192, 4096, 128256, false},
                          {"gemma2", 8192, 2304, 256000, false},
+                         {"gemma2_random", 8192, 2304, 256000, false, DataMode::kRandom},
                          {"lm32k", 0, 0, 0, true},
                          {"lm128k", 0, 0, 0, true}};
+constexpr int kAutomatic = -1;  // an "exponent" that runs the automatic eps
 
 double rel_l2(const std::vector<float>& x, const std::vector<float>& ref) {
   double num = 0.0, den = 0.0;
@@ -82,8 +87,12 @@ int run(int argc, char** argv) {
   if (iters < 1) throw InputError("--iters must be >= 1");
   std::vector<int> exponents;
   for (const std::string& e : split(exponents_text)) {
+    if (e == "auto") {
+      exponents.push_back(kAutomatic);
+      continue;
+    }
     const int x = std::atoi(e.c_str());
-    if (x < 1 || x > 40) throw InputError("--exponents: each in 1..40");
+    if (x < 1 || x > 40) throw InputError("--exponents: each auto or in 1..40");
     exponents.push_back(x);
   }
   std::vector<std::string> corrections = split(corrections_text);
@@ -123,8 +132,9 @@ int run(int argc, char** argv) {
       }
     } else {
       p.n = shape->n, p.d = shape->d, p.v = shape->v;
-      GeneratorOptions gen;  // realistic data, cce_bench's seed
+      GeneratorOptions gen;  // cce_bench's seed
       gen.seed = 1234;
+      gen.mode = shape->data;
       in = generate_inputs(p, gen);
     }
     const std::vector<float> upstream = ones_upstream(p);
@@ -141,10 +151,10 @@ int run(int argc, char** argv) {
     std::printf("%s N=%lld D=%lld V=%lld\n", name.c_str(), static_cast<long long>(p.n), static_cast<long long>(p.d),
                 static_cast<long long>(p.v));
     json << (first_shape ? "" : ",") << "\n    {\"name\": \"" << name << "\", \"n\": " << p.n << ", \"d\": " << p.d
-         << ", \"v\": " << p.v << ", \"rows\": [";
+         << ", \"v\": " << p.v << ", \"data\": \"" << to_string(shape->data) << "\", \"rows\": [";
     first_shape = false;
     struct Setting {
-      int exponent;            // 0: every tile kept
+      int exponent;            // 0: every tile kept; kAutomatic: the automatic eps
       std::string correction;  // "dE+dC", "dE", "none"
     };
     std::vector<Setting> settings = {{0, "none"}};
@@ -160,8 +170,10 @@ int run(int argc, char** argv) {
       if (s.exponent == 0) {
         flags.push_back("--keep-all");
       } else {
-        flags.push_back("--drop-eps");
-        flags.push_back(eps_text.c_str());
+        if (s.exponent != kAutomatic) {
+          flags.push_back("--drop-eps");
+          flags.push_back(eps_text.c_str());
+        }
         if (s.correction == "none") flags.push_back("--no-correction");
         if (s.correction == "dE") flags.push_back("--no-dc-correction");
       }
@@ -176,12 +188,15 @@ int run(int argc, char** argv) {
       const double kept = st.tiles > 0 ? static_cast<double>(st.kept_tiles) / static_cast<double>(st.tiles) : 1.0;
       const double ms = runner.time_forward_backward_ms(iters, 1);
       const double de_err = rel_l2(out.de, ref.de), dc_err = rel_l2(out.dc, ref.dc);
-      std::printf("  eps %-9s correction %-5s kept %6.2f%%  dE %.3e  dC %.3e  %.2f ms\n",
-                  s.exponent == 0 ? "none" : ("2^-" + std::to_string(s.exponent)).c_str(), s.correction.c_str(),
-                  100.0 * kept, de_err, dc_err, ms);
+      const bool automatic = s.exponent == kAutomatic;
+      const int exponent = automatic ? static_cast<int>(std::lround(-std::log2(st.choice.eps))) : s.exponent;
+      const std::string eps_name = exponent == 0 ? "none" : "2^-" + std::to_string(exponent) + (automatic ? " auto" : "");
+      std::printf("  eps %-14s correction %-5s kept %6.2f%%  dE %.3e  dC %.3e  %.2f ms\n", eps_name.c_str(),
+                  s.correction.c_str(), 100.0 * kept, de_err, dc_err, ms);
       std::fflush(stdout);
-      json << (first_row ? "" : ",") << "\n      {\"eps_exponent\": " << s.exponent
-           << ", \"correction\": \"" << s.correction << "\", \"kept_frac\": " << kept
+      json << (first_row ? "" : ",") << "\n      {\"eps_exponent\": " << exponent;
+      if (automatic) json << ", \"automatic\": true, \"dropped_mass\": " << st.choice.dropped_mass;
+      json << ", \"correction\": \"" << s.correction << "\", \"kept_frac\": " << kept
            << ", \"dE_rel_err\": " << de_err << ", \"dC_rel_err\": " << dc_err << ", \"loss_grad_ms\": " << ms << "}";
       first_row = false;
     }

@@ -57,7 +57,7 @@ def main():
     eager = eager_errors(args.peers)
     fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.8), squeeze=False)
     for ax, shape in zip(axes[0], shapes):
-        rows = [r for r in shape["rows"] if r["eps_exponent"] > 0]
+        rows = [r for r in shape["rows"] if r["eps_exponent"] > 0 and not r.get("automatic")]
         for correction, style in (("dE+dC", "-"), ("none", ":")):
             sel = sorted((r for r in rows if r["correction"] == correction), key=lambda r: r["eps_exponent"])
             if not sel:
