@@ -156,7 +156,7 @@ std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan)
 
 std::vector<MemoryItem> DropBeforeRecomputeStage::workspace(const Problem& p, bool backward) const {
   if (!backward) return loss_only_scratch(p);  // a loss alone keeps nothing
-  return backward_scratch(p, plan_drop(p, chunk_rows_flag_, slot_budget()));
+  return backward_scratch(p, plan_for(p));
 }
 
 void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
@@ -170,7 +170,7 @@ void DropBeforeRecomputeStage::forward(const DeviceInputs& in, float* loss, floa
     finish_loss(p, per_token, in.targets.get(), loss, stream);
     return;
   }
-  const DropPlan plan = plan_drop(p, chunk_rows_flag_, slot_budget());
+  const DropPlan plan = plan_for(p);
   scratch_.allocate(sorted_forward_scratch(p, plan));
   sorted_forward(in, plan, scratch_, loss, lse, stream);
   stats_ready_ = true;
@@ -225,7 +225,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
   if (!stats_ready_)
     throw InputError("stage 08: backward() needs a forward() told that a backward follows (expect_backward(true))");
   stats_ready_ = false;  // the correction overwrites the statistics
-  const DropPlan plan = plan_drop(p, chunk_rows_flag_, slot_budget());
+  const DropPlan plan = plan_for(p);
   scratch_.allocate(workspace(p, true));
   const float* de_acc =
       backward_to_accumulator(in, plan, scratch_, lse, upstream, settings(p.dtype), de, dc, stream, side_, &stats_);
@@ -233,7 +233,7 @@ void DropBeforeRecomputeStage::backward(const DeviceInputs& in, const float* lse
 }
 
 std::vector<uint8_t> DropBeforeRecomputeStage::kept_flags() const {
-  const DropPlan plan = plan_drop(last_problem_, chunk_rows_flag_, slot_budget());
+  const DropPlan plan = plan_for(last_problem_);
   std::vector<uint8_t> flags(static_cast<size_t>(plan.tiles * plan.token_blocks));
   if (!flags.empty()) copy_to_host(flags.data(), scratch_.get<uint8_t>("keep flags [tiles][token blocks]"), flags.size());
   return flags;
@@ -255,7 +255,7 @@ std::vector<int> DropBeforeRecomputeStage::vocabulary_order() const {
 std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
   std::vector<std::string> lines;
   if (last_problem_.n == 0) return lines;
-  const DropPlan plan = plan_drop(last_problem_, chunk_rows_flag_, slot_budget());
+  const DropPlan plan = plan_for(last_problem_);
   char buf[384];
   std::snprintf(buf, sizeof buf,
                 "plan         %lld sorted tiles of %lld x %lld token blocks; forward chunks of %lld rows of C; "

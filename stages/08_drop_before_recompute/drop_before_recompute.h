@@ -193,7 +193,10 @@ class DropBeforeRecomputeStage : public Stage {
   double mass_flag_ = 0.0;  // --dropped-mass; 0 = kDefaultDroppedMass
   int64_t chunk_rows_flag_ = 0;  // --chunk-rows
   int64_t slot_mb_flag_ = 0;     // --slot-mb
-  size_t slot_budget() const { return static_cast<size_t>(slot_mb_flag_) << 20; }
+  // The plan the flags give for p (--chunk-rows, --slot-mb).
+  DropPlan plan_for(const Problem& p) const {
+    return plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20);
+  }
   bool keep_all_ = false, no_correction_ = false, no_dc_correction_ = false, no_grouping_ = false;
   bool backward_follows_ = false;
   bool stats_ready_ = false;

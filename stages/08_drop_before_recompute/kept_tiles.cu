@@ -32,7 +32,7 @@ __global__ void decide_kernel(const uint32_t* __restrict__ stats, const float* _
                               int64_t token_blocks, float log_eps, bool keep_all, uint8_t* __restrict__ flags,
                               int* __restrict__ counts) {
   const int64_t tile = blockIdx.x;
-  for (int64_t b = blockIdx.y; b < token_blocks; b += gridDim.y) {  // grid.y ≤ 65535
+  for (int64_t b = blockIdx.y; b < token_blocks; b += gridDim.y) {  // pair_grid
     const int64_t place = b * blockDim.x + threadIdx.x;
     const int64_t row = place < n ? token_order[place] : n;
     bool keep = false;
@@ -43,6 +43,12 @@ __global__ void decide_kernel(const uint32_t* __restrict__ stats, const float* _
       if (any) atomicAdd(counts + tile, 1);
     }
   }
+}
+
+// decide_kernel's and dropped_mass_kernel's grid: x a tile, y token blocks
+// (at most 65535, each block looping over b = y, y + gridDim.y, ...).
+dim3 pair_grid(const DropPlan& plan) {
+  return dim3(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535)));
 }
 
 // The automatic eps's measure: for each (token block, tile), the largest
@@ -350,9 +356,7 @@ float choose_drop_eps(const Problem& p, const DropPlan& plan, const Scratch& scr
   for (int k = 0; k < kAutoExponents; ++k) log_eps.at[k] = std::log(std::ldexp(1.0f, -(kAutoFirstExponent + k)));
   auto* mass = scratch.get<unsigned long long>("dropped mass per eps, rows with a gradient [candidates + 1]");
   CCE_CUDA_CHECK(cudaMemsetAsync(mass, 0, (kAutoExponents + 1) * 8, stream));
-  dropped_mass_kernel<<<dim3(static_cast<unsigned>(plan.tiles),
-                             static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535))),
-                        static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
+  dropped_mass_kernel<<<pair_grid(plan), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
       scratch.get<uint32_t>("tile statistics [tiles][N]"), lse, scratch.get<float>("per-token grad scale [N]"),
       scratch.get<float>("target logit [N]"), scratch.get<int64_t>("target position [N]"),
       scratch.get<int>("token order, each token's place in it [2][N]"), p.n, plan.token_blocks, plan.tile_cols, log_eps,
@@ -388,8 +392,7 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
   int* tiles_with_slots = offsets + plan.tiles + 1;
   const float log_eps = eps > 0.0f ? std::log(eps) : -INFINITY;
   CCE_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(plan.tiles) * 4, stream));
-  decide_kernel<<<dim3(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535))),
-                  static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
+  decide_kernel<<<pair_grid(plan), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
       scratch.get<uint32_t>("tile statistics [tiles][N]"), lse, grad_scale, token_order, p.n, plan.token_blocks,
       log_eps, eps <= 0.0f, flags, counts);
   CCE_CHECK_LAUNCH();
@@ -460,17 +463,11 @@ void dispatch_recompute_kernel(const Problem& p, F&& f) {
 }  // namespace
 
 int64_t recompute_resident_blocks(const Problem& p) {
-  if (!cuda_device_available()) return 2 * int64_t{multiprocessor_count()};
-  const TilePath path = choose_block_path(p);
-  static int known[static_cast<int>(TilePath::kWgmmaPipeline) + 1] = {};  // asked once per path
-  int& blocks = known[static_cast<int>(path)];
-  if (blocks == 0) {
-    dispatch_recompute_kernel(p, [&](auto tile, auto, auto kernel, size_t shared) {
-      CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, decltype(tile)::kThreads, shared));
-    });
-    blocks = std::max(1, blocks);
-  }
-  return blocks * int64_t{multiprocessor_count()};
+  int blocks = 0;
+  dispatch_recompute_kernel(p, [&](auto tile, auto, auto kernel, size_t shared) {
+    CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, decltype(tile)::kThreads, shared));
+  });
+  return std::max(1, blocks) * int64_t{multiprocessor_count()};
 }
 
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
