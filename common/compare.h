@@ -1,7 +1,9 @@
 // Comparison of a result against the reference: |x − ref| <= atol + rtol·|ref|
-// for every element, with the largest absolute and relative errors, the
-// relative L2 error ‖x − ref‖/‖ref‖, and the first few mismatches. A NaN or Inf
-// in x is always a mismatch.
+// for every element (atol one value, or one per element: the bound the
+// arithmetic allows, common/error_bound.h), with the largest absolute and
+// relative errors, the relative L2 error ‖x − ref‖/‖ref‖, how much of its
+// bound the worst element uses, and the first few mismatches. A NaN or Inf in
+// x is always a mismatch, and so is a size that differs from the reference's.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,8 @@ struct Comparison {
   double max_abs_error = 0.0;
   double max_rel_error = 0.0;  // |x − ref| / max(|ref|, tiny), over all elements
   double rel_l2_error = 0.0;
+  double allowed_rel_l2 = 0.0;   // ‖bound‖/‖ref‖: the relative L2 error the elementwise bound allows
+  double worst_bound_use = 0.0;  // max |x − ref| / bound over the elements (≤ 1 when passed)
   std::vector<std::string> first_mismatches;  // "de[3,17]: got 0.1 want 0.2"
   bool passed() const { return mismatches == 0 && count > 0; }
   std::string summary() const;                // one line
@@ -30,14 +34,9 @@ struct Comparison {
 // `columns` > 0 prints the index of a mismatch as [row,col].
 Comparison compare(const std::string& name, const std::vector<float>& got, const std::vector<double>& want,
                    Tolerance tol, int64_t columns = 0);
-
-// Default tolerances for an output whose reference has the given scale
-// (max |ref|): rtol for the elementwise bound, atol = atol_factor·scale.
-// bf16 inputs with fp32 accumulation: the inputs are the same bf16 values as
-// the reference's, so the forward error is fp32 accumulation order only, while
-// bf16 gradient outputs carry bf16 rounding (2^-8 relative).
-Tolerance forward_tolerance(bool bf16);
-Tolerance gradient_tolerance(bool bf16, double scale);
+// atol[i] for element i (the reference's bound), rtol for all.
+Comparison compare(const std::string& name, const std::vector<float>& got, const std::vector<double>& want,
+                   const std::vector<double>& atol, double rtol, int64_t columns = 0);
 
 double max_abs(const std::vector<double>& values);
 

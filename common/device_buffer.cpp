@@ -70,43 +70,63 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
   CCE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
-bool cuda_device_available(std::string* why) {
-  int count = 0;
-  cudaError_t status = cudaGetDeviceCount(&count);
-  if (status == cudaSuccess && count > 0) {
-    // The kernels use bf16 mma.sync and cp.async, which need sm_80 (A100) or
-    // newer; an older GPU would fail at the first launch ("no kernel image").
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major < 8) {
-      if (why)
-        *why = std::string("no usable CUDA GPU (") + prop.name + " has compute capability " +
-               std::to_string(prop.major) + "." + std::to_string(prop.minor) +
-               ", and the kernels need 8.0, an A100, or newer)";
-      return false;
-    }
-    return true;
-  }
-  cudaGetLastError();
+namespace {
+// The kernels use bf16 mma.sync and cp.async, which need sm_80 (A100) or newer.
+constexpr int kMinComputeMajor = 8;
+
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+}  // namespace
+
+GpuState classify_gpu(cudaError_t count_status, int count, int driver_version, int major) {
   // Without an NVIDIA driver the runtime reports "driver version is
-  // insufficient", which reads like an upgrade hint; the driver version it
-  // reports is then 0, and the plain truth is that there is no GPU. The text
-  // has no colon, so that scripts/test.sh can pick it out of a skip message.
-  int driver = 0, runtime = 0;
+  // insufficient" and a driver version of 0: no GPU, not an outdated driver.
+  if (driver_version == 0) return GpuState::kMissing;
+  if (count_status == cudaErrorNoDevice) return GpuState::kMissing;
+  if (count_status != cudaSuccess) return GpuState::kBroken;
+  if (count <= 0) return GpuState::kMissing;
+  // An older GPU would fail at the first launch ("no kernel image").
+  if (major < kMinComputeMajor) return GpuState::kMissing;
+  return GpuState::kUsable;
+}
+
+GpuState probe_gpu(std::string* why) {
+  int count = 0, driver = 0, runtime = 0;
+  const cudaError_t count_status = cudaGetDeviceCount(&count);
+  cudaGetLastError();  // a failed probe must not leave a sticky error for later calls
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
-  std::string text;
+  cudaDeviceProp prop{};
+  cudaError_t prop_status = cudaSuccess;
+  if (count_status == cudaSuccess && count > 0) {
+    prop_status = cudaGetDeviceProperties(&prop, 0);
+    cudaGetLastError();
+  }
+  GpuState state = classify_gpu(count_status, count, driver, prop.major);
+  // A device that is counted but whose properties cannot be read is broken.
+  if (state != GpuState::kMissing && prop_status != cudaSuccess) state = GpuState::kBroken;
+  if (state == GpuState::kUsable || why == nullptr) return state;
+
   if (driver == 0)
-    text = "no CUDA GPU found (no NVIDIA driver is loaded)";
-  else if (status == cudaSuccess || status == cudaErrorNoDevice)
-    text = "no CUDA GPU found";
-  else if (status == cudaErrorInsufficientDriver)
-    text = "the NVIDIA driver supports CUDA " + std::to_string(driver / 1000) + "." +
-           std::to_string(driver % 1000 / 10) + ", older than the CUDA " + std::to_string(runtime / 1000) + "." +
-           std::to_string(runtime % 1000 / 10) + " this was built with";
+    *why = "no CUDA GPU found (no NVIDIA driver is loaded)";
+  else if (count_status == cudaErrorNoDevice || (count_status == cudaSuccess && count <= 0))
+    *why = "no CUDA GPU found";
+  else if (count_status == cudaErrorInsufficientDriver)
+    *why = "the NVIDIA driver supports CUDA " + cuda_version_text(driver) + ", older than the CUDA " +
+           cuda_version_text(runtime) + " this was built with";
+  else if (count_status != cudaSuccess)
+    *why = std::string("CUDA cannot use the GPU (cudaGetDeviceCount failed with ") +
+           cudaGetErrorString(count_status) + ")";
+  else if (prop_status != cudaSuccess)
+    *why = std::string("CUDA cannot read the GPU's properties (") + cudaGetErrorString(prop_status) + ")";
   else
-    text = std::string("no usable CUDA GPU (") + cudaGetErrorString(status) + ")";
-  if (why) *why = text;
-  return false;
+    *why = std::string("no usable CUDA GPU (") + prop.name + " has compute capability " +
+           std::to_string(prop.major) + "." + std::to_string(prop.minor) + ", and the kernels need " +
+           std::to_string(kMinComputeMajor) + ".0, an A100, or newer)";
+  return state;
 }
+
+bool cuda_device_available(std::string* why) { return probe_gpu(why) == GpuState::kUsable; }
 
 }  // namespace cce

@@ -74,8 +74,27 @@ void poison_device(void* ptr, size_t bytes, cudaStream_t stream = nullptr);
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 
-// True when CUDA device 0 can be used (compute capability 8.0 or newer); `why`
-// says why not otherwise, in words without a colon ("no CUDA GPU found", ...).
+// What a probe of CUDA device 0 finds. kMissing: the hardware or software is
+// not there (no NVIDIA driver loaded, no device, or a GPU older than sm_80),
+// which the executables and tests report as skipped. kBroken: a GPU is there
+// but CUDA cannot use it (a driver older than the runtime, any other error),
+// which is a failure, never a skip: it must not read as "no GPU".
+enum class GpuState { kUsable, kMissing, kBroken };
+
+// The classification alone, from what the CUDA calls returned: the status and
+// count of cudaGetDeviceCount, cudaDriverGetVersion's version (0: no driver
+// loaded) and device 0's compute capability major (read only when there is a
+// device). Pure, so that it is tested without a GPU.
+GpuState classify_gpu(cudaError_t count_status, int count, int driver_version, int major);
+
+// Probes device 0 and classifies it; `why` says why it is not usable, in words
+// without a colon ("no CUDA GPU found", ...), so that scripts/test.sh can pick
+// it out of a skip message.
+GpuState probe_gpu(std::string* why = nullptr);
+
+// True when probe_gpu() finds a usable device. For callers that only size
+// things by it; a decision to skip or fail must use probe_gpu, so that a
+// broken GPU fails instead of skipping.
 bool cuda_device_available(std::string* why = nullptr);
 
 }  // namespace cce

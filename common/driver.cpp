@@ -175,7 +175,13 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
   }
   const Upstream upstream = choose_upstream(f.upstream, p, f.load, gen.seed);
   std::string why;
-  const bool have_gpu = cuda_device_available(&why);
+  const GpuState gpu = probe_gpu(&why);
+  // A GPU that is there but unusable is a failure, never a skip.
+  if (gpu == GpuState::kBroken) {
+    std::fprintf(stderr, "%s: CUDA error: %s\n", program.c_str(), why.c_str());
+    return kExitCheckFailed;
+  }
+  const bool have_gpu = gpu == GpuState::kUsable;
   if (!have_gpu && f.save.empty()) {
     std::printf("%s: SKIPPED: %s\n", program.c_str(), why.c_str());
     return kExitSkipped;
@@ -211,7 +217,7 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
   int status = kExitOk;
   if (f.check) {
     CheckReport report = check_outputs(p, inputs, out, upstream.values, f.backward, int64_t{1} << 26, 8,
-                                       stage->gradient_tolerance_scale());
+                                       stage->gradient_approximation());
     std::printf("  check        %s\n", report.note.c_str());
     print_comparisons(report.comparisons);
     if (!report.passed()) status = kExitCheckFailed;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/error_bound.h"
 #include "common/host_data.h"
 #include "common/problem.h"
 
@@ -23,6 +24,10 @@ struct ReferenceOptions {
   // Rows (tokens) to compute; empty = all of them. With a subset, the reduced
   // loss and dC cannot be formed (they need every row) and are left empty.
   std::vector<int64_t> rows;
+  // Also the bound the arithmetic allows on each output (common/error_bound.h),
+  // for a stage that runs in the problem's dtype and leaves out `approximation`.
+  bool bounds = false;
+  GradientApproximation approximation;
 };
 
 struct ReferenceResult {
@@ -33,6 +38,11 @@ struct ReferenceResult {
   double loss = 0.0;                  // reduced loss (mean or sum); only when all_rows
   std::vector<double> de;             // [rows, D] when backward
   std::vector<double> dc;             // [V, D] when backward and all_rows
+  // With options.bounds: how far a stage's value may be from each of the
+  // above, |x − ref| ≤ bound + output_rtol·|ref| (common/error_bound.h).
+  std::vector<double> lse_bound, loss_per_token_bound, de_bound, dc_bound;
+  double loss_bound = 0.0;
+  double output_rtol = 0.0;           // the gradient outputs' own rounding (0 for loss and LSE)
 };
 
 ReferenceResult reference_cross_entropy(const Problem& problem, const HostInputs& inputs,

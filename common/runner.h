@@ -67,11 +67,13 @@ struct CheckReport {
   bool passed() const;
 };
 
-// Compares `outputs` with the reference. When N·V exceeds `full_limit`, only
-// `sampled_rows` rows are compared (LSE, per-token loss for none, dE rows).
-// gradient_scale multiplies the gradient tolerance (Stage::gradient_tolerance_scale).
+// Compares `outputs` with the reference, each element within the bound the
+// arithmetic allows (common/error_bound.h), widened by what the stage leaves
+// out on purpose (Stage::gradient_approximation). When N·V exceeds
+// `full_limit`, only `sampled_rows` rows are compared (LSE, per-token loss for
+// none, dE rows).
 CheckReport check_outputs(const Problem& problem, const HostInputs& inputs, const HostOutputs& outputs,
                           const std::vector<float>& upstream, bool backward, int64_t full_limit = int64_t{1} << 26,
-                          int sampled_rows = 8, double gradient_scale = 1.0);
+                          int sampled_rows = 8, GradientApproximation approximation = {});
 
 }  // namespace cce

@@ -70,7 +70,12 @@ int tour(int argc, char** argv) {
     return kExitOk;
   }
   std::string why;
-  if (!cuda_device_available(&why)) {
+  const GpuState gpu = probe_gpu(&why);
+  if (gpu == GpuState::kBroken) {  // a GPU that CUDA cannot use is an error, not "no GPU"
+    std::fprintf(stderr, "cce_tour: CUDA error: %s\n", why.c_str());
+    return kExitCheckFailed;
+  }
+  if (gpu == GpuState::kMissing) {
     std::printf("cce_tour: %s.\n", why.c_str());
     std::printf("Every stage was built; none can run here.\n\n");
     print_memory_table(p);
@@ -104,7 +109,7 @@ int tour(int argc, char** argv) {
     }
     HostOutputs out = runner.download();
     CheckReport check = check_outputs(p, inputs, out, upstream, backward, int64_t{1} << 26, 8,
-                                      stage->gradient_tolerance_scale());
+                                      stage->gradient_approximation());
     all_passed = all_passed && check.passed();
     double lse_err = 0.0;
     for (const auto& c : check.comparisons) {

@@ -78,7 +78,12 @@ int run(int argc, char** argv) {
   if (f.gpus > 0) validate_shard_count(p, f.gpus);
 
   std::string why;
-  if (!cuda_device_available(&why)) {
+  const GpuState gpu = probe_gpu(&why);
+  if (gpu == GpuState::kBroken) {  // a GPU that CUDA cannot use is an error, not a skip
+    std::fprintf(stderr, "%s: CUDA error: %s\n", program.c_str(), why.c_str());
+    return kExitCheckFailed;
+  }
+  if (gpu == GpuState::kMissing) {
     std::printf("%s: SKIPPED: %s\n", program.c_str(), why.c_str());
     return kExitSkipped;
   }
@@ -127,7 +132,7 @@ int run(int argc, char** argv) {
   };
   if (f.check) {
     const CheckReport check = check_outputs(p, inputs, out, upstream.values, f.backward, int64_t{1} << 26, 8,
-                                            stage08.gradient_tolerance_scale());
+                                            GradientApproximation{options.drop.eps, options.drop.correct_tail});
     std::printf("  check        %s\n", check.note.c_str());
     report(check.comparisons);
     const bool agree = sharded.replicas_agree(f.backward);

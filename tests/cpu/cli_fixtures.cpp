@@ -81,6 +81,16 @@ int main(int argc, char** argv) {
 
     cce::write_npy((good_copy(root, "e_3d") / "e.npy").string(), in.e.data(), {kN, kD, 1});
 
+    // Shapes no array can have: a negative dimension, a product of
+    // dimensions beyond int64 (2^32 x 2^32), and 10^12 targets in a 56-byte
+    // payload (the reader must refuse each before allocating anything).
+    write_file((good_copy(root, "negative_dimension") / "e.npy").string(),
+               npy_bytes("<f4", false, "(-7, 5)", raw_bytes(in.e)));
+    write_file((good_copy(root, "shape_overflows_int64") / "c.npy").string(),
+               npy_bytes("<f4", false, "(4294967296, 4294967296)", raw_bytes(in.c)));
+    write_file((good_copy(root, "huge_dimension") / "targets.npy").string(),
+               npy_bytes("<i8", false, "(1000000000000,)", raw_bytes(in.targets)));
+
     std::vector<int64_t> bad_targets = in.targets;
     bad_targets[4] = kV;
     cce::write_npy((good_copy(root, "target_out_of_range") / "targets.npy").string(), bad_targets.data(), {kN});

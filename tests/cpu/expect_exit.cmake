@@ -2,22 +2,42 @@
 #
 #   cmake -DEXE=<program> -DARGS=<arg>|<arg>|... -DEXPECT_RC=<code>[|<code>...]
 #         [-DEXPECT_STDERR=<regex>] [-DEXPECT_STDOUT=<regex>]
-#         [-DCLEAN_DIR=<dir>] [-DEXPECT_FILE=<path>] [-DONE_LINE_STDERR=1] -P expect_exit.cmake
+#         [-DEXPECT_STDERR_<code>=<regex>] [-DEXPECT_STDOUT_<code>=<regex>]
+#         [-DCLEAN_DIR=<dir>] [-DEXPECT_FILE=<path>] [-DONE_LINE_STDERR_RC=<code>] -P expect_exit.cmake
 #
 # ARGS and EXPECT_RC are '|'-separated (a ';' list would be split on its way
 # through add_test); any of the EXPECT_RC codes passes (e.g. 0|77: a run that
-# needs a GPU for its last step only). CLEAN_DIR is removed before the run;
-# EXPECT_FILE must exist after it. ONE_LINE_STDERR: stderr must be exactly one
-# line (how every bad input is reported). Fails with FATAL_ERROR, printing both
+# needs a GPU for its last step only). EXPECT_STDERR/EXPECT_STDOUT apply
+# whatever the code; EXPECT_STDERR_<code>/EXPECT_STDOUT_<code> only when the
+# run exits with <code>, so that each accepted code comes with its own output
+# (2|77: exit 2 with its error, exit 77 with a SKIPPED line). Every accepted
+# code needs at least one regex, and no regex may match an empty output: such
+# a regex (an optional group or '.*' alone) would check nothing. CLEAN_DIR is
+# removed before the run; EXPECT_FILE must exist after it. ONE_LINE_STDERR_RC:
+# when the run exits with that code, stderr must be exactly one line (how every
+# bad input, exit 2, is reported). Fails with FATAL_ERROR, printing both
 # streams, on a different exit code, an output that does not match or a
 # missing file.
 
 if(NOT DEFINED EXE OR NOT DEFINED EXPECT_RC)
   message(FATAL_ERROR "expect_exit.cmake: EXE and EXPECT_RC are required")
 endif()
-if(NOT DEFINED EXPECT_STDERR AND NOT DEFINED EXPECT_STDOUT)
-  message(FATAL_ERROR "expect_exit.cmake: give EXPECT_STDERR and/or EXPECT_STDOUT")
-endif()
+string(REPLACE "|" ";" expected_codes "${EXPECT_RC}")
+foreach(code IN LISTS expected_codes)
+  set(regexes "")
+  foreach(name EXPECT_STDERR EXPECT_STDOUT EXPECT_STDERR_${code} EXPECT_STDOUT_${code})
+    if(DEFINED ${name})
+      list(APPEND regexes ${name})
+      if("" MATCHES "${${name}}")
+        message(FATAL_ERROR "expect_exit.cmake: ${name} '${${name}}' matches an empty output, so it checks nothing")
+      endif()
+    endif()
+  endforeach()
+  if(NOT regexes)
+    message(FATAL_ERROR "expect_exit.cmake: exit code ${code} has no regex: give EXPECT_STDERR/EXPECT_STDOUT "
+                        "or EXPECT_STDERR_${code}/EXPECT_STDOUT_${code}")
+  endif()
+endforeach()
 
 set(args "")
 if(NOT "${ARGS}" STREQUAL "")
@@ -37,7 +57,6 @@ execute_process(COMMAND "${EXE}" ${args}
 string(REPLACE ";" " " shown_args "${args}")
 set(report "command: ${EXE} ${shown_args}\nexit code: ${rc}\n--- stdout ---\n${out}\n--- stderr ---\n${err}")
 
-string(REPLACE "|" ";" expected_codes "${EXPECT_RC}")
 list(FIND expected_codes "${rc}" rc_index)
 if(rc_index EQUAL -1)
   message(FATAL_ERROR "expected exit code ${EXPECT_RC}, got ${rc}\n${report}")
@@ -48,7 +67,13 @@ endif()
 if(DEFINED EXPECT_STDOUT AND NOT "${out}" MATCHES "${EXPECT_STDOUT}")
   message(FATAL_ERROR "stdout does not match '${EXPECT_STDOUT}'\n${report}")
 endif()
-if(ONE_LINE_STDERR)
+if(DEFINED EXPECT_STDERR_${rc} AND NOT "${err}" MATCHES "${EXPECT_STDERR_${rc}}")
+  message(FATAL_ERROR "stderr does not match '${EXPECT_STDERR_${rc}}' (expected with exit code ${rc})\n${report}")
+endif()
+if(DEFINED EXPECT_STDOUT_${rc} AND NOT "${out}" MATCHES "${EXPECT_STDOUT_${rc}}")
+  message(FATAL_ERROR "stdout does not match '${EXPECT_STDOUT_${rc}}' (expected with exit code ${rc})\n${report}")
+endif()
+if(DEFINED ONE_LINE_STDERR_RC AND rc STREQUAL "${ONE_LINE_STDERR_RC}")
   string(REGEX MATCHALL "\n" newlines "${err}")
   list(LENGTH newlines line_count)
   if(NOT line_count EQUAL 1 OR NOT "${err}" MATCHES "\n$")

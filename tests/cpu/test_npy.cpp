@@ -216,11 +216,40 @@ TEST(Npy, Truncated) {
   expect_input_error([&] { read_npy_targets(dir.file("nodata.npy"), nullptr); }, {dir.file("nodata.npy")});
 }
 
-// Not tested here, because read_npy gets them wrong today (reported, not fixed
-// in common/): a shape whose byte count exceeds the file (bad_alloc instead of
-// "truncated data"), a dimension beyond int64 (std::out_of_range escapes, and
-// the stage executable aborts), a product of dimensions that overflows int64
-// (wraps to an empty array), and a negative dimension (the sign is dropped).
+// Shapes no array can have are refused from the header alone, by read_npy and
+// read_npy_header both, each with its own reason: a negative dimension (not
+// its absolute value), a dimension beyond int64 (not std::out_of_range), a
+// product of dimensions beyond int64 (not wrapped to a small or empty array),
+// and a dimension far larger than the file (not a bad_alloc).
+TEST(Npy, ImpossibleShapes) {
+  TempDir dir;
+  const std::string payload = raw_bytes(random_floats(35, 4));
+  struct Case {
+    const char* name;
+    const char* shape;
+    std::vector<std::string> message;
+  };
+  const Case cases[] = {
+      {"negative", "(-7, 5)", {"bad shape dimension '-7' in header"}},
+      {"beyond_int64", "(99999999999999999999,)", {"bad shape dimension '99999999999999999999' in header"}},
+      // 2^32 * 2^32 = 2^64: wraps to 0 in 64-bit arithmetic.
+      {"product_overflows", "(4294967296, 4294967296)", {"shape too large"}},
+      {"product_overflows_int64_only", "(3037000500, 3037000500)", {"shape too large"}},  // 9.2234e18 > 2^63-1
+      // 10^12 floats announced, 140 bytes present.
+      {"huge", "(1000000000000,)", {"truncated data", "shape [1000000000000] needs 4000000000000 bytes",
+                                    "the file has 140"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.file(std::string(c.name) + ".npy");
+    write_file(path, npy_bytes("<f4", false, c.shape, payload));
+    std::vector<std::string> parts = {path + ": "};
+    parts.insert(parts.end(), c.message.begin(), c.message.end());
+    expect_input_error([&] { read_npy(path); }, parts);
+    expect_input_error([&] { read_npy_header(path); }, parts);
+    expect_input_error([&] { read_npy_float32(path, nullptr); }, parts);
+  }
+}
 
 TEST(Npy, UnsupportedDtypes) {
   TempDir dir;

@@ -128,7 +128,7 @@ TEST_P(StageVsReference, MatchesReferenceWithPoisonedOutputs) {
   HostOutputs out = runner.download();
   // Full comparison: these shapes stay under the sampling threshold.
   CheckReport report =
-      check_outputs(p, in, out, upstream, c.backward, int64_t{1} << 26, 8, stage->gradient_tolerance_scale());
+      check_outputs(p, in, out, upstream, c.backward, int64_t{1} << 26, 8, stage->gradient_approximation());
   EXPECT_EQ(report.note, "full check: every output element");
   for (const auto& cmp : report.comparisons) {
     EXPECT_TRUE(cmp.passed()) << stage->name() << " " << c.name << ": " << cmp.summary()
@@ -142,17 +142,18 @@ TEST_P(StageVsReference, MatchesReferenceWithPoisonedOutputs) {
 }
 
 // Run twice on the same inputs: atomic- and lock-based stages are not bitwise
-// deterministic, but the two results must agree within rounding; a stage
-// that says it is (stage 08's backward) must give the same bits.
+// deterministic, but each run is within the arithmetic's bound of the
+// reference, so the two differ by at most twice it; a stage that says it is
+// deterministic (stage 08's backward) must give the same bits.
 TEST_P(StageVsReference, RunTwiceAgrees) {
   SKIP_WITHOUT_GPU();
   const Param& param = GetParam();
   const Case& c = param.c;
-  if (c.logit_scale != 1.0 || c.n * c.v > 3'000'000) GTEST_SKIP() << "run-twice check uses the small shapes only";
   auto stage = all_stages()[param.stage_index]();
   Problem p = make_problem(c);
   HostInputs in = make_inputs(p, c, 2000 + param.stage_index);
-  StageRunner runner(*stage, p, in, default_upstream(p, 9));
+  const std::vector<float> upstream = default_upstream(p, 9);
+  StageRunner runner(*stage, p, in, upstream);
   auto run = [&] {
     runner.poison_outputs();
     if (c.backward)
@@ -162,24 +163,65 @@ TEST_P(StageVsReference, RunTwiceAgrees) {
     return runner.download();
   };
   HostOutputs a = run(), b = run();
-  auto close = [](const std::vector<float>& x, const std::vector<float>& y, double tol, const char* what) {
-    ASSERT_EQ(x.size(), y.size()) << what;
-    double scale = 0;
-    for (float v : x) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-    for (size_t i = 0; i < x.size(); ++i)
-      ASSERT_LE(std::fabs(x[i] - y[i]), tol * std::max(scale, 1e-30)) << what << "[" << i << "]";
-  };
-  // A deterministic stage: bitwise equal.
-  const bool bitwise = stage->bitwise_reproducible(c.backward);
-  const double tol = bitwise ? 0.0 : p.dtype == Dtype::kBFloat16 ? 1e-2 : 1e-5;
-  if (bitwise) {
+  if (stage->bitwise_reproducible(c.backward)) {
     EXPECT_EQ(a.loss, b.loss);
     EXPECT_EQ(a.lse, b.lse);
+    EXPECT_TRUE(a.de == b.de) << "dE differs between two runs";
+    EXPECT_TRUE(a.dc == b.dc) << "dC differs between two runs";
+    return;
   }
-  close(a.loss, b.loss, 1e-5, "loss");
-  close(a.lse, b.lse, 1e-5, "lse");
-  close(a.de, b.de, tol, "dE");
-  close(a.dc, b.dc, tol, "dC");
+  ReferenceOptions opt;
+  opt.backward = c.backward;
+  opt.upstream = upstream;
+  opt.bounds = true;
+  opt.approximation = stage->gradient_approximation();
+  const ReferenceResult ref = reference_cross_entropy(p, in, opt);
+  auto twice = [](std::vector<double> bound) {
+    for (double& x : bound) x *= 2.0;
+    return bound;
+  };
+  auto as_double = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+  std::vector<Comparison> cmps = {compare("lse", a.lse, as_double(b.lse), twice(ref.lse_bound), 0.0)};
+  if (p.reduction == Reduction::kNone)
+    cmps.push_back(compare("loss", a.loss, as_double(b.loss), twice(ref.loss_per_token_bound), 0.0));
+  else
+    cmps.push_back(compare("loss", a.loss, as_double(b.loss), Tolerance{2.0 * ref.loss_bound, 0.0}));
+  if (c.backward) {
+    cmps.push_back(compare("dE", a.de, as_double(b.de), twice(ref.de_bound), 2.0 * ref.output_rtol, p.d));
+    cmps.push_back(compare("dC", a.dc, as_double(b.dc), twice(ref.dc_bound), 2.0 * ref.output_rtol, p.d));
+  }
+  for (const auto& cmp : cmps) EXPECT_TRUE(cmp.passed()) << stage->name() << " " << c.name << ": " << cmp.summary();
+}
+
+// The check has the power to reject a stage: every stage's mean-reduced
+// outputs, checked as if the problem asked for the sum, fail (loss, and the
+// gradients, which are N_valid times too small).
+TEST(StageChecks, EveryStageFailsAgainstTheOtherReduction) {
+  SKIP_WITHOUT_GPU();
+  Case c = {"odd_bf16_mean", 77, 100, 1129, Dtype::kBFloat16, Reduction::kMean, DataMode::kRealistic, 0.1};
+  for (const auto& factory : all_stages()) {
+    auto stage = factory();
+    c.backward = stage->has_backward();
+    const Problem p = make_problem(c);
+    const HostInputs in = make_inputs(p, c, 3000);
+    const std::vector<float> upstream = default_upstream(p, 7);
+    StageRunner runner(*stage, p, in, upstream);
+    runner.poison_outputs();
+    if (c.backward)
+      runner.forward_backward();
+    else
+      runner.forward();
+    const HostOutputs out = runner.download();
+    const GradientApproximation approximation = stage->gradient_approximation();
+    EXPECT_TRUE(check_outputs(p, in, out, upstream, c.backward, int64_t{1} << 26, 8, approximation).passed())
+        << stage->name() << " fails its own problem";
+    Problem sum = p;
+    sum.reduction = Reduction::kSum;
+    const CheckReport wrong = check_outputs(sum, in, out, upstream, c.backward, int64_t{1} << 26, 8, approximation);
+    EXPECT_FALSE(wrong.passed()) << stage->name() << " passes a check of the other reduction";
+    for (const auto& cmp : wrong.comparisons)
+      if (cmp.name != "lse") EXPECT_FALSE(cmp.passed()) << stage->name() << ": " << cmp.summary();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStages, StageVsReference, testing::ValuesIn(params()), param_name);
@@ -225,10 +267,13 @@ TEST_P(StageVsStage01, GemmaShape) {
                                   compare("lse", got.lse, to_double(want.lse), {2e-3, 1e-3})};
   if (backward) {
     auto de_ref = to_double(want.de), dc_ref = to_double(want.dc);
+    // Two bf16 results, both within their bound of the truth, but no double
+    // reference at this size: a consistency check, 2^-7 of the largest
+    // element (twice one bf16 rounding of it) plus 2^-7 relative; a stage that
+    // leaves out terms (07, 08) may differ by 4 times that.
     auto tolerance = [&](const std::vector<double>& ref) {
-      Tolerance t = gradient_tolerance(true, max_abs(ref));
-      const double scale = stage->gradient_tolerance_scale();
-      return Tolerance{t.atol * scale, t.rtol * scale};
+      const double scale = stage->gradient_approximation().eps > 0.0 ? 4.0 : 1.0;
+      return Tolerance{scale * 0x1p-7 * max_abs(ref), scale * 0x1p-7};
     };
     cmps.push_back(compare("dE", got.de, de_ref, tolerance(de_ref), p.d));
     cmps.push_back(compare("dC", got.dc, dc_ref, tolerance(dc_ref), p.d));
