@@ -729,6 +729,10 @@ int bench_main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return kExitBadInput;
   if (!flags.list_only) {
     std::string why;
+    if (probe_gpu(&why) == GpuState::kBroken) {
+      std::fprintf(stderr, "cce_bench: CUDA error: %s\n", why.c_str());
+      return 1;
+    }
     if (!cuda_device_available(&why)) {
       std::printf("cce_bench: SKIPPED: no usable CUDA device (%s)\n", why.c_str());
       benchmark::Shutdown();

@@ -99,6 +99,10 @@ int run(int argc, char** argv) {
   for (const std::string& c : corrections)
     if (c != "dE+dC" && c != "dE" && c != "none") throw InputError("--corrections: each of dE+dC, dE, none");
   std::string why;
+  if (probe_gpu(&why) == GpuState::kBroken) {
+    std::fprintf(stderr, "drop_eps_sweep: CUDA error: %s\n", why.c_str());
+    return 1;
+  }
   if (!cuda_device_available(&why)) {
     std::fprintf(stderr, "drop_eps_sweep: no CUDA device (%s)\n", why.c_str());
     return 77;

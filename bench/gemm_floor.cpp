@@ -35,6 +35,10 @@ int gemm_floor(int argc, char** argv) {
   if (iters < 1) throw InputError("--iters must be at least 1, got " + std::to_string(iters));
   const int64_t ld = (v + pad - 1) / pad * pad;
   std::string why;
+  if (probe_gpu(&why) == GpuState::kBroken) {
+    std::fprintf(stderr, "gemm_floor: CUDA error: %s\n", why.c_str());
+    return 1;
+  }
   if (!cuda_device_available(&why)) {
     std::printf("gemm_floor: SKIPPED: no usable CUDA device (%s)\n", why.c_str());
     return kExitSkipped;

@@ -38,6 +38,10 @@ int run(int argc, char** argv) {
   p.dtype = parse_dtype(dtype);
   p.validate();
   std::string why;
+  if (probe_gpu(&why) == GpuState::kBroken) {
+    std::fprintf(stderr, "indexed_dot_variants: CUDA error: %s\n", why.c_str());
+    return 1;
+  }
   if (!cuda_device_available(&why)) {
     std::printf("indexed_dot_variants: SKIPPED: no usable CUDA device (%s)\n", why.c_str());
     return kExitSkipped;
