@@ -187,6 +187,10 @@ class DropBeforeRecomputeStage : public Stage {
   void fix_drop_eps(float eps) { eps_flag_ = eps, keep_all_ = eps <= 0.0f; }
   double dropped_mass_budget() const { return mass_flag_ > 0.0 ? mass_flag_ : kDefaultDroppedMass; }
   bool dropped_mass_flag_set() const { return mass_flag_ > 0.0; }
+  // The plan the flags give for p (--chunk-rows, --slot-mb).
+  DropPlan plan_for(const Problem& p) const {
+    return plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20);
+  }
   // The keep flags of the last backward, [tiles][token blocks] (for the tests).
   std::vector<uint8_t> kept_flags() const;
 
@@ -195,10 +199,6 @@ class DropBeforeRecomputeStage : public Stage {
   double mass_flag_ = 0.0;  // --dropped-mass; 0 = kDefaultDroppedMass
   int64_t chunk_rows_flag_ = 0;  // --chunk-rows
   int64_t slot_mb_flag_ = 0;     // --slot-mb
-  // The plan the flags give for p (--chunk-rows, --slot-mb).
-  DropPlan plan_for(const Problem& p) const {
-    return plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20);
-  }
   bool keep_all_ = false, no_correction_ = false, no_dc_correction_ = false, no_grouping_ = false;
   bool backward_follows_ = false;
   bool stats_ready_ = false;

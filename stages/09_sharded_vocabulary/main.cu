@@ -101,7 +101,7 @@ int run(int argc, char** argv) {
   // One fixed eps for every shard (and for --compare-single): stage 08's
   // automatic eps, chosen from each shard's statistics, would differ between them.
   if (stage08.automatic_eps(p.dtype)) stage08.fix_drop_eps(s08::default_drop_eps(p.dtype));
-  const ShardOptions options{stage08.settings(p.dtype)};
+  const ShardOptions options{stage08.settings(p.dtype), [&](const Problem& shard) { return stage08.plan_for(shard); }};
   ShardedVocabulary sharded(p, inputs, upstream.values, gpus, options);
   cudaDeviceProp prop{};
   CCE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -121,8 +121,10 @@ int run(int argc, char** argv) {
   print_loss(p, out.loss, inputs.targets);
   const s08::DropStats drop = sharded.drop_stats();
   if (f.backward && drop.tiles > 0)
-    std::printf("  kept tiles   %lld of %lld (%.2f%%) over the shards\n", static_cast<long long>(drop.kept_tiles),
-                static_cast<long long>(drop.tiles), 100.0 * static_cast<double>(drop.kept_tiles) / static_cast<double>(drop.tiles));
+    std::printf("  kept tiles   %lld of %lld (%.2f%%) over the shards, in %lld backward chunks\n",
+                static_cast<long long>(drop.kept_tiles), static_cast<long long>(drop.tiles),
+                100.0 * static_cast<double>(drop.kept_tiles) / static_cast<double>(drop.tiles),
+                static_cast<long long>(drop.chunks));
 
   int status = kExitOk;
   auto report = [&](const std::vector<Comparison>& comparisons) {

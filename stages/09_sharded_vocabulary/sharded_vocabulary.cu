@@ -129,7 +129,7 @@ ShardedVocabulary::ShardedVocabulary(const Problem& problem, const HostInputs& i
     r.range = ranges[p];
     r.local = problem;
     r.local.v = r.range.rows();
-    r.plan = s08::plan_drop(r.local);
+    r.plan = options.plan(r.local);
   }
   on_every_gpu([&](Rank& r) {
     cublas_handle();  // a fixed per-GPU cost: kept out of the stage's numbers

@@ -22,6 +22,7 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,8 @@ void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, 
 
 struct ShardOptions {
   s08::DropSettings drop;  // eps, tail correction (stage 08's flags)
+  // Each shard's plan from its own problem (stage 08's --chunk-rows, --slot-mb).
+  std::function<s08::DropPlan(const Problem&)> plan = [](const Problem& p) { return s08::plan_drop(p); };
 };
 
 class ShardedVocabulary {
