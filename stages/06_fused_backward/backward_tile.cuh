@@ -1,5 +1,5 @@
 // Stage 06's device building blocks for one (token block × vocabulary tile)
-// of the backward, used by its kernel and composed again by stage 07's:
+// of the backward, kept apart from its kernel so that another kernel can call them too:
 //   RowGradientInputs:   per-row LSE, upstream scale g and target of a token block, in shared memory;
 //   store_tile_gradient: a recomputed logits tile → S = dloss/dlogits into the products' shared S;
 //   the two products dE += S·C, dC += Sᵀ·E (backward_products.cuh).
@@ -68,10 +68,11 @@ struct RowGradientInputs {
 
 // S_ij = g_i · u_ij with u_ij = (exp(z_ij − LSE_i) − [vocab_j = t_i]) · softcap'(z_ij),
 // 0 for rows without a gradient and columns past V. vocab_of(position) names
-// the vocabulary entry of tile column position col0 + c (the identity here,
-// a sorted order in stage 07); visit(u) sees every unscaled value (stage 07
-// decides on it whether the tile is worth its products). The caller syncs
-// before the products read S.
+// the vocabulary entry of tile column position col0 + c: the caller gives the
+// vocabulary order (this stage's kernel the identity). visit(u) is a
+// per-value callback that sees every unscaled value before g scales it, so a
+// caller can judge the tile from it (this stage's kernel ignores it). The
+// caller syncs before the products read S.
 template <class Tile, class Products, class VocabOf, class Visit>
 __device__ __forceinline__ void store_tile_gradient(Tile& tile, const RowGradientInputs<Tile>& rows, int64_t col0,
                                                     int64_t v, float softcap, VocabOf&& vocab_of, Products& products,
