@@ -29,7 +29,7 @@ struct GeneratorOptions {
 // Plain random: E ~ N(0,1), C ~ N(0,1/D), so every logit is ~N(0,1) and the
 // softmax is nearly flat; targets uniform over [0,V).
 //
-// Realistic: logits shaped like a trained LM's (see docs/README.md, "Data"):
+// Realistic: logits shaped like a trained LM's (see docs/README.md, "Data: the realistic generator"):
 //   prior_j = −log(rank_j + 1), a Zipf(1) log-frequency over a random
 //             permutation of the vocabulary, carried by channel 0
 //             (E_i[0] = 8, C_j[0] = prior_j / 8);

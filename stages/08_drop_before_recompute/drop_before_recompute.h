@@ -1,6 +1,6 @@
 // Stage 08: drop tiles before recomputing them, and correct what is dropped.
 // Uses: stage 03's fold (online_fold.cuh) and its deterministic split LSE;
-// stage 04's loss finish (through stage 05's forward, for a loss alone);
+// stage 03's split forward (for a loss alone);
 // stage 06's row inputs (backward_tile.cuh); common/tile (block-level tile
 // products with a row order, the units, launch_tile_units); cuBLAS (one
 // small GEMM); cub (two radix sorts).
@@ -14,7 +14,7 @@
 //      T of 128 sorted entries, (m_iT, s_iT): the tile's max logit and its
 //      sum of exponentials;
 //   3. merge the ranges' (max, sum) in a fixed order: LSE, loss.
-// A loss alone runs stage 05's forward and keeps nothing.
+// A loss alone runs stage 03's split forward and keeps nothing.
 //
 // Backward (kept_tiles.cu, kept_products.cu, tail_correction.cu):
 //   1. decide: a (token block, tile) is kept iff some row has
@@ -57,7 +57,7 @@ constexpr int kAutoExponents = kAutoLastExponent - kAutoFirstExponent + 1;
 constexpr double kDefaultDroppedMass = 0.025;
 // Token grouping: the token blocks take the rows sorted by how many tiles hold
 // an entry ≥ 2^-kGroupingExponent (most first), so that rows that need many
-// tiles share blocks (README.md, "Grouping tokens").
+// tiles share blocks (README.md, step 6, "Group the tokens").
 constexpr int kGroupingExponent = 12;
 // The exponent it picks from dropped[k] = the mass per row dropped at eps = 2^-(kAutoFirstExponent + k).
 int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget);
