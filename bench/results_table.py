@@ -1,25 +1,32 @@
 #!/usr/bin/env python3
-"""Markdown tables from benchmark JSON files (cce_bench's and the peers').
+"""The generated parts of docs/results.md, from benchmark JSON files (cce_bench's and the peers').
 
-    python3 bench/results_table.py docs/bench_*.json                      # print
-    python3 bench/results_table.py docs/bench_*.json --update docs/results.md
+    python3 bench/results_table.py                                  # the committed files (FILES below): print
+    python3 bench/results_table.py --update docs/results.md         # ... and rewrite the generated blocks
+    python3 bench/results_table.py docs/bench_a.json docs/bench_b.json --update docs/results.md
 
-Reads Google Benchmark JSON files (build/bench/cce_bench --benchmark_out=FILE
---benchmark_out_format=json, and bench/peers.py's, written in the same schema)
-whose benchmarks are named <impl>/<mode>/<shape>[/...]: impl is cublas_floor,
-stageNN_name or peer_*, mode is loss or loss_grad. Writes one table per shape:
-rows are the implementations (the cuBLAS floor, the stages in order, then the
-peers), cells come from the "median" aggregate of each benchmark (time in ms,
-counters peak_MB, floor_ratio, dE_rel_err, dC_rel_err, and kept_frac, the
-share of backward tiles stages 07 and 08 keep, in a column of its own in the tables
-where some benchmark has it; stage 08's drop_eps_log2 and dropped_mass, the
-eps its automatic rule took, are read but not tabulated); a missing cell is "–". The trained-model shapes
-(lm32k, lm128k: bench/lm_data.py) come after the generated ones, with N, D
-and V read from the files' "cce_shapes" context.
-With --update, the text between the markers <!-- results:begin --> and
-<!-- results:end --> of that Markdown file is replaced; otherwise the block is
-printed. Python 3 standard library only. Exit status 2, with a one-line
-message, on a missing or malformed file.
+Reads Google Benchmark JSON files (build/bench/cce_bench --benchmark_out=FILE --benchmark_out_format=json,
+and bench/peers.py's, written in the same schema) whose benchmarks are named <impl>/<mode>/<shape>[/...]:
+impl is cublas_floor, stageNN_name or peer_*, mode is loss or loss_grad. The implementations, the stages
+among them, come from the files: a new stage appears without a change here. Writes three blocks:
+
+  summary   one table: every implementation at gemma2 and at the trained-model shapes (lm32k, lm128k)
+            present: loss+grad time, its spread (min-max of the repetitions where the file has them,
+            "n/a" where it has only aggregates; and the standard deviation), peak memory, dE and dC
+            error, then the loss alone; a footnote says which file each column comes from.
+  tables    one table per shape (the generated shapes, then the trained-model ones), the same footnote.
+  appendix  the run context of each file (GPU, date, commit, versions, clocks), local paths left out.
+
+One value per case: when several files hold the same (impl, mode, shape), every table takes the newest
+run, the file whose context "date" is latest (a file without a date counts as the oldest; on equal dates
+the one named later wins). Cells come from the "median" aggregate (time in ms; counters peak_MB,
+floor_ratio, dE_rel_err, dC_rel_err, kept_frac, ...), or from the median of the plain runs when a case
+has no aggregates. A missing cell is "-".
+
+With --update, the text between each block's markers (<!-- summary:begin --> ... <!-- summary:end -->,
+and the same for tables and appendix) in that Markdown file is replaced; otherwise the three blocks are
+printed. Python 3 standard library only; deterministic (the output depends on the files alone). Exit
+status 2, with a one-line message, on a missing or malformed file or a Markdown file without the markers.
 """
 
 import argparse
@@ -29,9 +36,17 @@ import os
 import re
 import statistics
 import sys
+from datetime import datetime, timezone
 
-BEGIN = "<!-- results:begin -->"
-END = "<!-- results:end -->"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The files docs/results.md is made from, in docs/ (bench_sm80_h100.json stays out: an sm_80-only build).
+FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "bench_peers.json",
+         "bench_peers_lm128k.json", "bench_peers_lm32k.json", "bench_peers_stage08.json",
+         "bench_peers_stage08_lm32k.json", "bench_stage08.json", "bench_stage08_lm32k.json")
+BLOCKS = ("summary", "tables", "appendix")
+MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS}
+# The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
+BEGIN, END = MARKERS["appendix"]
 MODES = ("loss", "loss_grad")
 SHAPES = {  # name -> (N, D, V), in table order
     "small": (4096, 2304, 32000),
@@ -40,17 +55,25 @@ SHAPES = {  # name -> (N, D, V), in table order
     "gemma2": (8192, 2304, 256000),
 }
 LM_SHAPES = ("lm32k", "lm128k")  # trained-model data: N, D, V from the context's cce_shapes
+SUMMARY_SHAPES = ("gemma2",) + LM_SHAPES  # those of them present in the files
 SHAPE_IN_CONTEXT = re.compile(r"([A-Za-z0-9_]+) N=(\d+) D=(\d+) V=(\d+)")
 PEER_ORDER = ["peer_torch_eager", "peer_torch_compile", "peer_cce", "peer_cce_nofilter", "peer_cce_exact",
               "peer_liger"]
+PEER_NAMES = {"peer_torch_eager": "PyTorch eager", "peer_torch_compile": "torch.compile",
+              "peer_cce": "Cut Cross-Entropy (its default, filtered backward)",
+              "peer_cce_nofilter": "Cut Cross-Entropy without the filter", "peer_cce_exact": "Cut Cross-Entropy, exact",
+              "peer_liger": "Liger-Kernel"}
 TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 COUNTERS = ("peak_MB", "TFLOPs", "floor_ratio", "dE_rel_err", "dC_rel_err", "loss_rel_err", "kept_frac",
             "drop_eps_log2", "dropped_mass")
-# Context keys left out of the details (the host CPU's, Google Benchmark's own).
+# Context keys left out of the appendix (the host CPU's, Google Benchmark's own, and those shown apart).
 CPU_CONTEXT = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "caches",
                "load_avg", "library_build_type", "json_schema_version", "gpu_name", "gpu", "cce_commit", "commit",
                "skipped"}
+LOCAL_PATH_IN_PARENS = re.compile(r"\s*\(/[^)]*\)")
+LOCAL_PATH = re.compile(r"(?<![\w.])/[^\s,;()]+")
 DASH = "–"
+NA = "n/a"
 
 
 class InputFault(Exception):
@@ -62,9 +85,10 @@ class Result:
 
     def __init__(self, source):
         self.source = source
-        self.median = None  # {"ms": ..., counter: ...} from the median aggregate
-        self.runs = []      # the same from plain iteration runs (used when there is no median aggregate)
-        self.error = None   # Google Benchmark's error_message (SkipWithError)
+        self.median = None      # {"ms": ..., counter: ...} from the median aggregate
+        self.aggregates = {}    # aggregate name -> its time in ms (mean, stddev, min, max, ...)
+        self.runs = []          # the same as median from plain runs (the repetitions, when the file has them)
+        self.error = None       # Google Benchmark's error_message (SkipWithError)
 
     def values(self):
         if self.median is not None:
@@ -77,6 +101,23 @@ class Result:
             if seen:
                 out[name] = statistics.median(seen)
         return out
+
+    def spread(self):
+        """(min, max) of the repetitions' times in ms: from the plain runs, or min and max aggregates; else None."""
+        if len(self.runs) >= 2:
+            times = [r["ms"] for r in self.runs]
+            return min(times), max(times)
+        if "min" in self.aggregates and "max" in self.aggregates:
+            return self.aggregates["min"], self.aggregates["max"]
+        return None
+
+    def stddev(self):
+        """The standard deviation of the repetitions' times in ms, or None."""
+        if "stddev" in self.aggregates:
+            return self.aggregates["stddev"]
+        if len(self.runs) >= 2:
+            return statistics.stdev(r["ms"] for r in self.runs)
+        return None
 
 
 def number(value):
@@ -139,12 +180,15 @@ def load(path):
         if entry.get("error_occurred"):
             result.error = str(entry.get("error_message") or "error")
         elif entry.get("run_type") == "aggregate":
-            if entry.get("aggregate_name") == "median":
+            aggregate = entry.get("aggregate_name")
+            if aggregate == "median":
                 result.median = measured(path, entry, label)
+            elif isinstance(aggregate, str) and entry.get("aggregate_unit", "time") == "time":
+                result.aggregates[aggregate] = measured(path, entry, label)["ms"]
         else:
             result.runs.append(measured(path, entry, label))
     # bench/peers.py lists the cases it skipped in context["skipped"]: {"run_name", "reason"}
-    # for one case, {"impl", "reason"} for a whole implementation (see context_lines).
+    # for one case, {"impl", "reason"} for a whole implementation (see appendix_lines).
     for item in skipped_list(context):
         key = entry_key({"run_name": item["run_name"]}) if isinstance(item.get("run_name"), str) else None
         if key is not None and key not in results:
@@ -160,6 +204,38 @@ def skipped_list(context):
     return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
 
+def run_date(context):
+    """The context's date as an aware datetime (UTC when it names no zone); None without a readable one."""
+    text = context.get("date")
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+def select(loaded):
+    """{key: Result}: for each case, the Result of the newest file holding it (see the module's docstring).
+
+    loaded: [(path, context, results)] in the order given."""
+    oldest = datetime.min.replace(tzinfo=timezone.utc)
+    order = sorted(range(len(loaded)), key=lambda i: (run_date(loaded[i][1]) or oldest, i))
+    merged = {}
+    for i in order:
+        merged.update(loaded[i][2])
+    return merged
+
+
+RULE_SENTENCE = ("**One value per quantity:** where several files hold the same case (implementation, mode, shape),"
+                 " every table here takes the newest run, from the file whose context `date` is latest; the"
+                 " **Sources** line under each table names the files, the appendix gives their dates.")
+
+
 def impl_order(impl):
     if impl == "cublas_floor":
         return (0, 0, impl)
@@ -170,6 +246,10 @@ def impl_order(impl):
     if impl.startswith("peer_"):
         return (2, len(PEER_ORDER), impl)
     return (3, 0, impl)
+
+
+def is_trained(shape):
+    return shape in LM_SHAPES
 
 
 def shape_order(shape):
@@ -224,36 +304,156 @@ def fmt_frac(x):
     return "NaN" if math.isnan(x) else f"{100 * x:.1f}%"
 
 
-def context_lines(files):
-    lines = ["Run context (from the JSON files' context blocks):", ""]
-    gpus = set()
-    for path, context in files:
-        gpu = context.get("gpu_name") or context.get("gpu") or "not recorded"
-        gpus.add(gpu)
-        commit = context.get("cce_commit") or context.get("commit") or "not recorded"
-        date = context.get("date", "not recorded")
-        lines.append(f"- `{os.path.basename(path)}`: GPU **{gpu}**, date {date}, commit `{commit}`")
-        for key in sorted(context):
-            value = context[key]
-            if key in CPU_CONTEXT or isinstance(value, (dict, list)):
-                continue
-            lines.append(f"  - {key}: {value}")
-        for item in skipped_list(context):
-            if isinstance(item.get("impl"), str) and "run_name" not in item:
-                lines.append(f"  - skipped: `{item['impl']}`: {item.get('reason') or 'no reason given'}")
-            elif isinstance(item.get("shape"), str) and "run_name" not in item:
-                lines.append(f"  - skipped: shape `{item['shape']}`: {item.get('reason') or 'no reason given'}")
-    if len(gpus) > 1:
-        lines += ["", "**The files come from different GPUs: compare rows of one GPU only.**"]
-    return lines
+def fmt_spread(span):
+    return NA if span is None else f"{fmt_ms(span[0])}–{fmt_ms(span[1])}"
 
+
+def fmt_sd(x):
+    return NA if x is None else fmt_ms(x)
+
+
+def shape_title(shape, dims):
+    size = f"N={dims[0]}, D={dims[1]}, V={dims[2]}" if dims else ""
+    if is_trained(shape):
+        return f"{shape} (trained model, bench/lm_data.py" + (f": {size})" if size else ")")
+    return f"{shape}" + (f" ({size})" if size else "")
+
+
+# --- Sources: which file each column's numbers come from ------------------------------------------------------
+
+def short_impl(impl):
+    if impl == "cublas_floor":
+        return "floor"
+    if impl.startswith("peer_"):
+        return impl[len("peer_"):]
+    return impl
+
+
+def stage_number(impl):
+    m = re.match(r"stage(\d+)", impl)
+    return int(m.group(1)) if m else None
+
+
+def impl_list(impls, all_peers):
+    """A compact name for a group of implementations: 'floor, stages 01-06, the peers'."""
+    parts = []
+    if "cublas_floor" in impls:
+        parts.append("floor")
+    numbers = sorted(stage_number(i) for i in impls if stage_number(i) is not None)
+    if numbers:
+        runs, start = [], numbers[0]
+        for a, b in zip(numbers, numbers[1:] + [None]):
+            if b != a + 1:  # a run start..a ends here: three or more as a range
+                runs += [f"{start:02d}–{a:02d}"] if a - start >= 2 else [f"{k:02d}" for k in range(start, a + 1)]
+                start = b
+        parts.append(("stage " if len(numbers) == 1 else "stages ") + ", ".join(runs))
+    peers = sorted((i for i in impls if i.startswith("peer_")), key=impl_order)
+    if peers:
+        parts.append("the peers" if set(peers) == set(all_peers) else ", ".join(short_impl(p) for p in peers))
+    parts += [short_impl(i) for i in sorted(impls, key=impl_order)
+              if i != "cublas_floor" and stage_number(i) is None and not i.startswith("peer_")]
+    return ", ".join(parts)
+
+
+def sources_of(merged, shape, modes, impls):
+    """'`a.json` (floor, stages 07-08), `b.json` (the peers)' for those cases; '' when there is none."""
+    by_file, first = {}, {}
+    for impl in sorted(impls, key=impl_order):
+        for mode in modes:
+            result = merged.get((impl, mode, shape))
+            if result is None:
+                continue
+            name = os.path.basename(result.source)
+            by_file.setdefault(name, set()).add(impl)
+            first.setdefault(name, impl_order(impl))
+    peers = {i for i in impls if i.startswith("peer_") and any((i, m, shape) in merged for m in modes)}
+    return ", ".join(f"`{name}` ({impl_list(by_file[name], peers)})"
+                     for name in sorted(by_file, key=lambda n: (first[n], n)))
+
+
+def sources_line(merged, shape, impls, label=None):
+    """The sources of one shape's cells: once when both modes agree on each implementation's file, else per mode."""
+    files = {m: {i: os.path.basename(merged[(i, m, shape)].source) for i in impls if (i, m, shape) in merged}
+             for m in MODES}
+    agree = all(files["loss"][i] == files["loss_grad"][i] for i in set(files["loss"]) & set(files["loss_grad"]))
+    head = f"{label}: " if label else ""
+    if agree:
+        return head + sources_of(merged, shape, MODES, impls)
+    return head + "; ".join(f"{mode.replace('_', '+')}: {sources_of(merged, shape, (mode,), impls)}"
+                            for mode in ("loss_grad", "loss") if files[mode])
+
+
+# --- The summary ----------------------------------------------------------------------------------------------
+
+SUMMARY_HEADER = ("| shape | implementation | loss+grad ms | min–max ms | sd ms | loss+grad MB | dE err | dC err "
+                  "| loss ms | loss MB |")
+SUMMARY_RULE = "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+
+
+def summary_lines(merged, dims):
+    shapes = [s for s in SUMMARY_SHAPES if any(k[2] == s for k in merged)]
+    if not shapes:
+        return [RULE_SENTENCE, "", "(No run at " + ", ".join(SUMMARY_SHAPES) + " in these files.)"]
+    impls = sorted({i for (i, _, s) in merged if s in shapes}, key=impl_order)
+    with_grad = {i for (i, m, _) in merged if m == "loss_grad"}  # has a backward at some shape
+    lines = [RULE_SENTENCE, "", SUMMARY_HEADER, SUMMARY_RULE]
+    for shape in shapes:
+        for impl in impls:
+            loss, grad = merged.get((impl, "loss", shape)), merged.get((impl, "loss_grad", shape))
+            if loss is None and grad is None:
+                lines.append(f"| {shape} | {impl} | not measured |" + f" {DASH} |" * 7)
+                continue
+            lv = (loss.values() if loss is not None else None) or {}
+            gv = (grad.values() if grad is not None else None) or {}
+            if grad is None:
+                grad_ms = DASH if impl not in with_grad else "not measured"
+                timing = [grad_ms, DASH, DASH]
+            elif not gv:
+                timing = ["skipped", DASH, DASH]
+            else:
+                timing = [fmt_ms(gv.get("ms")), fmt_spread(grad.spread()), fmt_sd(grad.stddev())]
+            loss_ms = "skipped" if (loss is not None and not lv) else fmt_ms(lv.get("ms"))
+            row = [shape, impl, *timing, fmt_mb(gv.get("peak_MB")), fmt_err(gv.get("dE_rel_err")),
+                   fmt_err(gv.get("dC_rel_err")), loss_ms, fmt_mb(lv.get("peak_MB"))]
+            lines.append("| " + " | ".join(row) + " |")
+    sizes = "; ".join(f"`{s}`: "
+                      + (f"N={dims[s][0]}, D={dims[s][1]}, V={dims[s][2]}" if s in dims else "size not recorded")
+                      + (", a trained model's data" if is_trained(s) else ", generated data") for s in shapes)
+    peers = [p for p in PEER_ORDER if p in impls] + [p for p in impls if p.startswith("peer_") and p not in PEER_ORDER]
+    lines += [
+        "",
+        f"Shapes: {sizes}. ms: the median over the repetitions of CUDA-event times; min–max: the fastest and the"
+        f" slowest repetition, {NA} where the file keeps only aggregates (median, mean, standard deviation); sd: the"
+        " standard deviation over the repetitions; MB: peak device memory beyond the inputs (outputs included);"
+        " dE, dC err: relative L2 error against an fp32 computation from the same bf16 inputs; loss ms and loss MB:"
+        f" the forward alone. {DASH}: not this mode (no backward) or no value; not measured: no run of it at"
+        " that shape." + (" Peers: " + "; ".join(f"{p}: {PEER_NAMES.get(p, p)}" for p in peers) + "." if peers else ""),
+        "",
+        "**Sources.** " + ". ".join(sources_line(merged, s, impls, f"`{s}`") for s in shapes) + ".",
+    ]
+    notes = skip_notes(merged, [(i, m, s) for s in shapes for i in impls for m in MODES])
+    return lines + ([""] + notes if notes else [])
+
+
+def skip_notes(merged, keys):
+    notes = []
+    for impl, mode, shape in keys:
+        result = merged.get((impl, mode, shape))
+        if result is not None and result.error is not None:
+            what = "skipped" if not result.values() else "some repetitions failed"
+            notes.append(f"- `{impl}` {mode.replace('_', '+')} at `{shape}`: {what}: {result.error}")
+    return notes
+
+
+# --- The per-shape tables -------------------------------------------------------------------------------------
 
 LEGEND = [
-    "Times are medians over 5 repetitions of CUDA-event times; MB is the peak device memory beyond the inputs"
-    " (outputs included, cuBLAS workspace excluded); × floor is the time over the cuBLAS floor's of the same"
-    " shape and mode in the same run; dE/dC err are relative L2 errors against an fp32 computation from the same"
-    " bf16 inputs; kept tiles (where shown) is the share of backward tiles stage 07 keeps after filtering, or stage 08 recomputes."
-    " See bench/README.md.",
+    "Times are medians over the repetitions (5 for cce_bench, 10 for the peers) of CUDA-event times; MB is the peak"
+    " device memory beyond the inputs (outputs included, cuBLAS workspace excluded); × floor is the time over the"
+    " cuBLAS floor's of the same shape and mode in the same run (the floor row of a table may come from another"
+    " run: see its Sources); dE/dC err are relative L2 errors against an fp32 computation from the same bf16"
+    " inputs; kept tiles (where shown) is the share of backward tiles stage 07 keeps after filtering, or stage 08"
+    " recomputes. See bench/README.md.",
 ]
 
 HEADER = ("| implementation | loss ms | loss MB | loss+grad ms | loss+grad MB | × floor (loss) | × floor (loss+grad) "
@@ -263,24 +463,16 @@ RULE = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
 def table_lines(shape, results, dims=None):
     dims = SHAPES.get(shape) or dims
-    size = f"N={dims[0]}, D={dims[1]}, V={dims[2]}" if dims else ""
-    if shape in LM_SHAPES:
-        title = f"### {shape} (trained model, bench/lm_data.py" + (f": {size})" if size else ")")
-    else:
-        title = f"### {shape}" + (f" ({size})" if size else "")
     impls = sorted({impl for (impl, _, s) in results if s == shape}, key=impl_order)
     with_kept = any("kept_frac" in (r.values() or {}) for (_, _, s), r in results.items() if s == shape)
-    lines = [title, "", HEADER + (" kept tiles |" if with_kept else ""), RULE + (" ---: |" if with_kept else "")]
-    notes = []
+    lines = ["### " + shape_title(shape, dims), "", HEADER + (" kept tiles |" if with_kept else ""),
+             RULE + (" ---: |" if with_kept else "")]
     for impl in impls:
         cells, skipped = {}, {}
         for mode in MODES:
             result = results.get((impl, mode, shape))
             cells[mode] = result.values() if result is not None else None
             skipped[mode] = cells[mode] is None and result is not None and result.error is not None
-            if result is not None and result.error is not None:
-                what = "skipped" if skipped[mode] else "some repetitions failed"
-                notes.append(f"- `{impl}` {mode.replace('_', '+')}: {what}: {result.error}")
         loss, grad = cells["loss"] or {}, cells["loss_grad"] or {}
         row = [
             impl,
@@ -296,38 +488,132 @@ def table_lines(shape, results, dims=None):
         if with_kept:
             row.append(fmt_frac(grad.get("kept_frac")))
         lines.append("| " + " | ".join(row) + " |")
-    if notes:
-        lines += [""] + notes
+    lines += ["", "Sources: " + sources_line(results, shape, impls) + "."]
+    notes = skip_notes(results, [(i, m, shape) for i in impls for m in MODES])
+    return lines + ([""] + notes if notes else [])
+
+
+def tables_lines(merged, dims):
+    lines = list(LEGEND)
+    for shape in sorted({s for (_, _, s) in merged}, key=shape_order):
+        lines += [""] + table_lines(shape, merged, dims.get(shape))
     return lines
 
 
-def render(paths):
-    files, merged = [], {}
+# --- The appendix: run contexts -------------------------------------------------------------------------------
+
+def context_text(value):
+    """A context value as shown, local paths left out; None when nothing but a path is left."""
+    text = LOCAL_PATH_IN_PARENS.sub("", str(value)).strip()
+    if not text or LOCAL_PATH.fullmatch(text):
+        return None
+    return LOCAL_PATH.sub("(a local path)", text)
+
+
+def shown_context(context):
+    out = {}
+    for key in sorted(context):
+        value = context[key]
+        if key in CPU_CONTEXT or isinstance(value, (dict, list)):
+            continue
+        text = context_text(value)
+        if text is not None:
+            out[key] = text
+    return out
+
+
+def producer(context):
+    """The program that wrote a file (the basename of its context's executable: cce_bench, peers.py)."""
+    executable = context.get("executable")
+    return os.path.basename(executable) if isinstance(executable, str) and executable else "an unnamed program"
+
+
+def appendix_lines(loaded, merged):
+    shown = [(path, context, results, shown_context(context)) for path, context, results in loaded]
+    used = {}
+    for result in merged.values():
+        used[result.source] = used.get(result.source, 0) + 1
+    lines = ["The files, in the order given to `bench/results_table.py`, each with the number of its cases that"
+             " the tables above take (the others are in a newer file); local paths are left out."]
+    # Keys with one value in every file of one program that records them: said once for that program.
+    common = {}
+    for prog in sorted({producer(c) for _, c, _, _ in shown}):
+        group = [(os.path.basename(p), items) for p, c, _, items in shown if producer(c) == prog]
+        if len(group) < 2:
+            continue
+        values = {}
+        for name, items in group:
+            for key, text in items.items():
+                values.setdefault(key, []).append((name, text))
+        alike = {k: v for k, v in values.items() if len(v) > 1 and len({t for _, t in v}) == 1}
+        if not alike:
+            continue
+        lines += ["", f"Alike in the {len(group)} files of `{prog}` "
+                      f"({', '.join(f'`{n}`' for n, _ in group)}), where recorded:", ""]
+        for key, seen in alike.items():
+            only = f" (only {', '.join(f'`{n}`' for n, _ in seen)})" if len(seen) < len(group) else ""
+            lines.append(f"- {key}: {seen[0][1]}{only}")
+            for name, _ in seen:
+                common.setdefault(name, set()).add(key)
+    lines += ["", "Per file:", ""] if common else [""]
+    gpus = set()
+    for path, context, results, items in shown:
+        name = os.path.basename(path)
+        gpu = context.get("gpu_name") or context.get("gpu") or "not recorded"
+        gpus.add(gpu)
+        commit = context.get("cce_commit") or context.get("commit") or "not recorded"
+        date = context.get("date", "not recorded")
+        lines.append(f"- `{name}`: GPU **{gpu}**, date {date}, commit `{commit}`;"
+                     f" {used.get(path, 0)} of its {len(results)} cases in the tables")
+        for key, text in items.items():
+            if key not in common.get(name, ()):
+                lines.append(f"  - {key}: {text}")
+        for item in skipped_list(context):
+            if isinstance(item.get("impl"), str) and "run_name" not in item:
+                lines.append(f"  - skipped: `{item['impl']}`: {item.get('reason') or 'no reason given'}")
+            elif isinstance(item.get("shape"), str) and "run_name" not in item:
+                lines.append(f"  - skipped: shape `{item['shape']}`: {item.get('reason') or 'no reason given'}")
+    if len(gpus) > 1:
+        lines += ["", "**The files come from different GPUs: compare rows of one GPU only.**"]
+    return lines
+
+
+# --- Putting it together --------------------------------------------------------------------------------------
+
+def render_blocks(paths):
+    """{block name: its Markdown text} from the JSON files."""
+    loaded = []
     for path in paths:
         context, results = load(path)
-        files.append((path, context))
-        for key, result in results.items():
-            if key in merged:
-                print(f"results_table.py: note: {'/'.join(key)} is in {merged[key].source} and {path}; "
-                      f"using {path}", file=sys.stderr)
-            merged[key] = result
-    lines = context_lines(files) + [""] + LEGEND
-    dims = context_dims(files)
-    for shape in sorted({s for (_, _, s) in merged}, key=shape_order):
-        lines += [""] + table_lines(shape, merged, dims.get(shape))
-    return "\n".join(lines) + "\n"
+        loaded.append((path, context, results))
+    merged = select(loaded)
+    dims = dict(SHAPES)
+    dims.update(context_dims([(p, c) for p, c, _ in loaded]))
+    return {
+        "summary": "\n".join(summary_lines(merged, dims)) + "\n",
+        "tables": "\n".join(tables_lines(merged, dims)) + "\n",
+        "appendix": "\n".join(appendix_lines(loaded, merged)) + "\n",
+    }
 
 
-def update(markdown_path, block):
+def render(paths):
+    blocks = render_blocks(paths)
+    return "\n".join(blocks[name] for name in BLOCKS)
+
+
+def update(markdown_path, blocks):
     try:
         with open(markdown_path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise InputFault(f"cannot read {markdown_path}: {e.strerror or e}")
-    begin, end = text.find(BEGIN), text.find(END)
-    if begin < 0 or end < 0 or end < begin:
-        raise InputFault(f"{markdown_path}: no {BEGIN} ... {END} markers")
-    text = text[: begin + len(BEGIN)] + "\n" + block + text[end:]
+    missing = [f"{b} ... {e}" for b, e in MARKERS.values() if not (0 <= text.find(b) < text.find(e))]
+    if missing:
+        raise InputFault(f"{markdown_path}: no markers " + ", ".join(missing))
+    for name in BLOCKS:
+        begin, end = MARKERS[name]
+        i, j = text.find(begin), text.find(end)
+        text = text[: i + len(begin)] + "\n" + blocks[name] + text[j:]
     tmp = markdown_path + ".tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -337,18 +623,28 @@ def update(markdown_path, block):
         raise InputFault(f"cannot write {markdown_path}: {e.strerror or e}")
 
 
+def default_paths():
+    return [os.path.join(ROOT, "docs", name) for name in FILES]
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Markdown tables from cce_bench / peers JSON files.")
-    parser.add_argument("json", nargs="+", help="Google Benchmark JSON files")
+    parser = argparse.ArgumentParser(
+        description="The generated blocks of docs/results.md (summary, per-shape tables, run contexts) from "
+                    "cce_bench / peers JSON files. Regenerate docs/results.md with: "
+                    "python3 bench/results_table.py --update docs/results.md")
+    parser.add_argument("json", nargs="*",
+                        help="Google Benchmark JSON files (default: the committed ones, docs/" + ", docs/".join(FILES)
+                             + ")")
     parser.add_argument("--update", metavar="MARKDOWN",
-                        help=f"replace the text between {BEGIN} and {END} in this file instead of printing")
+                        help="replace the text between the markers <!-- NAME:begin --> and <!-- NAME:end --> of "
+                             f"each block ({', '.join(BLOCKS)}) in this file instead of printing")
     args = parser.parse_args(argv)
     try:
-        block = render(args.json)
+        paths = args.json or default_paths()
         if args.update:
-            update(args.update, block)
+            update(args.update, render_blocks(paths))
         else:
-            sys.stdout.write(block)
+            sys.stdout.write(render(paths))
     except InputFault as e:
         print(f"results_table.py: error: {e}", file=sys.stderr)
         return 2

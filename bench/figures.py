@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""The figures of docs/results.md, as PNG files, from the committed JSON files (matplotlib, Agg backend).
+
+    /usr/bin/python3 bench/figures.py                     # writes docs/figures/*.png
+    /usr/bin/python3 bench/figures.py --out /tmp/figures  # somewhere else
+
+Reads the benchmark files that docs/results.md's tables are made from (bench/results_table.py's FILES, in
+docs/), taking one value per case by the same rule as the tables (the newest run), and stage 08's
+threshold sweeps (docs/drop_eps_sweep*.json). Writes:
+
+  time_memory.png     loss+grad time and peak memory of every implementation with a backward (the cuBLAS
+                      floor, the stages, the peers) at gemma2 and lm32k
+  gradient_error.png  dE and dC relative L2 error of each stage with a backward, eager PyTorch's as lines,
+                      at gemma2 and the trained-model shapes
+  eps_sweep.png       stage 08: the share of tiles kept and the dE and dC errors against the threshold eps,
+                      with and without the tail correction, one column per shape of the sweeps
+
+Needs matplotlib (python3-matplotlib: /usr/bin/python3 has it where scripts/install-deps.sh ran). Exit status 1,
+with a one-line message, when a JSON file it needs is missing or malformed, or matplotlib is missing.
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results_table as rt  # noqa: E402  (the loader and the one-value rule of the tables)
+
+TIME_SHAPES = ("gemma2", "lm32k")              # figure 1
+ERROR_SHAPES = rt.SUMMARY_SHAPES               # figure 2: those present
+PEER_LABELS = {"peer_torch_eager": "PyTorch eager", "peer_torch_compile": "torch.compile",
+               "peer_cce": "Cut Cross-Entropy", "peer_cce_nofilter": "CCE, no filter",
+               "peer_cce_exact": "CCE, exact", "peer_liger": "Liger-Kernel"}
+EAGER = "peer_torch_eager"
+COLORS = {"floor": "0.45", "stage": "C0", "peer": "C1", "dE": "C3", "dC": "C9"}
+DPI = 100
+
+
+class Fault(Exception):
+    """Reported in one line, exit status 1."""
+
+
+def label(impl):
+    if impl == "cublas_floor":
+        return "cuBLAS floor"
+    number = rt.stage_number(impl)
+    if number is not None:
+        name = impl.split("_", 1)[1] if "_" in impl else ""
+        return f"stage {number:02d} {name.replace('_', ' ')}".strip()
+    return PEER_LABELS.get(impl, impl)
+
+
+def kind(impl):
+    return "floor" if impl == "cublas_floor" else "stage" if rt.stage_number(impl) is not None else "peer"
+
+
+def load_bench(paths):
+    """(the selected {key: values dict}, {shape: (N, D, V)}, the GPU names) of the benchmark files."""
+    loaded = []
+    for path in paths:
+        try:
+            context, results = rt.load(path)
+        except rt.InputFault as e:
+            raise Fault(str(e))
+        loaded.append((path, context, results))
+    merged = rt.select(loaded)
+    dims = dict(rt.SHAPES)
+    dims.update(rt.context_dims([(p, c) for p, c, _ in loaded]))
+    gpus = {}
+    for path, context, _ in loaded:
+        gpus[path] = context.get("gpu_name") or context.get("gpu") or "GPU not recorded"
+    values = {key: r.values() for key, r in merged.items() if r.values()}
+    return values, dims, {gpus[r.source] for r in merged.values()}
+
+
+def load_sweeps(paths):
+    """({shape: {"dims": (n, d, v), "rows": [...]}}, GPU names) of drop_eps_sweep JSON files."""
+    shapes, gpus = {}, set()
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except OSError as e:
+            raise Fault(f"cannot read {path}: {e.strerror or e}")
+        except json.JSONDecodeError as e:
+            raise Fault(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})")
+        if not isinstance(data, dict) or not isinstance(data.get("shapes"), list):
+            raise Fault(f"{path}: not a drop_eps_sweep file (no \"shapes\" list)")
+        gpus.add((data.get("context") or {}).get("gpu", "GPU not recorded"))
+        for shape in data["shapes"]:
+            try:
+                rows = [r for r in shape["rows"] if not r.get("automatic")]
+                for r in rows:
+                    float(r["eps_exponent"]), float(r["kept_frac"]), float(r["dE_rel_err"]), float(r["dC_rel_err"])
+                    str(r["correction"])
+                shapes[shape["name"]] = {"dims": (shape["n"], shape["d"], shape["v"]), "rows": rows}
+            except (KeyError, TypeError, ValueError) as e:
+                raise Fault(f"{path}: a shape or row without name, n, d, v, eps_exponent, correction, kept_frac, "
+                            f"dE_rel_err or dC_rel_err ({e!r})")
+    return shapes, gpus
+
+
+def gpu_words(gpus):
+    gpus = sorted(gpus)
+    return ("one " + gpus[0]) if len(gpus) == 1 else "GPUs " + ", ".join(gpus)
+
+
+def shape_title(shape, dims):
+    size = f"N={dims[0]}, D={dims[1]}, V={dims[2]}" if dims else "size not recorded"
+    return f"{shape} ({size}, {'trained-model' if rt.is_trained(shape) else 'generated'} data)"
+
+
+def save(fig, out, name):
+    path = os.path.join(out, name)
+    fig.savefig(path, dpi=DPI, metadata={"Software": None})  # no version stamp: the same inputs give the same file
+    return path
+
+
+def fmt_value(x):
+    return f"{x:.3g}" if x < 1000 else f"{x:.0f}"
+
+
+def log_ticks(axis, lo, hi, fmt=lambda t: f"{t:g}"):
+    """Readable ticks on a log axis (ax.xaxis or ax.yaxis) from lo to hi: 1, 2 and 5 times the powers of ten
+    (every integer multiple when that gives fewer than three), written out by fmt."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    ticks = []
+    for multiples in ((1, 2, 5), range(1, 10)):
+        ticks, p = [], 10.0 ** math.floor(math.log10(lo))
+        while p <= hi:
+            ticks += [m * p for m in multiples if lo <= m * p <= hi]
+            p *= 10
+        if len(ticks) >= 3:
+            break
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda t, _: fmt(t)))
+
+
+def fmt_err(t):
+    return f"{t:.0e}".replace("e-0", "e-") if t < 1e-3 else f"{t:g}"
+
+
+def figure_time_memory(plt, values, dims, gpus, out):
+    for shape in TIME_SHAPES:
+        if not any(k[2] == shape and k[1] == "loss_grad" for k in values):
+            raise Fault(f"no loss_grad case at {shape} in the benchmark files (figure time_memory.png needs it)")
+    impls = {s: sorted({i for (i, m, sh) in values if sh == s and m == "loss_grad"}, key=rt.impl_order)
+             for s in TIME_SHAPES}
+    rows = max(len(v) for v in impls.values())
+    fig, axes = plt.subplots(len(TIME_SHAPES), 2, figsize=(12, 1.3 + 0.34 * rows * len(TIME_SHAPES)), squeeze=False)
+    for (ax_t, ax_m), shape in zip(axes, TIME_SHAPES):
+        names = impls[shape][::-1]  # the floor at the top
+        y = range(len(names))
+        for ax, metric, fmt in ((ax_t, "ms", rt.fmt_ms), (ax_m, "peak_MB", rt.fmt_mb)):
+            xs = [values[(i, "loss_grad", shape)].get(metric) for i in names]
+            ax.barh(y, [x or 0 for x in xs], color=[COLORS[kind(i)] for i in names], height=0.7)
+            for yi, x in zip(y, xs):
+                if x:
+                    ax.text(x, yi, " " + fmt(x), va="center", fontsize=8,
+                            bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.3, "alpha": 0.8})
+            ax.set_yticks(list(y), [label(i) for i in names], fontsize=9)
+            ax.set_ylim(-0.6, len(names) - 0.4)
+            ax.grid(axis="x", alpha=0.3)
+            ax.set_axisbelow(True)
+            floor = values.get(("cublas_floor", "loss_grad", shape), {}).get(metric)
+            if floor:
+                ax.axvline(floor, color=COLORS["floor"], ls="--", lw=1)
+        ax_t.set_xlim(0, 1.15 * max(values[(i, "loss_grad", shape)]["ms"] for i in names))
+        ax_t.set_xlabel("loss + gradient time, ms (median of the repetitions)")
+        mbs = [values[(i, "loss_grad", shape)]["peak_MB"] for i in names
+               if values[(i, "loss_grad", shape)].get("peak_MB")]
+        ax_m.set_xscale("log")
+        ax_m.set_xlim(min(mbs) / 1.5, max(mbs) * 2.5)
+        log_ticks(ax_m.xaxis, min(mbs) / 1.5, max(mbs) * 2.5)
+        ax_m.set_xlabel("peak device memory beyond the inputs, MB (log scale)")
+        ax_t.set_title(f"{shape_title(shape, dims.get(shape))}: time", fontsize=10, loc="left")
+        ax_m.set_title("peak memory", fontsize=10, loc="left")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[k]) for k in ("floor", "stage", "peer")]
+    handles.append(plt.Line2D([], [], color=COLORS["floor"], ls="--", lw=1))
+    fig.legend(handles, ["cuBLAS floor (the GEMMs alone)", "stages of this course", "peers (libraries)",
+                         "the floor's value"], loc="lower center", ncol=4, fontsize=9, frameon=False)
+    fig.suptitle(f"Loss + gradient in bf16 on {gpu_words(gpus)} (stages 03–05 have no backward)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.035, 1, 0.97))
+    path = save(fig, out, "time_memory.png")
+    plt.close(fig)
+    return path
+
+
+def figure_gradient_error(plt, values, dims, gpus, out):
+    shapes = [s for s in ERROR_SHAPES if any(k[2] == s for k in values)]
+    if not shapes:
+        raise Fault("no case at " + ", ".join(ERROR_SHAPES) + " in the benchmark files (gradient_error.png needs one)")
+    stages = sorted({i for (i, m, s) in values if m == "loss_grad" and s in shapes and kind(i) == "stage"
+                     and "dE_rel_err" in values[(i, m, s)]}, key=rt.impl_order)
+    fig, axes = plt.subplots(1, len(shapes), figsize=(4.3 * len(shapes), 4.6), squeeze=False, sharey=True)
+    width = 0.38
+    seen = [v[f"{m}_rel_err"] for (i, mode, s), v in values.items() if mode == "loss_grad" and s in shapes
+            and (i in stages or i == EAGER) for m in ("dE", "dC") if f"{m}_rel_err" in v]
+    lo, hi = min(seen) / 1.6, max(seen) * 1.6
+    for ax, shape in zip(axes[0], shapes):
+        for k, stage in enumerate(stages):
+            v = values.get((stage, "loss_grad", shape))
+            if v is None:
+                ax.text(k, lo * 1.15, "not\nmeasured", ha="center", va="bottom", fontsize=8, color="0.3")
+                continue
+            for off, metric in ((-width / 2, "dE"), (width / 2, "dC")):
+                ax.bar(k + off, v[f"{metric}_rel_err"], width, color=COLORS[metric])
+        eager = values.get((EAGER, "loss_grad", shape))
+        if eager:
+            ax.axhline(eager["dE_rel_err"], color=COLORS["dE"], lw=1.2, ls="-")
+            ax.axhline(eager["dC_rel_err"], color=COLORS["dC"], lw=1.2, ls="--")
+        ax.set_yscale("log")
+        ax.set_ylim(lo, hi)
+        log_ticks(ax.yaxis, lo, hi, fmt_err)
+        ax.set_xlim(-0.6, len(stages) - 0.4)
+        ax.set_xticks(range(len(stages)), [f"{rt.stage_number(s):02d}" for s in stages])
+        ax.set_xlabel("stage (those with a backward)")
+        ax.set_title(shape_title(shape, dims.get(shape)), fontsize=9)
+        ax.grid(axis="y", which="both", alpha=0.25)
+        ax.set_axisbelow(True)
+    axes[0][0].set_ylabel("relative L2 error against fp32 (log scale)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS["dE"]), plt.Rectangle((0, 0), 1, 1, color=COLORS["dC"]),
+               plt.Line2D([], [], color=COLORS["dE"], lw=1.2), plt.Line2D([], [], color=COLORS["dC"], lw=1.2, ls="--")]
+    fig.legend(handles, ["dE, stage", "dC, stage", "dE, PyTorch eager", "dC, PyTorch eager"], loc="lower center",
+               ncol=4, fontsize=9, frameon=False)
+    fig.suptitle(f"Gradient error of each stage against eager PyTorch's, bf16, on {gpu_words(gpus)}", fontsize=11)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    path = save(fig, out, "gradient_error.png")
+    plt.close(fig)
+    return path
+
+
+def figure_eps_sweep(plt, sweeps, sweep_gpus, values, out):
+    shapes = sorted(sweeps, key=rt.shape_order)
+    if not shapes:
+        raise Fault("the drop_eps_sweep files hold no shape")
+    # The benchmark's run of the swept stage (stage 08; another stage with an automatic eps only without it).
+    stage08 = {}
+    for (impl, mode, shape), v in sorted(values.items(), key=lambda kv: (not kv[0][0].startswith("stage08"),
+                                                                          rt.impl_order(kv[0][0]))):
+        if mode == "loss_grad" and shape in sweeps and "drop_eps_log2" in v:
+            stage08.setdefault(shape, (impl, v))
+    fig, axes = plt.subplots(2, len(shapes), figsize=(3.4 * len(shapes), 7.4), squeeze=False, sharex="col")
+    for col, shape in enumerate(shapes):
+        rows = sweeps[shape]["rows"]
+        ax_k, ax_e = axes[0][col], axes[1][col]
+        exps = sorted({r["eps_exponent"] for r in rows if r["eps_exponent"] > 0}, reverse=True)
+        kept = {r["eps_exponent"]: r["kept_frac"] for r in rows if r["eps_exponent"] > 0}
+        ax_k.plot([-e for e in exps], [100 * kept[e] for e in exps], "k-o", ms=4)
+        for correction, ls, what in (("dE+dC", "-", "corrected"), ("none", ":", "not corrected")):
+            sel = sorted((r for r in rows if r["correction"] == correction and r["eps_exponent"] > 0),
+                         key=lambda r: -r["eps_exponent"])
+            for metric, marker in (("dE", "o"), ("dC", "s")):
+                ax_e.plot([-r["eps_exponent"] for r in sel], [r[f"{metric}_rel_err"] for r in sel], ls=ls,
+                          marker=marker, ms=4, color=COLORS[metric], label=f"{metric}, {what}")
+        eager = values.get((EAGER, "loss_grad", shape))
+        if eager:
+            ax_e.axhline(eager["dE_rel_err"], color=COLORS["dE"], lw=0.9, alpha=0.7, label="dE, PyTorch eager")
+            ax_e.axhline(eager["dC_rel_err"], color=COLORS["dC"], lw=0.9, alpha=0.7, ls="--",
+                         label="dC, PyTorch eager")
+        impl, bench = stage08.get(shape, (None, None))
+        if bench:
+            x = bench["drop_eps_log2"]
+            ax_k.plot([x], [100 * bench["kept_frac"]], marker="*", ms=14, color="gold", mec="black", ls="none")
+            ax_e.plot([x, x], [bench["dE_rel_err"], bench["dC_rel_err"]], marker="*", ms=14, ls="none",
+                      color="gold", mec="black",
+                      label=f"stage {rt.stage_number(impl):02d} in the benchmark (its automatic eps)")
+        ax_k.set_yscale("log")
+        lo, hi = ax_k.get_ylim()
+        log_ticks(ax_k.yaxis, lo, hi, lambda t: f"{t:g}%")
+        ax_e.set_yscale("log")
+        lo, hi = ax_e.get_ylim()
+        log_ticks(ax_e.yaxis, lo, hi, fmt_err)
+        ax_e.set_xticks([-e for e in exps], [f"$2^{{-{e:g}}}$" for e in exps])
+        ax_e.set_xlabel("eps, the softmax threshold (larger to the right)")
+        n, d, v = sweeps[shape]["dims"]
+        ax_k.set_title(f"{shape}, {'trained-model' if rt.is_trained(shape) else 'generated'} data\n"
+                       f"N={n}, D={d}, V={v}", fontsize=9)
+        for ax in (ax_k, ax_e):
+            ax.grid(which="both", alpha=0.25)
+            ax.tick_params(axis="both", labelsize=8)
+    axes[0][0].set_ylabel("backward tiles kept, % (log scale)")
+    axes[1][0].set_ylabel("relative L2 error against fp32 (log scale)")
+    handles, labels = axes[1][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"Stage 08: tiles kept and gradient error against the threshold eps, on {gpu_words(sweep_gpus)}",
+                 fontsize=11)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    path = save(fig, out, "eps_sweep.png")
+    plt.close(fig)
+    return path
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="The PNG figures of docs/results.md from the committed JSON files.")
+    parser.add_argument("--bench", nargs="+", metavar="JSON",
+                        help="benchmark files (default: bench/results_table.py's FILES in docs/)")
+    parser.add_argument("--sweeps", nargs="+", metavar="JSON",
+                        help="stage 08's threshold sweeps (default: docs/drop_eps_sweep*.json)")
+    parser.add_argument("--out", default=os.path.join(rt.ROOT, "docs", "figures"),
+                        help="folder (default: docs/figures)")
+    args = parser.parse_args(argv)
+    try:
+        sweeps = args.sweeps or sorted(glob.glob(os.path.join(rt.ROOT, "docs", "drop_eps_sweep*.json")))
+        if not sweeps:
+            raise Fault(f"cannot read {os.path.join(rt.ROOT, 'docs', 'drop_eps_sweep*.json')}: no such file")
+        values, dims, gpus = load_bench(args.bench or rt.default_paths())
+        sweep_data, sweep_gpus = load_sweeps(sweeps)
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            raise Fault("needs matplotlib (apt-get install python3-matplotlib; run with /usr/bin/python3)")
+        plt.rcParams.update({"font.size": 9})
+        os.makedirs(args.out, exist_ok=True)
+        written = [figure_time_memory(plt, values, dims, gpus, args.out),
+                   figure_gradient_error(plt, values, dims, gpus, args.out),
+                   figure_eps_sweep(plt, sweep_data, sweep_gpus, values, args.out)]
+    except Fault as e:
+        print(f"figures.py: error: {e}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"wrote {os.path.relpath(path)} ({os.path.getsize(path) // 1024} kB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
