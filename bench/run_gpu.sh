@@ -17,8 +17,8 @@
 #   4. runs the peers (PyTorch, torch.compile, Cut Cross-Entropy, Liger-Kernel):
 #      python3 bench/peers.py -> docs/bench_peers.json, with floor ratios
 #      from docs/bench_cpp.json,
-#   5. regenerates docs/results.md with bench/results_table.py from every
-#      docs/bench_*.json (the trained-model shapes' files included).
+#   5. regenerates docs/results.md with bench/results_table.py from its list
+#      of committed files (the newest run of each case wins).
 #
 # --shapes and --lm-data go to every step. The default shapes are the four
 # generated ones, and lm32k, lm128k when their files are in --lm-data. Needs a
@@ -158,7 +158,7 @@ cce_section "peers: ${cmd[*]}"
 "${cmd[@]}"
 
 # 5. The tables.
-cmd=("$PYTHON" bench/results_table.py docs/bench_*.json --update docs/results.md)
+cmd=("$PYTHON" bench/results_table.py --update docs/results.md)
 cce_section "tables: ${cmd[*]}"
 "${cmd[@]}"
 
