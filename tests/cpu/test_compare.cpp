@@ -73,6 +73,17 @@ TEST(Compare, SizeMismatchAndEmptyFail) {
 
 TEST(Compare, BoundsOfTheWrongLengthAreAProgrammingError) {
   EXPECT_THROW(compare("x", {1.0f}, {1.0}, std::vector<double>{}, 0.0), std::invalid_argument);
+  EXPECT_THROW(compare("x", {1.0f}, {1.0}, std::vector<double>{0.1, 0.1}, 0.0), std::invalid_argument);
+  EXPECT_THROW(compare("x", {1.0f, 1.0f}, {1.0, 1.0}, std::vector<double>{0.1}, 0.0), std::invalid_argument);
+}
+
+TEST(CheckReport, NothingComparedFailsAndOneFailureFailsTheReport) {
+  CheckReport report;
+  EXPECT_FALSE(report.passed()) << "a report that compared nothing must not pass";
+  report.comparisons.push_back(compare("a", {1.0f}, {1.0}, Tolerance{0.0, 0.0}));
+  EXPECT_TRUE(report.passed());
+  report.comparisons.push_back(compare("b", {2.0f}, {1.0}, Tolerance{0.0, 0.0}));
+  EXPECT_FALSE(report.passed());
 }
 
 // ---- check_outputs() ------------------------------------------------------

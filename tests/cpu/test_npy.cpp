@@ -251,6 +251,19 @@ TEST(Npy, ImpossibleShapes) {
   }
 }
 
+// A version-2 header may announce up to 4 GiB of header text: more than 1 MiB
+// is refused before anything is allocated or read.
+TEST(Npy, HeaderLongerThanOneMiBIsRefused) {
+  TempDir dir;
+  std::string bytes = npy_bytes("<f4", false, "(2,)", raw_bytes(random_floats(2, 1)), 2);
+  const uint32_t announced = (1u << 20) + 64;
+  for (int b = 0; b < 4; ++b) bytes[8 + b] = static_cast<char>((announced >> (8 * b)) & 0xFF);
+  const std::string path = dir.file("long_header.npy");
+  write_file(path, bytes);
+  expect_input_error([&] { read_npy(path); }, {path + ": ", "header too long"});
+  expect_input_error([&] { read_npy_header(path); }, {path + ": ", "header too long"});
+}
+
 TEST(Npy, UnsupportedDtypes) {
   TempDir dir;
   const std::string two_bytes(2 * 3 * 2, '\0');
