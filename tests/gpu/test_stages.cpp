@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "common/driver.h"
 #include "common/runner.h"
 #include "tests/gpu/skip_without_gpu.h"
@@ -191,6 +192,40 @@ TEST_P(StageVsReference, RunTwiceAgrees) {
     cmps.push_back(compare("dC", a.dc, as_double(b.dc), twice(ref.dc_bound), 2.0 * ref.output_rtol, p.d));
   }
   for (const auto& cmp : cmps) EXPECT_TRUE(cmp.passed()) << stage->name() << " " << c.name << ": " << cmp.summary();
+}
+
+// The executables' --check decides their exit code: stage 01 as it is exits
+// 0, and the same stage with one LSE value overwritten after its forward
+// exits 1 (kExitCheckFailed).
+class LseOverwritten : public Stage {
+ public:
+  std::string name() const override { return inner_->name(); }
+  std::string summary() const override { return inner_->summary(); }
+  bool has_backward() const override { return inner_->has_backward(); }
+  std::vector<MemoryItem> workspace(const Problem& p, bool backward) const override {
+    return inner_->workspace(p, backward);
+  }
+  void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override {
+    inner_->forward(in, loss, lse, stream);
+    CCE_CUDA_CHECK(cudaMemsetAsync(lse, 0, sizeof(float), stream));  // LSE_0 = 0
+  }
+  void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
+                cudaStream_t stream) override {
+    inner_->backward(in, lse, upstream, de, dc, stream);
+  }
+  void release_workspace() override { inner_->release_workspace(); }
+
+ private:
+  std::unique_ptr<Stage> inner_ = all_stages()[0]();
+};
+std::unique_ptr<Stage> make_lse_overwritten() { return std::make_unique<LseOverwritten>(); }
+
+TEST(Driver, AFailedCheckExitsWithOne) {
+  SKIP_WITHOUT_GPU();
+  std::vector<const char*> args = {"stage", "--check", "--n", "77", "--d", "100", "--v", "1129", "--iters", "0"};
+  char** argv = const_cast<char**>(args.data());
+  EXPECT_EQ(run_stage_main(all_stages()[0], static_cast<int>(args.size()), argv), kExitOk);
+  EXPECT_EQ(run_stage_main(&make_lse_overwritten, static_cast<int>(args.size()), argv), kExitCheckFailed);
 }
 
 // The check has the power to reject a stage: every stage's mean-reduced
