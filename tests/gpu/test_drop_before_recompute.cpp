@@ -86,6 +86,7 @@ Problem bf16_problem(int64_t n, int64_t d, int64_t v) {
 // tile's softmax mass without the targets' own entries.
 struct PairView {
   double largest_log_p = -INFINITY, best_margin = -INFINITY, mass = 0.0;
+  double target_mass = 0.0;  // the targets' own entries in the tile (left out of `mass`)
   double stored_log_p = -INFINITY;  // with the max as the statistics store it (fp32, rounded up to bf16)
 };
 // The statistics' max: rounded up to bf16 (toward +inf).
@@ -107,9 +108,10 @@ struct BruteForce {
   // Mean dropped mass per row with a gradient at eps: the pairs the stage
   // drops, decided as it does on the stored max (a pair whose true largest
   // entry is just below eps may be kept: its stored max is rounded up).
-  double dropped_mass(double eps) const {
+  double dropped_mass(double eps, bool with_targets = false) const {
     double sum = 0.0;
-    for (const PairView& v : pairs) sum += v.stored_log_p < std::log(static_cast<float>(eps)) ? v.mass : 0.0;
+    for (const PairView& v : pairs)
+      sum += v.stored_log_p < std::log(static_cast<float>(eps)) ? v.mass + (with_targets ? v.target_mass : 0.0) : 0.0;
     return sum / static_cast<double>(rows);
   }
 };
@@ -136,11 +138,12 @@ BruteForce brute_force(const Problem& p, const HostInputs& in, const Stage08Run&
     }
     for (int64_t t = 0; t < bf.tiles; ++t) {
       PairView& v = bf.pairs[t * bf.blocks + block_of[i]];
-      double m = -INFINITY, mass = 0.0;
+      double m = -INFINITY, mass = 0.0, target_mass = 0.0;
       for (int64_t pos = t * bn; pos < std::min(p.v, (t + 1) * bn); ++pos) {
         m = std::max(m, z[pos]);
-        if (run.order[pos] != in.targets[i]) mass += std::exp(z[pos] - run.out.lse[i]);
+        (run.order[pos] != in.targets[i] ? mass : target_mass) += std::exp(z[pos] - run.out.lse[i]);
       }
+      v.target_mass += target_mass;
       const double log_p = m - run.out.lse[i];
       v.largest_log_p = std::max(v.largest_log_p, log_p);
       const double stored_log_p = bf16_round_up(m) - static_cast<double>(run.out.lse[i]);
@@ -218,6 +221,30 @@ int64_t dropped_targets(const Problem& p, const HostInputs& in, const Stage08Run
 void spread_some_targets(const Problem& p, HostInputs& in, int64_t every) {
   for (int64_t i = 0; i < p.n; i += every)
     if (in.targets[i] != p.ignore_index) in.targets[i] = (7919 * i) % p.v;
+}
+
+// Every k-th row with a gradient gets, as its target, the entry of largest
+// softmax among the tiles `run` dropped for its block: a dropped target just
+// below eps, where leaving it in a tile's mass (or out of its exact term)
+// shows. The decisions do not depend on the targets (the statistics, LSE and
+// sort key do not), so a run on the new targets drops the same tiles.
+void targets_at_the_edge(const Problem& p, HostInputs& in, const Stage08Run& run, int64_t every) {
+  const int64_t cols = s08::backward_tile(p.dtype), blocks = (p.n + cols - 1) / cols;
+  const std::vector<int64_t> block = token_block_of(p, run);
+  int64_t valid = 0;
+  for (int64_t i = 0; i < p.n; ++i) {
+    if (in.targets[i] == p.ignore_index || valid++ % every != 0) continue;
+    double best = -INFINITY;
+    int64_t best_j = -1;
+    for (int64_t pos = 0; pos < p.v; ++pos) {
+      if (run.flags[pos / cols * blocks + block[i]] != 0) continue;
+      const int64_t j = run.order[pos];
+      double z = 0.0;
+      for (int64_t k = 0; k < p.d; ++k) z += double(in.e[i * p.d + k]) * in.c[j * p.d + k];
+      if (z > best) best = z, best_j = j;
+    }
+    if (best_j >= 0) in.targets[i] = best_j;
+  }
 }
 
 // The decision tests' inputs: N = 300 (3 token blocks, the last partial), 10% ignored.
@@ -320,6 +347,26 @@ TEST(DropBeforeRecompute, DefaultBudgetAndTheFallback) {
   const Stage08Run fallback = run_stage08(p, in, upstream, {"--dropped-mass", "1e-12"});
   EXPECT_EQ(fallback.stats.choice.eps, std::ldexp(1.0f, -s08::kAutoLastExponent));
   expect_brute_force_kept_list(bf, fallback, std::ldexp(1.0, -s08::kAutoLastExponent));
+}
+
+// The automatic eps's dropped mass leaves out the targets' own entries (they
+// are added exactly): with targets just below eps in dropped tiles, the mass
+// it measures is the brute force's without them, which differs from the one
+// with them by far more than the statistics' rounding.
+TEST(DropBeforeRecompute, DroppedMassLeavesOutTheTargets) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 16411);
+  HostInputs in = decision_inputs(p, 88);
+  const std::vector<float> upstream = default_upstream(p, 3);
+  const Stage08Run first = run_stage08(p, in, upstream, {"--drop-eps", "0.00390625"});
+  targets_at_the_edge(p, in, first, 1);
+  const Stage08Run run = run_stage08(p, in, upstream, {"--dropped-mass", "1"});  // any mass: 2^-8
+  ASSERT_EQ(run.stats.choice.eps, 0.00390625f);
+  EXPECT_EQ(run.flags, first.flags) << "the targets changed the decision";
+  const BruteForce bf = brute_force(p, in, run);
+  const double without = bf.dropped_mass(0x1p-8), with = bf.dropped_mass(0x1p-8, true);
+  ASSERT_GT(with, 1.05 * without) << "the dropped targets hold too little mass for the test to see them";
+  EXPECT_NEAR(run.stats.choice.dropped_mass, without, 0.02 * without);
 }
 
 // Token grouping: the token blocks take the rows with a gradient ordered by
@@ -507,9 +554,11 @@ TEST(DropBeforeRecompute, TailCorrectionIsTheAlgorithms) {
   p.v = 1129;
   p.dtype = Dtype::kFloat32;
   HostInputs in = decision_inputs(p, 86);
-  spread_some_targets(p, in, 10);
   const std::vector<float> upstream = default_upstream(p, 3);
   const char* eps = "0.015625";
+  // Targets just below eps in dropped tiles: the correction must leave their
+  // entries out of a tile's mass (they are added exactly).
+  targets_at_the_edge(p, in, run_stage08(p, in, upstream, {"--drop-eps", eps}), 3);
   const Stage08Run both = run_stage08(p, in, upstream, {"--drop-eps", eps});
   const Stage08Run de_only = run_stage08(p, in, upstream, {"--drop-eps", eps, "--no-dc-correction"});
   const Stage08Run none = run_stage08(p, in, upstream, {"--drop-eps", eps, "--no-correction"});
