@@ -110,6 +110,16 @@ Problem make_problem(const Case& c) {
   return p;
 }
 
+// One run with the outputs poisoned (NaN) first, downloaded.
+HostOutputs run_once(StageRunner& runner, bool backward) {
+  runner.poison_outputs();
+  if (backward)
+    runner.forward_backward();
+  else
+    runner.forward();
+  return runner.download();
+}
+
 class StageVsReference : public testing::TestWithParam<Param> {};
 
 TEST_P(StageVsReference, MatchesReferenceWithPoisonedOutputs) {
@@ -121,12 +131,7 @@ TEST_P(StageVsReference, MatchesReferenceWithPoisonedOutputs) {
   HostInputs in = make_inputs(p, c, 1000 + param.stage_index);
   std::vector<float> upstream = default_upstream(p, 7);
   StageRunner runner(*stage, p, in, upstream);
-  runner.poison_outputs();
-  if (c.backward)
-    runner.forward_backward();
-  else
-    runner.forward();
-  HostOutputs out = runner.download();
+  HostOutputs out = run_once(runner, c.backward);
   // Full comparison: these shapes stay under the sampling threshold.
   CheckReport report =
       check_outputs(p, in, out, upstream, c.backward, int64_t{1} << 26, 8, stage->gradient_approximation());
@@ -155,15 +160,7 @@ TEST_P(StageVsReference, RunTwiceAgrees) {
   HostInputs in = make_inputs(p, c, 2000 + param.stage_index);
   const std::vector<float> upstream = default_upstream(p, 9);
   StageRunner runner(*stage, p, in, upstream);
-  auto run = [&] {
-    runner.poison_outputs();
-    if (c.backward)
-      runner.forward_backward();
-    else
-      runner.forward();
-    return runner.download();
-  };
-  HostOutputs a = run(), b = run();
+  HostOutputs a = run_once(runner, c.backward), b = run_once(runner, c.backward);
   if (stage->bitwise_reproducible(c.backward)) {
     EXPECT_EQ(a.loss, b.loss);
     EXPECT_EQ(a.lse, b.lse);
@@ -241,12 +238,7 @@ TEST(StageChecks, EveryStageFailsAgainstTheOtherReduction) {
     const HostInputs in = make_inputs(p, c, 3000);
     const std::vector<float> upstream = default_upstream(p, 7);
     StageRunner runner(*stage, p, in, upstream);
-    runner.poison_outputs();
-    if (c.backward)
-      runner.forward_backward();
-    else
-      runner.forward();
-    const HostOutputs out = runner.download();
+    const HostOutputs out = run_once(runner, c.backward);
     const GradientApproximation approximation = stage->gradient_approximation();
     EXPECT_TRUE(check_outputs(p, in, out, upstream, c.backward, int64_t{1} << 26, 8, approximation).passed())
         << stage->name() << " fails its own problem";
@@ -288,12 +280,7 @@ TEST_P(StageVsStage01, GemmaShape) {
   std::vector<float> upstream = default_upstream(p, 1);
   auto run = [&](Stage& s) {
     StageRunner runner(s, p, in, upstream);
-    runner.poison_outputs();
-    if (backward)
-      runner.forward_backward();
-    else
-      runner.forward();
-    return runner.download();
+    return run_once(runner, backward);
   };
   HostOutputs want = run(*baseline);
   HostOutputs got = run(*stage);
