@@ -82,6 +82,9 @@ constexpr const char* kDefaultLmData = "/tmp/cce-lm-data";
 
 constexpr uint64_t kSeed = 1234;
 constexpr int kRepetitions = 5;
+// The spread of the repetitions, reported beside the median (min and max aggregates).
+double fastest(const std::vector<double>& values) { return *std::min_element(values.begin(), values.end()); }
+double slowest(const std::vector<double>& values) { return *std::max_element(values.begin(), values.end()); }
 constexpr int kWarmupRuns = 2;  // untimed, after the measured first run of a case
 
 enum class Mode { kLoss, kLossGrad };
@@ -723,6 +726,8 @@ int bench_main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->Iterations(g_iterations)
         ->Repetitions(kRepetitions)
+        ->ComputeStatistics("min", &fastest)
+        ->ComputeStatistics("max", &slowest)
         ->ReportAggregatesOnly(true);
   }
   benchmark::Initialize(&argc, argv);  // exits after printing the usage on --help

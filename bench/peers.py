@@ -17,7 +17,7 @@ out-of-memory error skips that one case and the run goes on.
 Modes: "loss" (the forward, inputs without requires_grad) and "loss_grad"
 (forward and loss.backward(), producing dE and dC). Benchmark names are
 IMPL/MODE/SHAPE, e.g. peer_cce/loss_grad/gemma2; each case gets the three
-aggregate entries median, mean and stddev of Google Benchmark, times in ms,
+aggregate entries median, mean, stddev, min and max of Google Benchmark, times in ms,
 with the counters
   peak_MB      device memory a call takes beyond its inputs, gradients
                included (MB = 10^6 bytes)
@@ -235,7 +235,8 @@ def load_npy_bytes(path):
 
 
 def aggregate_entries(run_name, real_ms, cpu_ms, counters, family_index=0):
-    """Google Benchmark's median, mean and stddev aggregate entries of one case.
+    """Google Benchmark's median, mean, stddev, min and max aggregate entries of one case
+    (min and max: the spread, written beside the median in the tables).
 
     real_ms, cpu_ms: one time per repetition (ms). counters: name -> value
     (the same in every repetition) or list (one value per repetition). As in
@@ -252,6 +253,8 @@ def aggregate_entries(run_name, real_ms, cpu_ms, counters, family_index=0):
             "median": statistics.median(values),
             "mean": statistics.fmean(values),
             "stddev": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values),
+            "max": max(values),
         }
 
     per_counter = {}
@@ -262,7 +265,7 @@ def aggregate_entries(run_name, real_ms, cpu_ms, counters, family_index=0):
         per_counter[name] = stats(values)
     real, cpu = stats(real_ms), stats(cpu_ms)
     entries = []
-    for agg in ("median", "mean", "stddev"):
+    for agg in ("median", "mean", "stddev", "min", "max"):
         entry = {
             "name": "%s_%s" % (run_name, agg),
             "family_index": family_index,
