@@ -110,6 +110,9 @@ Problem make_problem(const Case& c) {
   return p;
 }
 
+// One stage's outputs as the "want" side of a comparison with another run's.
+std::vector<double> as_double(const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); }
+
 // One run with the outputs poisoned (NaN) first, downloaded.
 HostOutputs run_once(StageRunner& runner, bool backward) {
   runner.poison_outputs();
@@ -178,7 +181,6 @@ TEST_P(StageVsReference, RunTwiceAgrees) {
     for (double& x : bound) x *= 2.0;
     return bound;
   };
-  auto as_double = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
   std::vector<Comparison> cmps = {compare("lse", a.lse, as_double(b.lse), twice(ref.lse_bound), 0.0)};
   if (p.reduction == Reduction::kNone)
     cmps.push_back(compare("loss", a.loss, as_double(b.loss), twice(ref.loss_per_token_bound), 0.0));
@@ -284,11 +286,10 @@ TEST_P(StageVsStage01, GemmaShape) {
   };
   HostOutputs want = run(*baseline);
   HostOutputs got = run(*stage);
-  auto to_double = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
-  std::vector<Comparison> cmps = {compare("loss", got.loss, to_double(want.loss), {1e-3, 1e-3}),
-                                  compare("lse", got.lse, to_double(want.lse), {2e-3, 1e-3})};
+  std::vector<Comparison> cmps = {compare("loss", got.loss, as_double(want.loss), {1e-3, 1e-3}),
+                                  compare("lse", got.lse, as_double(want.lse), {2e-3, 1e-3})};
   if (backward) {
-    auto de_ref = to_double(want.de), dc_ref = to_double(want.dc);
+    auto de_ref = as_double(want.de), dc_ref = as_double(want.dc);
     // Two bf16 results, both within their bound of the truth, but no double
     // reference at this size: a consistency check, 2^-7 of the largest
     // element (twice one bf16 rounding of it) plus 2^-7 relative; a stage that
