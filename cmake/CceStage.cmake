@@ -10,9 +10,9 @@
 #   - an entry in the stage table (cce_stage_table) that tests and benchmarks loop over.
 # BACKWARD: the stage has a backward, so the checks also compare dE and dC.
 # USES: earlier stages whose building blocks this one includes (linked, never copied).
-# LIBS: other libraries the stage links (stage 09: NCCL).
+# LIBS: other libraries the stage links (stage 11: NCCL).
 # OUTSIDE_TABLE: the stage has a driver of its own and no stage-table entry
-#   (stage 09's inputs live on several GPUs, the table's on one).
+#   (stage 11's inputs live on several GPUs, the table's on one).
 # (The tile engine in common/tile/ comes with cce_common.)
 function(cce_add_stage number name)
   cmake_parse_arguments(ARG "BACKWARD;OUTSIDE_TABLE" "" "SOURCES;USES;LIBS;CHECK_ARGS" ${ARGN})

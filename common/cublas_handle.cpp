@@ -22,7 +22,7 @@ struct CublasState {
   }
 };
 // One per device, made on first use there (a process driving several GPUs,
-// stage 09, has a thread per GPU, each asking on its own device).
+// stage 11, has a thread per GPU, each asking on its own device).
 constexpr int kMaxDevices = 64;
 CublasState* g_states[kMaxDevices] = {};
 std::mutex g_mutex;

@@ -19,7 +19,7 @@
 
 namespace cce {
 
-// Counts per device: a process that drives several GPUs (stage 09) reads
+// Counts per device: a process that drives several GPUs (stage 11) reads
 // each GPU's peak on its own. Without an argument: the current device.
 class AllocationTracker {
  public:

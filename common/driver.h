@@ -24,7 +24,7 @@ int run_stage_main(StageFactory factory, int argc, char** argv);
 
 // The problem's flags (--n --d --v --dtype --seed --data --ignore-frac
 // --ignore-index --softcap --reduction), for programs with a driver of their
-// own (stage 09) that take the same problem as every stage executable.
+// own (stage 11) that take the same problem as every stage executable.
 struct ProblemFlags {
   int64_t n = kDefaultN, d = kDefaultD, v = kDefaultV, seed = 1234, ignore_index = -100;
   std::string dtype = "bf16", data = "realistic", reduction = "mean";

@@ -1,5 +1,5 @@
-// stage09_sharded_vocabulary: see README.md beside this file.
-//   stage09_sharded_vocabulary [problem flags of every stage] [--gpus P] [--backward] [--check]
+// stage11_sharded_vocabulary: see README.md beside this file.
+//   stage11_sharded_vocabulary [problem flags of every stage] [--gpus P] [--backward] [--check]
 //       [--compare-single] [--iters K] [--json FILE] [--skip-missing-gpus] [stage 08's flags]
 // Its own driver: the stage table's interface holds the inputs on one GPU,
 // this stage's live on P (E everywhere, C in shards).
@@ -10,9 +10,9 @@
 #include "common/driver.h"
 #include "common/runner.h"
 #include "common/upstream.h"
-#include "stages/09_sharded_vocabulary/sharded_vocabulary.h"
+#include "stages/11_sharded_vocabulary/sharded_vocabulary.h"
 
-namespace cce::s09 {
+namespace cce::s11 {
 namespace {
 
 struct Flags : ProblemFlags {
@@ -45,7 +45,7 @@ std::string json_sizes(const std::vector<size_t>& bytes) {
 }
 
 int run(int argc, char** argv) {
-  const std::string program = "stage09_sharded_vocabulary";
+  const std::string program = "stage11_sharded_vocabulary";
   Flags f;
   s08::DropBeforeRecomputeStage stage08;  // its flags are this stage's: the same backward per shard
   OptionParser parser(program);
@@ -178,7 +178,7 @@ int run(int argc, char** argv) {
   if (!f.json.empty()) {
     std::ofstream json(f.json);
     if (!json) throw InputError("--json " + f.json + ": cannot write this file");
-    json << "{\n  \"stage\": \"09_sharded_vocabulary\",\n  \"gpu\": \"" << prop.name << "\",\n  \"gpus\": " << gpus
+    json << "{\n  \"stage\": \"11_sharded_vocabulary\",\n  \"gpu\": \"" << prop.name << "\",\n  \"gpus\": " << gpus
          << ",\n  \"problem\": \"" << p.describe() << "\",\n  \"n\": " << p.n << ", \"d\": " << p.d << ", \"v\": " << p.v
          << ",\n  \"data\": \"" << to_string(gen.mode) << "\",\n  \"backward\": " << (f.backward ? "true" : "false")
          << ",\n  \"iters\": " << f.iters << ",\n  \"step_ms\": " << step_ms << ",\n  \"nccl_ms\": " << nccl_ms
@@ -191,8 +191,8 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace cce::s09
+}  // namespace cce::s11
 
 int main(int argc, char** argv) {
-  return cce::run_program("stage09_sharded_vocabulary", [&] { return cce::s09::run(argc, argv); });
+  return cce::run_program("stage11_sharded_vocabulary", [&] { return cce::s11::run(argc, argv); });
 }

@@ -1,4 +1,4 @@
-// Stage 09: the vocabulary sharded over GPUs, combined with NCCL.
+// Stage 11: the vocabulary sharded over GPUs, combined with NCCL.
 // Uses: stage 08 (its sorted forward with tile statistics, its whole backward
 // up to the fp32 dE accumulator), common (problem, reference, tracker), NCCL.
 //
@@ -31,7 +31,7 @@
 #include "common/stage.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
 
-namespace cce::s09 {
+namespace cce::s11 {
 
 // Rows [begin, end) of C on one GPU: the first V mod P shards one row longer.
 struct ShardRange {
@@ -117,4 +117,4 @@ class ShardedVocabulary {
   std::vector<std::unique_ptr<Rank>> ranks_;
 };
 
-}  // namespace cce::s09
+}  // namespace cce::s11

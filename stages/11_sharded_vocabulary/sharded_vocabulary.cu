@@ -1,7 +1,7 @@
-// Stage 09's GPUs: the shards, their inputs and outputs, and a step (forward,
+// Stage 11's GPUs: the shards, their inputs and outputs, and a step (forward,
 // then backward) run by a host thread per GPU. The steps themselves are stage
 // 08's free functions with combine.cu's collectives between them.
-#include "stages/09_sharded_vocabulary/sharded_vocabulary.h"
+#include "stages/11_sharded_vocabulary/sharded_vocabulary.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -13,7 +13,7 @@
 #include "common/cublas_handle.h"
 #include "common/timer.h"
 
-namespace cce::s09 {
+namespace cce::s11 {
 namespace {
 
 std::vector<uint8_t> download_bytes(const void* src, size_t bytes) {
@@ -307,4 +307,4 @@ s08::DropStats ShardedVocabulary::drop_stats() const {
   return total;
 }
 
-}  // namespace cce::s09
+}  // namespace cce::s11

@@ -1,11 +1,11 @@
-// Stage 09's new kernels: what joins the shards. Each GPU has, per row i, its
+// Stage 11's new kernels: what joins the shards. Each GPU has, per row i, its
 // shard's (m_i^p, s_i^p) = (max logit, Σ exp(logit − max)) and its part of
 // the target logit (0 unless t_i is in the shard). Two all-reduces give every
 // GPU the same full row state:
 //   M_i = max_p m_i^p,  S_i = Σ_p s_i^p·exp(m_i^p − M_i),  z_i = Σ_p z_i^p,
 // and LSE_i = M_i + log S_i, loss_i = LSE_i − z_i. With one GPU, S_i = s_i and
 // M_i = m_i exactly: the result is stage 08's, bit for bit.
-#include "stages/09_sharded_vocabulary/sharded_vocabulary.h"
+#include "stages/11_sharded_vocabulary/sharded_vocabulary.h"
 
 #include <cmath>
 
@@ -13,7 +13,7 @@
 #include "common/device_math.cuh"
 #include "common/token_reduction.h"
 
-namespace cce::s09 {
+namespace cce::s11 {
 namespace {
 
 constexpr int kThreads = 256;
@@ -53,7 +53,7 @@ __global__ void round_de_kernel(const float* __restrict__ de_acc, int64_t count,
 }  // namespace
 
 void check_nccl(ncclResult_t status, const char* what) {
-  if (status != ncclSuccess) throw CudaError(std::string("stage 09: ") + what + " failed: " + ncclGetErrorString(status));
+  if (status != ncclSuccess) throw CudaError(std::string("stage 11: ") + what + " failed: " + ncclGetErrorString(status));
 }
 
 std::vector<int64_t> shard_targets(const Problem& p, const std::vector<int64_t>& targets, ShardRange range) {
@@ -102,4 +102,4 @@ void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, 
   CCE_CHECK_LAUNCH();
 }
 
-}  // namespace cce::s09
+}  // namespace cce::s11
