@@ -46,7 +46,7 @@
 #include "common/tile/tile_path.h"
 #include "common/timer.h"
 #include "stages/07_filter_sort/filter_sort.h"
-#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/10_plan_per_batch/plan_per_batch.h"
 
 #ifndef CCE_SOURCE_DIR
 #define CCE_SOURCE_DIR ""
@@ -392,8 +392,8 @@ void setup_stage(ActiveCase& c, const CaseSpec& spec) {
       const s07::FilterStats st = filter->stats();
       if (st.tiles > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_tiles) / st.tiles;
     }
-    if (const auto* drop = dynamic_cast<const s08::DropBeforeRecomputeStage*>(c.stage.get())) {
-      const s08::DropStats st = drop->stats();
+    if (const auto* drop = dynamic_cast<const s10::PlanPerBatchStage*>(c.stage.get())) {
+      const s10::DropStats st = drop->stats();
       if (st.tiles > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_tiles) / st.tiles;
       if (st.choice.eps > 0.0f) c.fixed_counters["drop_eps_log2"] = std::log2(st.choice.eps);
       if (st.choice.dropped_mass >= 0.0) c.fixed_counters["dropped_mass"] = st.choice.dropped_mass;

@@ -23,7 +23,7 @@
 #include "common/npy.h"
 #include "common/runner.h"
 #include "common/stage_table.h"
-#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/10_plan_per_batch/plan_per_batch.h"
 
 namespace cce {
 namespace {
@@ -166,7 +166,7 @@ int run(int argc, char** argv) {
       for (int e : exponents) settings.push_back({e, c});
     bool first_row = true;
     for (const Setting& s : settings) {
-      s08::DropBeforeRecomputeStage stage;
+      s10::PlanPerBatchStage stage;
       OptionParser parser("drop_eps_sweep");
       stage.add_options(parser);
       const std::string eps_text = std::to_string(std::ldexp(1.0, -s.exponent));
@@ -188,7 +188,7 @@ int run(int argc, char** argv) {
       runner.poison_outputs();
       runner.forward_backward();
       const HostOutputs out = runner.download();
-      const s08::DropStats st = stage.stats();
+      const s10::DropStats st = stage.stats();
       const double kept = st.tiles > 0 ? static_cast<double>(st.kept_tiles) / static_cast<double>(st.tiles) : 1.0;
       const double ms = runner.time_forward_backward_ms(iters, 1);
       const double de_err = rel_l2(out.de, ref.de), dc_err = rel_l2(out.dc, ref.dc);

@@ -3,7 +3,7 @@
 
     python3 bench/plot_eps_sweep.py docs/drop_eps_sweep.json docs/drop_eps_sweep_lm32k.json \
         --peers docs/bench_peers_stage08.json docs/bench_peers_stage08_lm32k.json \
-        --out stages/08_drop_before_recompute/eps_curves.png
+        --out stages/10_plan_per_batch/eps_curves.png
 
 One panel per shape: dE and dC relative L2 error against eps (with the tail
 correction and without), the kept fraction of tiles on a second axis, and

@@ -1,156 +1,166 @@
 // Stage 08: drop tiles before recomputing them, and correct what is dropped.
-// Uses: stage 03's fold (online_fold.cuh) and its deterministic split LSE;
-// stage 03's split forward (for a loss alone);
-// stage 06's row inputs (backward_tile.cuh); common/tile (block-level tile
-// products with a row order, the units, launch_tile_units); cuBLAS (one
-// small GEMM); cub (two radix sorts).
+// Uses: stage 03's fold (online_fold.cuh) inside the forward's epilogue;
+// stage 03's split forward (for a loss alone); stage 06's tile backward
+// (backward_tile.cuh, prepare_backward/finish_backward); common/tile (tile
+// products whose columns follow an order, the units); cuBLAS (two small
+// GEMMs); cub (one radix sort).
 //
 // Forward, when a backward will follow (sorted_forward.cu):
-//   1. key_j = C_j·Σ_i E_i over the valid rows (one GEMV); sort the
-//      vocabulary by descending key: the average logit, known before any tile;
-//   2. walk the sorted vocabulary in chunks (each gathered into a work
-//      buffer, so that the Hopper pipeline's TMA reads it contiguously); the
-//      epilogue (tile_stats.cuh) folds the LSE and keeps, per row i and tile
-//      T of 128 sorted entries, (m_iT, s_iT): the tile's max logit and its
-//      sum of exponentials;
-//   3. merge the ranges' (max, sum) in a fixed order: LSE, loss.
-// A loss alone runs stage 03's split forward and keeps nothing.
-//
-// Backward (kept_tiles.cu, kept_products.cu, tail_correction.cu):
-//   1. decide: a (token block, tile) is kept iff some row has
-//      exp(m_iT − LSE_i) ≥ eps, i.e. some softmax entry may reach eps;
-//      by default (bf16) eps is the largest of 2^-8 … 2^-16 whose dropped
-//      mass per row, read from the same statistics, stays within a budget;
-//   2. correct what is dropped: each dropped tile's softmax mass
-//      M_iT = s_iT·exp(m_iT − LSE_i) times the tile's mean row of C gives dE
-//      (dE_i = g_i Σ_T M_iT C̄_T, one GEMM), and G_T = Σ_i g_i M_iT E_i shared
-//      evenly over the tile's rows gives dC (a second GEMM);
-//   3. per chunk of kept tiles: recompute each kept tile's S = g·(p − onehot)·softcap'
-//      into a compact buffer, then dC rows (one owner per output tile, over
-//      its kept token blocks) and dE += S·C (one owner per output tile):
-//      no atomics, a fixed order, bitwise reproducible;
-//   4. the targets that fall in dropped tiles, exactly: dE_i += a_i C_{t_i},
-//      dC_t += Σ a_i E_i with a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i}).
+//   1. key_j = C_j·Σ_i E_i (one GEMV): the vocabulary sorted by descending
+//      key, its average logit, known before any tile is computed;
+//   2. the fused forward over the sorted vocabulary, a gathered chunk of C at
+//      a time; its epilogue (tile_stats.cuh) folds the LSE and keeps, per row
+//      i and tile T of sorted entries, (m_iT, s_iT): the tile's largest logit
+//      and its sum of exponentials; the gather also sums each tile's mean row C̄_T;
+//   3. the ranges' (max, sum) merged in a fixed order: LSE, loss.
+// Backward (decision.cu, tail_correction.cu, kept_backward.cu):
+//   1. decide: (token block b, tile T) is kept iff a row i of b has
+//      exp(m_iT − LSE_i) ≥ eps, the bound on every softmax entry of the tile;
+//   2. correct what is dropped: M_iT = s_iT·exp(m_iT − LSE_i) is the dropped
+//      tile's softmax mass; dE_i += g_i Σ_T M_iT C̄_T and each row of T gets
+//      G_T/|T| of dC with G_T = Σ_i g_i M_iT E_i (two GEMMs);
+//   3. stage 06's tile backward over the kept pairs only (fp32 atomics);
+//   4. the targets in dropped tiles, exactly: dE_i += a_i C_{t_i},
+//      dC_{t_i} += a_i E_i with a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i}).
 // README.md derives each step and gives the measurements.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/stage.h"
-#include "common/tile/tile_path.h"
 
 namespace cce::s08 {
 
-// Default eps without the automatic choice (fp32; bf16's first candidate):
-// the largest that keeps dE and dC at or below eager PyTorch's error at the
-// benchmark shapes (README.md, "Choosing eps").
+// ------------------------------------------------------------------ tiles
+// The tiles of the decision are the backward's: 128 × 128 (bf16), 64 × 64 (fp32).
+inline int64_t backward_tile(Dtype dtype) { return dtype == Dtype::kBFloat16 ? 128 : 64; }
+struct TileGrid {
+  int64_t tile_rows = 0, tile_cols = 0;
+  int64_t tiles = 0;         // ⌈V / tile_cols⌉ tiles of the sorted vocabulary
+  int64_t token_blocks = 0;  // ⌈N / tile_rows⌉
+  int64_t pairs() const { return tiles * token_blocks; }
+};
+TileGrid tile_grid(const Problem& problem);
+
+// The default eps: 2^-8 (bf16), 2^-28 (fp32); README.md, "Choosing eps".
 float default_drop_eps(Dtype dtype);
 
-// The automatic eps (bf16's default): per batch, the largest of 2^-8 … 2^-16
-// whose dropped softmax mass per row (mean over the rows with a gradient, the
-// targets' own entries left out: they are exact) is at most a budget,
-// measured on the tile statistics before deciding (README.md, "Choosing eps").
-constexpr int kAutoFirstExponent = 8, kAutoLastExponent = 16;
-constexpr int kAutoExponents = kAutoLastExponent - kAutoFirstExponent + 1;
-constexpr double kDefaultDroppedMass = 0.025;
-// Token grouping: the token blocks take the rows sorted by how many tiles hold
-// an entry ≥ 2^-kGroupingExponent (most first), so that rows that need many
-// tiles share blocks (README.md, step 6, "Group the tokens").
-constexpr int kGroupingExponent = 12;
-// The exponent it picks from dropped[k] = the mass per row dropped at eps = 2^-(kAutoFirstExponent + k).
-int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget);
+// ---------------------------------------------------- forward (sorted_forward.cu)
+// A loss alone keeps nothing: stage 03's split forward, with few ranges
+// (drop_before_recompute.cu).
+std::vector<MemoryItem> loss_only_items(const Problem& problem);
+void loss_only_forward(const DeviceInputs& in, const Scratch& scratch, float* loss, float* lse, cudaStream_t stream);
 
-// The backward's tiles are backward_tile × backward_tile: 128 (bf16), 64 (fp32).
-inline int64_t backward_tile(Dtype dtype) { return dtype == Dtype::kBFloat16 ? 128 : 64; }
-
-// Where S tiles fit in the rows of the tile statistics (4N bytes each):
-// low_slots from a row's start, then the rest of the row's row_slots from
-// high_offset, past the dC tail sums the row may hold.
-struct StatsSlotLayout {
-  int64_t row_bytes = 0, low_slots = 0, row_slots = 0, high_offset = 0;
+struct SortedForwardPlan {
+  int64_t chunk_rows = 0;  // rows of sorted C gathered at once (a multiple of 256, or V)
+  int64_t ranges = 0;      // most vocabulary ranges of a chunk's units
+  size_t work_bytes = 0;   // the work buffer: the sort's temporaries, then a gathered chunk
 };
+// chunk_rows 0: as many rows as kDefaultChunkBytes of C.
+constexpr size_t kDefaultChunkBytes = size_t{64} << 20;
+SortedForwardPlan plan_sorted_forward(const Problem& problem, int64_t chunk_rows = 0);
+size_t sort_work_bytes(int64_t v);  // the sort's temporaries
 
-// Sizes of everything the stage keeps, from the problem alone.
-struct DropPlan {
-  int64_t tile_rows = 0, tile_cols = 0;  // backward tile: 128×128 (bf16), 64×64 (fp32)
-  int64_t tiles = 0;                     // ⌈V / tile_cols⌉ sorted vocabulary tiles
-  int64_t token_blocks = 0;              // ⌈N / tile_rows⌉
-  int64_t slot_bytes = 0;                // one recomputed S tile
-  int64_t slot_capacity = 0;             // S tiles the work buffer holds at once
-  int64_t spill_slot_capacity = 0;       // and the bf16 dE output (free until dE is written last)
-  int64_t chunk_rows = 0;                // rows of C the forward gathers at once
-  size_t de_accumulator_bytes = 0;       // fp32 dE for bf16 (at the start of the work buffer)
-  size_t region_offset = 0, region_bytes = 0;  // then the recomputed S tiles of a chunk
-  size_t work_bytes = 0;
-  int64_t ranges = 0;                    // the forward's vocabulary ranges per chunk (most)
-  // dC's tail sums G_T = Σ_i M_iT E_i (fp32 [tiles][D]) live in the free half
-  // of each tile's statistics row once M (bf16) took the first half, when
-  // it fits (N ≥ 2D, N even); otherwise in an item of their own.
-  bool tail_sums_in_stats = false;
-  // bf16: the tile statistics are dead once the decision and the tail
-  // correction have read them, so S tiles spill into each statistics row too.
-  StatsSlotLayout stats_slots;
-  int64_t stats_slot_capacity = 0;  // stats_slots.row_slots · tiles
-  // S tiles one backward chunk holds: the work buffer's, the dE output's, the statistics'.
-  int64_t chunk_slots() const { return slot_capacity + spill_slot_capacity + stats_slot_capacity; }
+// What the forward leaves for the backward.
+struct TileStatistics {
+  int* vocabulary_order = nullptr;     // [V]: sorted position → vocabulary entry
+  int64_t* target_position = nullptr;  // [N]: sorted position of t_i, −1 for ignored tokens
+  float* target_logit = nullptr;       // [N]: z_{i,t_i} (softcapped), 0 for ignored tokens
+  uint32_t* stats = nullptr;           // [tiles][N]: (m_iT, s_iT) packed (tile_stats.cuh)
+  void* tile_means = nullptr;          // [tiles][D]: C̄_T in the input dtype
 };
-// chunk_rows: rows of sorted C the forward gathers at once (a multiple of
-// 256); 0: as many as the backward's work buffer holds anyway.
-// slot_budget: bytes of the work buffer's S tiles (--slot-mb); 0: what a
-// backward scratch of 160 MiB leaves beside its fixed items, at least 24 MiB.
-DropPlan plan_drop(const Problem& problem, int64_t chunk_rows = 0, size_t slot_budget = 0);
-
-// Where a chunk's recomputed S tiles live: its first region_slots slots in
-// the work buffer's region, the rest in the bf16 dE output, which nothing
-// reads or writes until the backward's last step writes dE (slot_space.cuh
-// finds a slot).
-struct SlotSpace {
-  void* region = nullptr;
-  void* spill = nullptr;  // the dE output (bf16), or null
-  int64_t region_slots = 0, spill_slots = 0;
-  int64_t slot_bytes = 0;
-  // then the rows of the tile statistics, laid out as DropPlan::stats_slots says
-  void* stats = nullptr;
-  StatsSlotLayout stats_slots;
+// The forward's buffers: what it leaves, and what it needs only while it runs.
+struct SortedForwardBuffers {
+  TileStatistics kept;
+  float* e_column_sums = nullptr;  // [⌈N/256⌉ + 1][D]: partial sums, then Σ_i E_i
+  float2* range_states = nullptr;  // [ranges][N]: (max, sum) of each row over a range
+  float2* row_states = nullptr;    // [N]: the running (max, sum) over the chunks
+  unsigned char* work = nullptr;   // plan.work_bytes
 };
+// The memory model of these buffers (the stage's workspace items), and the
+// buffers themselves once allocated: the one place that names them.
+std::vector<MemoryItem> sorted_forward_items(const Problem& problem, const SortedForwardPlan& plan);
+SortedForwardBuffers sorted_forward_buffers(const Scratch& scratch);
+void sorted_forward(const DeviceInputs& in, const SortedForwardPlan& plan, const SortedForwardBuffers& buffers,
+                    float* loss, float* lse, const Scratch& scratch, cudaStream_t stream);
+// sorted_forward in two halves, for a caller that combines the rows' states
+// of several vocabularies in between: the first leaves each row's (max, sum)
+// in row_states and its target logit (0 where the target is not in this
+// vocabulary) in kept.target_logit; the second turns them into LSE and loss.
+void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan, const SortedForwardBuffers& buffers,
+                           cudaStream_t stream);
+void sorted_forward_finish(const DeviceInputs& in, const SortedForwardBuffers& buffers, float* loss, float* lse,
+                           const Scratch& scratch, cudaStream_t stream);
 
-// A second stream (and two events) on which the dE products run beside dC's:
-// the dense head of the sorted vocabulary leaves dC few, long blocks.
-struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
-  void create();  // once, on first use
-  ~SideStream();
+// ------------------------------------------------------------ the decision (decision.cu)
+// Token blocks are blocks of rows in an order: rows of block b are
+// token_order[b·tile_rows ..], and token_place is its inverse; both null
+// means the rows' own order (block b holds rows b·tile_rows ..).
+struct TokenBlocks {
+  const int* token_order = nullptr;  // [N]
+  const int* token_place = nullptr;  // [N]
 };
-
-// The backward's choices (the stage's flags): eps, and which corrections run.
-struct DropSettings {
-  float eps = 0.0f;            // a fixed eps (0: every tile kept), unless dropped_mass > 0
-  double dropped_mass = 0.0;   // > 0: eps chosen per batch within this budget (kAutoFirstExponent…)
-  bool correct_tail = true, correct_dc = true;
-  bool group_tokens = true;    // token blocks of grouped rows (false: rows in their order)
+struct DecisionInputs {
+  const TileStatistics* forward;
+  const float* lse;         // [N]
+  const float* grad_scale;  // [N]: g_i, 0 for ignored tokens
+  TokenBlocks blocks;
 };
+// keep[T][b] = 1 iff (b, T) is kept at eps (eps 0: every pair with a row
+// with a gradient); kept_per_tile[T] counts T's kept token blocks.
+void decide_kept_pairs(const Problem& problem, const TileGrid& grid, const DecisionInputs& inputs, float eps,
+                       uint8_t* keep, int* kept_per_tile, cudaStream_t stream);
+// a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i}) where t_i's tile is dropped for
+// i's token block, 0 where it is kept (the recomputed tile holds the target).
+void target_coefficients(const Problem& problem, const TileGrid& grid, const DecisionInputs& inputs,
+                         const uint8_t* keep, float* coefficient, cudaStream_t stream);
 
-// The eps a backward decided with, and what the automatic eps measured for it.
-struct EpsChoice {
-  float eps = 0.0f;
-  double dropped_mass = -1.0;  // with the automatic eps: the mass per row it dropped (−1: a fixed eps)
-  std::array<double, kAutoExponents> candidates{};  // and the mass each candidate 2^-8… would drop
+// ---------------------------------------------------- the tail correction (tail_correction.cu)
+// Where G_T = Σ_i g_i M_iT E_i go: fp32, tile T's D values at sums + T·ld.
+struct TailSums {
+  float* sums = nullptr;  // null: dC is not corrected
+  int64_t ld = 0;
 };
+// dE_acc = Σ_T g_i M_iT C̄_T over each row's dropped tiles (overwrites dE_acc),
+// and G into tail (unless tail.sums is null). Overwrites the tile statistics
+// with M: the decision must be made before.
+void correct_dropped_tail(const DeviceInputs& in, const TileGrid& grid, const DecisionInputs& inputs,
+                          const uint8_t* keep, float* de_acc, const TailSums& tail, cudaStream_t stream);
 
+// ------------------------------------------ the backward over kept pairs (kept_backward.cu)
+// The kept pairs (token block, tile), tile by tile, token blocks ascending.
+std::vector<int2> kept_pair_list(const TileGrid& grid, const std::vector<uint8_t>& keep);
+struct KeptBackwardInputs {
+  const int2* pairs = nullptr;  // [pair_count], on the device
+  int64_t pair_count = 0;
+  const int* vocabulary_order = nullptr;
+  const float* lse = nullptr;
+  const float* grad_scale = nullptr;
+  float* de_acc = nullptr;  // [N][D] fp32
+  float* dc_acc = nullptr;  // [V][D] fp32
+};
+// dE_acc += S·C and dC_acc += Sᵀ·E over each kept pair's recomputed S (atomics).
+void backward_over_kept_pairs(const DeviceInputs& in, const KeptBackwardInputs& kept, cudaStream_t stream);
+// dC_acc row of each entry of tile T += G_T / |T|.
+void add_tail_share(const Problem& problem, const TileGrid& grid, const TailSums& tail, const int* vocabulary_order,
+                    float* dc_acc, cudaStream_t stream);
+// dE_acc_i += a_i C_{t_i}, dC_acc_{t_i} += a_i E_i (target_coefficients' a).
+void add_target_terms(const DeviceInputs& in, const float* coefficient, float* de_acc, float* dc_acc,
+                      cudaStream_t stream);
+
+// --------------------------------------------------------------------- the stage
 struct DropStats {
-  int64_t tiles = 0, kept_tiles = 0;  // (token block, vocabulary tile) pairs
-  int64_t chunks = 0;
-  EpsChoice choice;
+  int64_t pairs = 0, kept_pairs = 0;  // (token block, vocabulary tile) pairs
+  float eps = 0.0f;
 };
 
 class DropBeforeRecomputeStage : public Stage {
  public:
   std::string name() const override { return "08_drop_before_recompute"; }
   std::string summary() const override {
-    return "drop tiles before recomputing them, correct the dropped tail, deterministic products";
+    return "tiles dropped before they are recomputed, from the forward's tile statistics; the dropped tail corrected";
   }
   bool has_backward() const override { return true; }
   void expect_backward(bool yes) override { backward_follows_ = yes; }
@@ -161,124 +171,26 @@ class DropBeforeRecomputeStage : public Stage {
   void add_options(OptionParser& parser) override;
   void validate_options() const override;
   std::vector<std::string> report_lines() const override;
-  // The last backward's dropped tiles hold entries below its eps, and their
-  // mass is added back over each tile unless --no-correction.
+  // The dropped tiles hold entries below eps, and their mass is added back
+  // over each tile unless --no-correction.
   GradientApproximation gradient_approximation() const override {
-    return {stats_.tiles > 0 ? stats_.choice.eps : drop_eps(last_problem_.dtype), !no_correction_};
+    return {drop_eps(last_problem_.dtype), !no_correction_};
   }
 
-  // Loss + gradient: every sum in a fixed order, the automatic eps's mass too.
-  bool bitwise_reproducible(bool backward) const override { return backward; }
-
+  float drop_eps(Dtype dtype) const;  // 0: every tile kept
   DropStats stats() const { return stats_; }
-  // The sorted vocabulary of the last forward with a backward (for the tests).
-  std::vector<int> vocabulary_order() const;
-  // The token order of the last backward's token blocks (for the tests).
-  std::vector<int> token_order() const;
-  // The fixed eps, or the automatic eps's largest candidate; 0: every tile kept.
-  float drop_eps(Dtype dtype) const;
-  bool automatic_eps(Dtype dtype) const { return dtype == Dtype::kBFloat16 && !keep_all_ && eps_flag_ == 0.0; }
-  // The flags as the backward's settings (for backward_to_accumulator).
-  DropSettings settings(Dtype dtype) const {
-    return {drop_eps(dtype), automatic_eps(dtype) ? dropped_mass_budget() : 0.0, !no_correction_, !no_dc_correction_,
-            !no_grouping_};
-  }
-  // A fixed eps in place of the automatic one (what --drop-eps sets).
-  void fix_drop_eps(float eps) { eps_flag_ = eps, keep_all_ = eps <= 0.0f; }
-  double dropped_mass_budget() const { return mass_flag_ > 0.0 ? mass_flag_ : kDefaultDroppedMass; }
-  bool dropped_mass_flag_set() const { return mass_flag_ > 0.0; }
-  // The plan the flags give for p (--chunk-rows, --slot-mb).
-  DropPlan plan_for(const Problem& p) const {
-    return plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20);
-  }
-  // The keep flags of the last backward, [tiles][token blocks] (for the tests).
-  std::vector<uint8_t> kept_flags() const;
+  std::vector<int> vocabulary_order() const;  // of the last forward with a backward (for the tests)
+  std::vector<uint8_t> keep_flags() const;    // of the last backward, [tiles][token blocks] (for the tests)
 
  private:
-  double eps_flag_ = 0.0;  // --drop-eps; 0 = the dtype's default (bf16: automatic)
-  double mass_flag_ = 0.0;  // --dropped-mass; 0 = kDefaultDroppedMass
-  int64_t chunk_rows_flag_ = 0;  // --chunk-rows
-  int64_t slot_mb_flag_ = 0;     // --slot-mb
-  bool keep_all_ = false, no_correction_ = false, no_dc_correction_ = false, no_grouping_ = false;
-  bool backward_follows_ = false;
-  bool stats_ready_ = false;
+  double eps_flag_ = 0.0;      // --drop-eps; 0: default_drop_eps
+  int64_t chunk_rows_flag_ = 0;  // --chunk-rows; 0: kDefaultChunkBytes of C
+  bool keep_all_ = false, no_correction_ = false;
+  bool backward_follows_ = false, statistics_ready_ = false;
   Problem last_problem_;
   DropStats stats_;
-  SideStream side_;
 };
 
 std::unique_ptr<Stage> make_stage();
-
-// ---- the stage's steps, one file each (used by the stage class above) ----
-
-// sorted_forward.cu: sort, chunked forward with tile statistics, LSE and loss.
-size_t sort_work_bytes(int64_t v);                               // the sort's temporaries in the work buffer
-int64_t forward_ranges(const Problem& problem, int64_t chunk_rows);  // most ranges of a chunk
-std::vector<MemoryItem> sorted_forward_scratch(const Problem& problem, const DropPlan& plan);
-void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, float* loss, float* lse,
-                    cudaStream_t stream);
-// sorted_forward in its two halves, for a caller that combines the rows'
-// states of several vocabularies between them: steps 1–2 leave each row's (max, sum)
-// in "row (max, sum) [N]" and its target logit (0 where the target is not in
-// this vocabulary) in "target logit [N]"; the finish turns them into LSE and loss.
-void sorted_forward_states(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, cudaStream_t stream);
-void sorted_forward_finish(const DeviceInputs& in, const Scratch& scratch, float* loss, float* lse,
-                           cudaStream_t stream);
-
-// kept_tiles.cu: the decision, the slots, the recomputed S of kept tiles.
-struct KeptTiles {
-  EpsChoice choice;
-  std::vector<int> offsets;  // [tiles + 1]: tile T's kept token blocks are slots offsets[T]..offsets[T+1]
-  std::vector<int> tiles_with_slots;  // ascending: the tiles with at least one kept token block (also on the device)
-  std::vector<int> block_lists;       // [token blocks][1 + tiles]: count, then the kept tiles ascending (also on the device)
-  int64_t kept() const { return offsets.empty() ? 0 : offsets.back(); }
-};
-size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in the work buffer
-std::vector<MemoryItem> kept_tiles_scratch(const Problem& problem, const DropPlan& plan);
-KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                            const DropSettings& settings, cudaStream_t stream);
-// Blocks of the recomputation resident on this GPU at once (SMs × blocks per SM).
-int64_t recompute_resident_blocks(const Problem& p);
-// runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.
-void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          const std::vector<int>& runs, int64_t first_slot, const SlotSpace& space,
-                          cudaStream_t stream);
-
-// tail_correction.cu: dE_acc = Σ over dropped tiles of g_i M_iT C̄_T (overwrites the tile statistics).
-// Also G_T = Σ_i M_iT E_i for dC (each entry of tile T gets G_T / |T|), when correct_dc.
-struct TailSums {
-  const float* sums = nullptr;  // null: no dC correction
-  int64_t ld = 0;               // floats between tiles
-};
-TailSums correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                              float* de_acc, bool correct_dc, cudaStream_t stream);
-std::vector<MemoryItem> tail_correction_scratch(const Problem& problem, const DropPlan& plan);
-
-// kept_products.cu: the products of one chunk of kept tiles, and the targets' exact terms.
-// dE's work is cut into parts of at least kLeastDePart kept tiles: at most
-// de_part_capacity parts, their turns per (token block, column tile of 64).
-constexpr int64_t kLeastDePart = 16;
-inline int64_t de_part_capacity(const DropPlan& plan) {
-  return plan.token_blocks + plan.tiles * plan.token_blocks / kLeastDePart;
-}
-inline int64_t de_column_tiles(const Problem& p) { return (p.d + 63) / 64; }
-void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
-                   const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
-                   float* de_acc, void* dc, cudaStream_t stream, SideStream& side);
-void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream);
-// finish_de's target terms only, added to the fp32 accumulator in place (for
-// a caller that sums several accumulators before rounding them).
-void add_target_terms(const DeviceInputs& in, const Scratch& scratch, float* de_acc, cudaStream_t stream);
-
-// The whole backward up to the fp32 dE accumulator (everything of
-// DropBeforeRecomputeStage::backward but finish_de): decide, correct the tail,
-// recompute and multiply the kept tiles chunk by chunk; dC is written
-// completely. Returns the accumulator (the start of the work buffer for bf16,
-// `de` itself for fp32). `lse` is the full LSE of every row.
-float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                               const float* upstream, const DropSettings& settings, void* de, void* dc,
-                               cudaStream_t stream, SideStream& side, DropStats* stats);
-// All of the backward's scratch (forward's, decision's, correction's items).
-std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan& plan);
 
 }  // namespace cce::s08

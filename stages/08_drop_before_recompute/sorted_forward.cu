@@ -21,6 +21,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kSumRows = 256;      // rows per partial column sum of E
 constexpr int64_t kMaxRanges = 16;     // the forward's ranges per chunk: 16·N·8 bytes of partials
+constexpr int64_t kChunkMultiple = 256;  // the forward's chunks: whole tiles of every product
 
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
@@ -192,6 +193,11 @@ ChunkPlan plan_chunk(const Problem& p, int64_t rows) {
   return plan;
 }
 
+int64_t forward_ranges(const Problem& p, int64_t chunk_rows) {
+  const int64_t last = p.v % chunk_rows == 0 ? chunk_rows : p.v % chunk_rows;
+  return std::max(plan_chunk(p, std::min(chunk_rows, p.v)).units.ranges, plan_chunk(p, last).units.ranges);
+}
+
 }  // namespace
 
 // The work buffer's use in this forward: first the sort's temporaries (keys,
@@ -199,19 +205,27 @@ ChunkPlan plan_chunk(const Problem& p, int64_t rows) {
 // the gathered chunks of C.
 size_t sort_work_bytes(int64_t v) { return static_cast<size_t>(v) * 16 + radix_sort_pairs_temp_bytes<float>(v, true) + 256; }
 
-int64_t forward_ranges(const Problem& p, int64_t chunk_rows) {
-  const int64_t last = p.v % chunk_rows == 0 ? chunk_rows : p.v % chunk_rows;
-  return std::max(plan_chunk(p, std::min(chunk_rows, p.v)).units.ranges, plan_chunk(p, last).units.ranges);
+SortedForwardPlan plan_sorted_forward(const Problem& p, int64_t chunk_rows) {
+  SortedForwardPlan plan;
+  const size_t row_bytes = static_cast<size_t>(p.d) * p.element_bytes();
+  if (chunk_rows <= 0)
+    chunk_rows = std::max<int64_t>(kChunkMultiple, static_cast<int64_t>(kDefaultChunkBytes / row_bytes) / kChunkMultiple *
+                                                       kChunkMultiple);
+  plan.chunk_rows = std::min(chunk_rows, p.v);
+  plan.ranges = forward_ranges(p, plan.chunk_rows);
+  plan.work_bytes = std::max(sort_work_bytes(p.v), static_cast<size_t>(plan.chunk_rows) * row_bytes);
+  return plan;
 }
 
-std::vector<MemoryItem> sorted_forward_scratch(const Problem& p, const DropPlan& plan) {
+std::vector<MemoryItem> sorted_forward_items(const Problem& p, const SortedForwardPlan& plan) {
   const size_t n = static_cast<size_t>(p.n), v = static_cast<size_t>(p.v), d = static_cast<size_t>(p.d);
+  const size_t tiles = static_cast<size_t>(tile_grid(p).tiles);
   const size_t sum_chunks = static_cast<size_t>((p.n + kSumRows - 1) / kSumRows);
   std::vector<MemoryItem> items = {
-      {"tile statistics [tiles][N]", static_cast<size_t>(plan.tiles) * n * 4},
+      {"tile statistics [tiles][N]", tiles * n * 4},
       {"work buffer", plan.work_bytes},
       {"vocabulary order [V]", v * 4},
-      {"tile means [tiles][D]", static_cast<size_t>(plan.tiles) * d * p.element_bytes()},
+      {"tile means [tiles][D]", tiles * d * p.element_bytes()},
       {"E column sums [chunks+1][D]", (sum_chunks + 1) * d * 4},
       {"target position [N]", n * 8},
       {"target logit [N]", n * 4},
@@ -221,15 +235,32 @@ std::vector<MemoryItem> sorted_forward_scratch(const Problem& p, const DropPlan&
   return concat(items, per_token_loss_scratch(p));
 }
 
-void sorted_forward_states(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, cudaStream_t stream) {
+SortedForwardBuffers sorted_forward_buffers(const Scratch& scratch) {
+  SortedForwardBuffers b;
+  b.kept.vocabulary_order = scratch.get<int>("vocabulary order [V]");
+  b.kept.target_position = scratch.get<int64_t>("target position [N]");
+  b.kept.target_logit = scratch.get<float>("target logit [N]");
+  b.kept.stats = scratch.get<uint32_t>("tile statistics [tiles][N]");
+  b.kept.tile_means = scratch.get<void>("tile means [tiles][D]");
+  b.e_column_sums = scratch.get<float>("E column sums [chunks+1][D]");
+  b.range_states = scratch.get<float2>("range (max, sum) [ranges][N]");
+  b.row_states = scratch.get<float2>("row (max, sum) [N]");
+  b.work = scratch.get<unsigned char>("work buffer");
+  return b;
+}
+
+void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan, const SortedForwardBuffers& buffers,
+                           cudaStream_t stream) {
   const Problem& p = in.problem;
-  unsigned char* work = scratch.get<unsigned char>("work buffer");
-  int* order = scratch.get<int>("vocabulary order [V]");
+  const TileStatistics& kept = buffers.kept;
+  const int64_t tile_cols = tile_grid(p).tile_cols;
+  unsigned char* work = buffers.work;
+  int* order = kept.vocabulary_order;
   auto dispatch = [&](auto kernel_of_type) { dispatch_dtype(p.dtype, kernel_of_type); };
 
   // 1. The sort key and the order.
   const int64_t sum_chunks = (p.n + kSumRows - 1) / kSumRows;
-  float* partial_sums = scratch.get<float>("E column sums [chunks+1][D]");
+  float* partial_sums = buffers.e_column_sums;
   float* e_sum = partial_sums + sum_chunks * p.d;
   float* key = reinterpret_cast<float*>(work);
   float* sorted_key = key + p.v;
@@ -241,7 +272,8 @@ void sorted_forward_states(const DeviceInputs& in, const DropPlan& plan, const S
     const T* e = reinterpret_cast<const T*>(in.e.get());
     valid_row_partial_sums_kernel<T><<<dim3(static_cast<unsigned>((p.d + kSumColumns - 1) / kSumColumns),
                                             static_cast<unsigned>(sum_chunks)),
-                                       dim3(kSumColumns, kSumLanes), 0, stream>>>(e, in.targets.get(), p.n, p.d, p.ignore_index, partial_sums);
+                                       dim3(kSumColumns, kSumLanes), 0, stream>>>(e, in.targets.get(), p.n, p.d,
+                                                                                  p.ignore_index, partial_sums);
     CCE_CHECK_LAUNCH();
     sum_partials_kernel<<<blocks_for(p.d), kThreads, 0, stream>>>(partial_sums, sum_chunks, p.d, e_sum);
     CCE_CHECK_LAUNCH();
@@ -249,65 +281,57 @@ void sorted_forward_states(const DeviceInputs& in, const DropPlan& plan, const S
         reinterpret_cast<const T*>(in.c.get()), e_sum, p.v, p.d, key, identity);
     CCE_CHECK_LAUNCH();
   });
-  // On all 32 bits of the key: sorting on its top 16 (two radix passes, not
-  // four) saved 0.03 ms at lm32k but regrouped tiles, which moved the errors
-  // away from the threshold sweep's (worklog, steps 12c and 13).
   size_t temp = radix_sort_pairs_temp_bytes<float>(p.v, true);
   CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(sort_temp, temp, key, sorted_key, identity, order,
                                                            static_cast<int>(p.v), 0, 32, stream));
   rank_kernel<<<blocks_for(p.v), kThreads, 0, stream>>>(order, p.v, rank);
   CCE_CHECK_LAUNCH();
-  int64_t* position = scratch.get<int64_t>("target position [N]");
-  target_position_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(in.targets.get(), rank, p.n, p.v, p.ignore_index, position);
+  target_position_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(in.targets.get(), rank, p.n, p.v, p.ignore_index,
+                                                                   kept.target_position);
   CCE_CHECK_LAUNCH();
 
   // 2. The forward over the sorted vocabulary, a gathered chunk at a time.
-  float2* row_state = scratch.get<float2>("row (max, sum) [N]");
-  fill_row_state_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(row_state, p.n);
+  fill_row_state_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.row_states, p.n);
   CCE_CHECK_LAUNCH();
-  float* target_logit = scratch.get<float>("target logit [N]");
-  CCE_CUDA_CHECK(cudaMemsetAsync(target_logit, 0, p.n * sizeof(float), stream));  // ignored tokens keep 0
-  float2* partial = scratch.get<float2>("range (max, sum) [ranges][N]");
+  CCE_CUDA_CHECK(cudaMemsetAsync(kept.target_logit, 0, p.n * sizeof(float), stream));  // ignored tokens keep 0
   for (int64_t first = 0; first < p.v; first += plan.chunk_rows) {
     const int64_t rows = std::min(plan.chunk_rows, p.v - first);
     dispatch([&](auto element_type) {
       using T = decltype(element_type);
       // A block per (tile, 64 columns' worth of 16-byte pieces): enough blocks to keep the copy in flight.
-      const dim3 grid(static_cast<unsigned>((rows + plan.tile_cols - 1) / plan.tile_cols),
+      const dim3 grid(static_cast<unsigned>((rows + tile_cols - 1) / tile_cols),
                       static_cast<unsigned>(((p.d * sizeof(T) + 15) / 16 + 63) / 64));
-      gather_rows_kernel<T><<<grid, 64, 0, stream>>>(
-          reinterpret_cast<const T*>(in.c.get()), order, first, rows, p.d, plan.tile_cols, reinterpret_cast<T*>(work),
-          scratch.get<T>("tile means [tiles][D]"));
+      gather_rows_kernel<T><<<grid, 64, 0, stream>>>(reinterpret_cast<const T*>(in.c.get()), order, first, rows, p.d,
+                                                     tile_cols, reinterpret_cast<T*>(work),
+                                                     static_cast<T*>(kept.tile_means));
       CCE_CHECK_LAUNCH();
     });
     const ChunkPlan chunk = plan_chunk(p, rows);
     if (chunk.units.ranges > plan.ranges) throw CudaError("stage 08: a chunk has more ranges than planned");
-    TileStatsParams params{position, p.n, p.v, first, p.softcap, partial, target_logit,
-                           scratch.get<uint32_t>("tile statistics [tiles][N]")};
+    TileStatsParams params{kept.target_position, p.n, p.v, first, p.softcap, buffers.range_states, kept.target_logit,
+                           kept.stats};
     launch_tile_units<TileStatsEpilogue>(chunk_problem(p, rows), in.e.get(), work, chunk.path, chunk.units, params,
                                          stream);
-    merge_chunk_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(partial, p.n, chunk.units.ranges, row_state);
+    merge_chunk_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.range_states, p.n, chunk.units.ranges,
+                                                                 buffers.row_states);
     CCE_CHECK_LAUNCH();
   }
 }
 
-void sorted_forward_finish(const DeviceInputs& in, const Scratch& scratch, float* loss, float* lse,
-                           cudaStream_t stream) {
+void sorted_forward_finish(const DeviceInputs& in, const SortedForwardBuffers& buffers, float* loss, float* lse,
+                           const Scratch& scratch, cudaStream_t stream) {
   const Problem& p = in.problem;
-  const float2* row_state = scratch.get<float2>("row (max, sum) [N]");
-  const float* target_logit = scratch.get<float>("target logit [N]");
-  const int64_t* position = scratch.get<int64_t>("target position [N]");
   float* per_token = per_token_loss_buffer(p, loss, scratch);
-  lse_and_loss_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(row_state, target_logit, position, p.n, lse,
-                                                                per_token);
+  lse_and_loss_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.row_states, buffers.kept.target_logit,
+                                                                buffers.kept.target_position, p.n, lse, per_token);
   CCE_CHECK_LAUNCH();
   finish_loss(p, per_token, in.targets.get(), loss, stream);
 }
 
-void sorted_forward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, float* loss, float* lse,
-                    cudaStream_t stream) {
-  sorted_forward_states(in, plan, scratch, stream);
-  sorted_forward_finish(in, scratch, loss, lse, stream);
+void sorted_forward(const DeviceInputs& in, const SortedForwardPlan& plan, const SortedForwardBuffers& buffers,
+                    float* loss, float* lse, const Scratch& scratch, cudaStream_t stream) {
+  sorted_forward_states(in, plan, buffers, stream);
+  sorted_forward_finish(in, buffers, loss, lse, scratch, stream);
 }
 
 }  // namespace cce::s08

@@ -1,7 +1,8 @@
 // Stage 08's tail correction: what the dropped tiles would have added to dE,
 // approximated by their softmax mass times the mean row of C over the tile,
 //   dE_i ≈ Σ_{T dropped for i} g_i M_iT C̄_T,   M_iT = s_iT·exp(m_iT − LSE_i) − [t_i ∈ T]·p_{i,t_i},
-// as one GEMM [N, tiles] × [tiles, D] (README.md derives it and bounds what it leaves).
+// as one GEMM [N, tiles] × [tiles, D], and dC's G_T = Σ_i g_i M_iT E_i as a
+// second (README.md derives both and bounds what they leave).
 // M is written over the tile statistics (they are not needed after it), so
 // that it costs no memory of its own; C̄ was summed by the forward's gather.
 #include <algorithm>
@@ -36,7 +37,8 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
     float m = 0.0f;
     if (i < n) {
       const uint32_t packed = row_stats[i];
-      const bool kept = flags[tile * token_blocks + token_place[i] / tile_rows] != 0;
+      const int64_t place = token_place != nullptr ? token_place[i] : i;
+      const bool kept = flags[tile * token_blocks + place / tile_rows] != 0;
       if (!kept && grad_scale[i] != 0.0f) {
         const float tile_max = stats_max(packed);
         m = stats_sum(packed) * __expf(tile_max - lse[i]);
@@ -53,57 +55,41 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
 
 }  // namespace
 
-std::vector<MemoryItem> tail_correction_scratch(const Problem& p, const DropPlan& plan) {
-  if (plan.tail_sums_in_stats) return {};
-  return {{"dC tail sums [tiles][D]", static_cast<size_t>(plan.tiles * p.d) * 4}};
-}
-
-TailSums correct_dropped_tail(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                              float* de_acc, bool correct_dc, cudaStream_t stream) {
+void correct_dropped_tail(const DeviceInputs& in, const TileGrid& grid, const DecisionInputs& inputs,
+                          const uint8_t* keep, float* de_acc, const TailSums& tail, cudaStream_t stream) {
   const Problem& p = in.problem;
-  const bool bf16 = p.dtype == Dtype::kBFloat16;
-  uint32_t* stats = scratch.get<uint32_t>("tile statistics [tiles][N]");
-  auto run = [&](auto element_type) {
+  const TileStatistics& forward = *inputs.forward;
+  dispatch_dtype(p.dtype, [&](auto element_type) {
     using T = decltype(element_type);
-    tail_mass_kernel<T><<<static_cast<unsigned>(plan.tiles), kThreads, 0, stream>>>(
-        stats, lse, scratch.get<float>("per-token grad scale [N]"), scratch.get<float>("target logit [N]"),
-        scratch.get<int64_t>("target position [N]"), scratch.get<uint8_t>("keep flags [tiles][token blocks]"),
-        scratch.get<int>("token order, each token's place in it [2][N]") + p.n, p.n, plan.token_blocks, plan.tile_rows, plan.tile_cols, p.softcap);
+    tail_mass_kernel<T><<<static_cast<unsigned>(grid.tiles), kThreads, 0, stream>>>(
+        forward.stats, inputs.lse, inputs.grad_scale, forward.target_logit, forward.target_position, keep,
+        inputs.blocks.token_place, p.n, grid.token_blocks, grid.tile_rows, grid.tile_cols, p.softcap);
     CCE_CHECK_LAUNCH();
-  };
-  dispatch_dtype(p.dtype, run);
+  });
 
   // Row-major dE [N, D] is column-major D×N: dEᵀ = C̄ᵀ (D×tiles, ld D) · Mᵀ, with
   // M stored tile-major (column-major N×tiles, ld = N·4 bytes / element bytes).
-  const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType type = p.dtype == Dtype::kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
   const int64_t mass_ld = p.n * 4 / static_cast<int64_t>(p.element_bytes());
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t handle = cublas_handle();
   if (cublasSetStream(handle, stream) != CUBLAS_STATUS_SUCCESS) throw CudaError("cublasSetStream failed");
   const cublasStatus_t status = cublasGemmEx(
-      handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(p.d), static_cast<int>(p.n), static_cast<int>(plan.tiles), &one,
-      scratch.get<void>("tile means [tiles][D]"), type, static_cast<int>(p.d), stats, type, static_cast<int>(mass_ld), &zero, de_acc, CUDA_R_32F,
-      static_cast<int>(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(p.d), static_cast<int>(p.n), static_cast<int>(grid.tiles),
+      &one, forward.tile_means, type, static_cast<int>(p.d), forward.stats, type, static_cast<int>(mass_ld), &zero,
+      de_acc, CUDA_R_32F, static_cast<int>(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS)
     throw CudaError("stage 08: cublasGemmEx (tail correction) failed with status " + std::to_string(static_cast<int>(status)));
-  if (!correct_dc) return {};
+  if (tail.sums == nullptr) return;
 
-  // dC: G_T = Σ_i M_iT E_i, i.e. Gᵀ (D×tiles) = Eᵀ (D×N, ld D) · Mᵀ... as column-major: G = Eᵀ·M.
-  TailSums tail;
-  if (plan.tail_sums_in_stats) {  // the second half of each tile's statistics row (bytes 2N..4N)
-    tail.sums = reinterpret_cast<float*>(stats) + p.n / 2;
-    tail.ld = p.n;
-  } else {
-    tail.sums = scratch.get<float>("dC tail sums [tiles][D]");
-    tail.ld = p.d;
-  }
+  // dC: G_T = Σ_i M_iT E_i, i.e. as column-major Gᵀ (D×tiles) = Eᵀ (D×N, ld D) · M (N×tiles).
   const cublasStatus_t dc_status = cublasGemmEx(
-      handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p.d), static_cast<int>(plan.tiles), static_cast<int>(p.n), &one,
-      in.e.get(), type, static_cast<int>(p.d), stats, type, static_cast<int>(mass_ld), &zero,
-      const_cast<float*>(tail.sums), CUDA_R_32F, static_cast<int>(tail.ld), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p.d), static_cast<int>(grid.tiles), static_cast<int>(p.n),
+      &one, in.e.get(), type, static_cast<int>(p.d), forward.stats, type, static_cast<int>(mass_ld), &zero, tail.sums,
+      CUDA_R_32F, static_cast<int>(tail.ld), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (dc_status != CUBLAS_STATUS_SUCCESS)
-    throw CudaError("stage 08: cublasGemmEx (dC tail sums) failed with status " + std::to_string(static_cast<int>(dc_status)));
-  return tail;
+    throw CudaError("stage 08: cublasGemmEx (dC tail sums) failed with status " +
+                    std::to_string(static_cast<int>(dc_status)));
 }
 
 }  // namespace cce::s08

@@ -4,7 +4,7 @@
 // GPU the same full row state:
 //   M_i = max_p m_i^p,  S_i = Σ_p s_i^p·exp(m_i^p − M_i),  z_i = Σ_p z_i^p,
 // and LSE_i = M_i + log S_i, loss_i = LSE_i − z_i. With one GPU, S_i = s_i and
-// M_i = m_i exactly: the result is stage 08's, bit for bit.
+// M_i = m_i exactly: the result is stage 10's, bit for bit.
 #include "stages/11_sharded_vocabulary/sharded_vocabulary.h"
 
 #include <cmath>

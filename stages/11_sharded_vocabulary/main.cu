@@ -1,6 +1,6 @@
 // stage11_sharded_vocabulary: see README.md beside this file.
 //   stage11_sharded_vocabulary [problem flags of every stage] [--gpus P] [--backward] [--check]
-//       [--compare-single] [--iters K] [--json FILE] [--skip-missing-gpus] [stage 08's flags]
+//       [--compare-single] [--iters K] [--json FILE] [--skip-missing-gpus] [stage 10's flags]
 // Its own driver: the stage table's interface holds the inputs on one GPU,
 // this stage's live on P (E everywhere, C in shards).
 #include <cstdio>
@@ -21,19 +21,19 @@ struct Flags : ProblemFlags {
   bool backward = false, check = false, compare_single = false, skip_missing = false;
 };
 
-// P GPUs against stage 08 on one. Loss and LSE: the same numbers up to fp32
+// P GPUs against stage 10 on one. Loss and LSE: the same numbers up to fp32
 // rounding (the shards sum the exponentials in another order). One shard is
-// stage 08 itself: every output, dE and dC included, bit for bit.
+// stage 10 itself: every output, dE and dC included, bit for bit.
 std::vector<Comparison> compare_with_single(const HostOutputs& sharded, const HostOutputs& single, int gpus,
                                             const Problem& p) {
   const Tolerance tolerance = gpus == 1 ? Tolerance{0.0, 0.0} : Tolerance{1e-5, 1e-5};
   auto as_double = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
   std::vector<Comparison> comparisons = {
-      compare("loss vs stage 08 on one GPU", sharded.loss, as_double(single.loss), tolerance),
-      compare("LSE vs stage 08 on one GPU", sharded.lse, as_double(single.lse), tolerance)};
+      compare("loss vs stage 10 on one GPU", sharded.loss, as_double(single.loss), tolerance),
+      compare("LSE vs stage 10 on one GPU", sharded.lse, as_double(single.lse), tolerance)};
   if (gpus == 1 && !sharded.de.empty()) {
-    comparisons.push_back(compare("dE vs stage 08 (bitwise)", sharded.de, as_double(single.de), tolerance, p.d));
-    comparisons.push_back(compare("dC vs stage 08 (bitwise)", sharded.dc, as_double(single.dc), tolerance, p.d));
+    comparisons.push_back(compare("dE vs stage 10 (bitwise)", sharded.de, as_double(single.de), tolerance, p.d));
+    comparisons.push_back(compare("dC vs stage 10 (bitwise)", sharded.dc, as_double(single.dc), tolerance, p.d));
   }
   return comparisons;
 }
@@ -47,7 +47,7 @@ std::string json_sizes(const std::vector<size_t>& bytes) {
 int run(int argc, char** argv) {
   const std::string program = "stage11_sharded_vocabulary";
   Flags f;
-  s08::DropBeforeRecomputeStage stage08;  // its flags are this stage's: the same backward per shard
+  s10::PlanPerBatchStage drop_stage;  // its flags are this stage's: the same backward per shard
   OptionParser parser(program);
   add_problem_options(parser, &f);
   parser.add_int("gpus", &f.gpus, "GPUs P, each holding V/P rows of C; 0 = every GPU here");
@@ -58,14 +58,14 @@ int run(int argc, char** argv) {
   parser.add_flag("check", &f.check,
                   "compare with the double-precision CPU reference, the GPUs with each other, and two runs bitwise");
   parser.add_flag("compare-single", &f.compare_single,
-                  "also run stage 08 on GPU 0 alone: loss and LSE compared, and its time beside this one's");
+                  "also run stage 10 on GPU 0 alone: loss and LSE compared, and its time beside this one's");
   parser.add_int("iters", &f.iters, "timed steps (median reported); 0 = no timing");
   parser.add_string("json", &f.json, "write the measurements to this file");
-  stage08.add_options(parser);
+  drop_stage.add_options(parser);
   if (!parser.parse(argc, argv)) return kExitOk;
-  stage08.validate_options();
-  if (stage08.dropped_mass_flag_set())
-    throw InputError("--dropped-mass: the shards keep one fixed eps (--drop-eps; default 2^-8), stage 08's automatic eps "
+  drop_stage.validate_options();
+  if (drop_stage.dropped_mass_flag_set())
+    throw InputError("--dropped-mass: the shards keep one fixed eps (--drop-eps; default 2^-8), stage 10's automatic eps "
                      "would differ from shard to shard");
 
   Problem p = f.problem();
@@ -98,10 +98,10 @@ int run(int argc, char** argv) {
 
   const HostInputs inputs = generate_inputs(p, gen);
   const Upstream upstream = choose_upstream(f.upstream, p, "", gen.seed);
-  // One fixed eps for every shard (and for --compare-single): stage 08's
+  // One fixed eps for every shard (and for --compare-single): stage 10's
   // automatic eps, chosen from each shard's statistics, would differ between them.
-  if (stage08.automatic_eps(p.dtype)) stage08.fix_drop_eps(s08::default_drop_eps(p.dtype));
-  const ShardOptions options{stage08.settings(p.dtype), [&](const Problem& shard) { return stage08.plan_for(shard); }};
+  if (drop_stage.automatic_eps(p.dtype)) drop_stage.fix_drop_eps(s10::default_drop_eps(p.dtype));
+  const ShardOptions options{drop_stage.settings(p.dtype), [&](const Problem& shard) { return drop_stage.plan_for(shard); }};
   ShardedVocabulary sharded(p, inputs, upstream.values, gpus, options);
   cudaDeviceProp prop{};
   CCE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -119,7 +119,7 @@ int run(int argc, char** argv) {
   const HostOutputs out = sharded.download();
   const std::vector<size_t> peaks = sharded.peak_beyond_inputs();
   print_loss(p, out.loss, inputs.targets);
-  const s08::DropStats drop = sharded.drop_stats();
+  const s10::DropStats drop = sharded.drop_stats();
   if (f.backward && drop.tiles > 0)
     std::printf("  kept tiles   %lld of %lld (%.2f%%) over the shards, in %lld backward chunks\n",
                 static_cast<long long>(drop.kept_tiles), static_cast<long long>(drop.tiles),
@@ -149,10 +149,10 @@ int run(int argc, char** argv) {
 
   double single_ms = 0.0;
   if (f.compare_single) {
-    StageRunner single(stage08, p, inputs, upstream.values);
+    StageRunner single(drop_stage, p, inputs, upstream.values);
     single.poison_outputs();
     if (f.backward) single.forward_backward(); else single.forward();
-    std::printf("  one GPU      stage 08 on GPU 0 alone:\n");
+    std::printf("  one GPU      stage 10 on GPU 0 alone:\n");
     report(compare_with_single(out, single.download(), gpus, p));
     if (f.iters > 0)
       single_ms = f.backward ? single.time_forward_backward_ms(static_cast<int>(f.iters))
@@ -169,7 +169,7 @@ int run(int argc, char** argv) {
                 f.backward ? "forward+backward" : "forward", step_ms, gpus, gpus == 1 ? "" : "s",
                 static_cast<long long>(f.iters), nccl_ms, 100.0 * nccl_ms / step_ms);
     if (single_ms > 0)
-      std::printf("  time         stage 08 on one GPU %.3f ms: %.2fx faster on %d\n", single_ms, single_ms / step_ms, gpus);
+      std::printf("  time         stage 10 on one GPU %.3f ms: %.2fx faster on %d\n", single_ms, single_ms / step_ms, gpus);
   }
   for (int g = 0; g < gpus; ++g)
     std::printf("  memory       GPU %d: peak %s beyond its inputs (inputs %s); model %s\n", g, format_mb(peaks[g]).c_str(),
@@ -182,7 +182,7 @@ int run(int argc, char** argv) {
          << ",\n  \"problem\": \"" << p.describe() << "\",\n  \"n\": " << p.n << ", \"d\": " << p.d << ", \"v\": " << p.v
          << ",\n  \"data\": \"" << to_string(gen.mode) << "\",\n  \"backward\": " << (f.backward ? "true" : "false")
          << ",\n  \"iters\": " << f.iters << ",\n  \"step_ms\": " << step_ms << ",\n  \"nccl_ms\": " << nccl_ms
-         << ",\n  \"stage08_one_gpu_ms\": " << single_ms << ",\n  \"kept_tiles\": " << drop.kept_tiles
+         << ",\n  \"stage10_one_gpu_ms\": " << single_ms << ",\n  \"kept_tiles\": " << drop.kept_tiles
          << ", \"tiles\": " << drop.tiles << ",\n  \"peak_MB_per_gpu\": " << json_sizes(peaks)
          << ",\n  \"input_MB_per_gpu\": " << json_sizes(sharded.input_bytes()) << ",\n  \"commit\": \""
          << (std::getenv("CCE_COMMIT") ? std::getenv("CCE_COMMIT") : "unknown") << "\"\n}\n";

@@ -57,14 +57,14 @@ struct ShardedVocabulary::Rank {
   int device = 0;
   ShardRange range;
   Problem local;  // V = the shard's rows
-  s08::DropPlan plan;
+  s10::DropPlan plan;
   DeviceInputs in;                // E, the shard of C, the targets as the shard sees them
   DeviceBuffer<int64_t> targets;  // the targets themselves
   DeviceBuffer<float> loss, lse, upstream;
   DeviceBuffer<uint8_t> de, dc;  // dE [N,D], the shard's dC [V_p,D]
   Scratch scratch;
-  s08::SideStream side;
-  s08::DropStats stats;
+  s10::SideStream side;
+  s10::DropStats stats;
   cudaStream_t stream = nullptr;
   ncclComm_t comm = nullptr;
   cudaEvent_t nccl_events[4] = {};  // around the forward's collectives, then the backward's
@@ -181,18 +181,18 @@ void ShardedVocabulary::step(bool backward) {
       poison_device(r.de.get(), r.de.bytes());
       poison_device(r.dc.get(), r.dc.bytes());
     }
-    r.scratch.allocate(concat(backward ? s08::backward_scratch(r.local, r.plan)
-                                       : s08::sorted_forward_scratch(r.local, r.plan),
+    r.scratch.allocate(concat(backward ? s10::backward_scratch(r.local, r.plan)
+                                       : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan)),
                               combine_scratch(r.local)));
-    s08::sorted_forward_states(r.in, r.plan, r.scratch, r.stream);
+    s08::sorted_forward_states(r.in, s10::forward_plan(r.plan), s08::sorted_forward_buffers(r.scratch), r.stream);
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[0], r.stream));
     combine_row_states(problem_, r.targets.get(), r.scratch, r.comm, r.loss.get(), r.lse.get(), r.stream);
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[1], r.stream));
     r.backward_timed = backward;
     if (backward) {
-      float* de_acc = s08::backward_to_accumulator(r.in, r.plan, r.scratch, r.lse.get(), r.upstream.get(),
+      float* de_acc = s10::backward_to_accumulator(r.in, r.plan, r.scratch, r.lse.get(), r.upstream.get(),
                                                    options_.drop, r.de.get(), r.dc.get(), r.stream, r.side, &r.stats);
-      s08::add_target_terms(r.in, r.scratch, de_acc, r.stream);
+      s10::add_target_terms(r.in, r.scratch, de_acc, r.stream);
       CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[2], r.stream));
       reduce_de(problem_, de_acc, r.de.get(), r.comm, r.stream);
       CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[3], r.stream));
@@ -292,13 +292,13 @@ void ShardedVocabulary::reset_peak_memory() {
 
 std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) const {
   const Rank& r = *ranks_.at(static_cast<size_t>(p));
-  return concat(concat(output_memory(r.local, backward), backward ? s08::backward_scratch(r.local, r.plan)
-                                                                   : s08::sorted_forward_scratch(r.local, r.plan)),
+  return concat(concat(output_memory(r.local, backward), backward ? s10::backward_scratch(r.local, r.plan)
+                                                                   : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan))),
                 combine_scratch(r.local));
 }
 
-s08::DropStats ShardedVocabulary::drop_stats() const {
-  s08::DropStats total;
+s10::DropStats ShardedVocabulary::drop_stats() const {
+  s10::DropStats total;
   for (const auto& r : ranks_) {
     total.tiles += r->stats.tiles;
     total.kept_tiles += r->stats.kept_tiles;

@@ -1,21 +1,21 @@
 // Stage 11: the vocabulary sharded over GPUs, combined with NCCL.
-// Uses: stage 08 (its sorted forward with tile statistics, its whole backward
+// Uses: stage 10 (its sorted forward with tile statistics, its whole backward
 // up to the fp32 dE accumulator), common (problem, reference, tracker), NCCL.
 //
 // Tensor parallelism cuts C [V,D] by rows into P shards, one per GPU, while E
 // and the targets are the same on every GPU. Per step:
-//   forward   every GPU runs stage 08's sorted forward on its shard: per row
+//   forward   every GPU runs stage 10's sorted forward on its shard: per row
 //             i a partial (m_i^p, s_i^p) and, where t_i is in the shard, the
 //             target logit; then two all-reduces of O(N) floats:
 //               M_i = max_p m_i^p                         (ncclMax, N floats)
 //               S_i = Σ_p s_i^p·exp(m_i^p − M_i), z_i = Σ_p z_i^p  (ncclSum, 2N)
 //             LSE_i = M_i + log S_i, loss_i = LSE_i − z_i on every GPU;
-//   backward  every GPU runs stage 08's backward on its shard with the full
+//   backward  every GPU runs stage 10's backward on its shard with the full
 //             LSE: its dC rows are complete and stay where they are; its dE
 //             is a partial sum over its vocabulary, all-reduced in fp32
 //             (N·D floats) and rounded once.
 // One process drives every GPU, a host thread per GPU (ncclCommInitAll):
-// stage 08's backward reads its kept-tile lists on the host, so each GPU
+// stage 10's backward reads its kept-tile lists on the host, so each GPU
 // needs a thread of its own to stay busy. README.md gives the reasons and the costs.
 #pragma once
 
@@ -29,7 +29,7 @@
 
 #include "common/runner.h"
 #include "common/stage.h"
-#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/10_plan_per_batch/plan_per_batch.h"
 
 namespace cce::s11 {
 
@@ -56,7 +56,7 @@ void check_nccl(ncclResult_t status, const char* what);
 std::vector<int64_t> shard_targets(const Problem& problem, const std::vector<int64_t>& targets, ShardRange range);
 
 std::vector<MemoryItem> combine_scratch(const Problem& problem);
-// From the shard's row states (stage 08's sorted_forward_states) to the full
+// From the shard's row states (stage 10's sorted_forward_states) to the full
 // LSE and loss on this GPU; every GPU of the communicator calls it.
 // `global` is the unsharded problem, `targets` its targets on this GPU.
 void combine_row_states(const Problem& global, const int64_t* targets, const Scratch& scratch, ncclComm_t comm,
@@ -67,9 +67,9 @@ void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, 
 // ---- sharded_vocabulary.cu: P GPUs, a thread each ----
 
 struct ShardOptions {
-  s08::DropSettings drop;  // eps, tail correction (stage 08's flags)
-  // Each shard's plan from its own problem (stage 08's --chunk-rows, --slot-mb).
-  std::function<s08::DropPlan(const Problem&)> plan = [](const Problem& p) { return s08::plan_drop(p); };
+  s10::DropSettings drop;  // eps, tail correction (stage 10's flags)
+  // Each shard's plan from its own problem (stage 10's --chunk-rows, --slot-mb).
+  std::function<s10::DropPlan(const Problem&)> plan = [](const Problem& p) { return s10::plan_drop(p); };
 };
 
 class ShardedVocabulary {
@@ -101,10 +101,10 @@ class ShardedVocabulary {
   std::vector<size_t> peak_beyond_inputs() const;
   std::vector<size_t> input_bytes() const;
   void reset_peak_memory();
-  // Per GPU: the memory model (outputs, stage 08's scratch, the combine's).
+  // Per GPU: the memory model (outputs, stage 10's scratch, the combine's).
   std::vector<MemoryItem> memory_model(int p, bool backward) const;
   // Kept tiles of the last backward, summed over the shards.
-  s08::DropStats drop_stats() const;
+  s10::DropStats drop_stats() const;
 
  private:
   struct Rank;

@@ -40,12 +40,12 @@ SUMMARY_ROWS = [
     "| gemma2 | stage01_materialized | skipped | – | – | – | – | – | – | – |",
     "| gemma2 | stage06_fused_backward | not measured | – | – | – | – | – | – | – |",
     # Plain repetitions, no aggregates: the median, the fastest and slowest, and their standard deviation.
-    "| gemma2 | stage08_drop_before_recompute | 20.10 | 19.80–20.40 | 0.300 | 1397 | 2.90e-03 | 2.80e-03 "
+    "| gemma2 | stage10_plan_per_batch | 20.10 | 19.80–20.40 | 0.300 | 1397 | 2.90e-03 | 2.80e-03 "
     "| – | – |",
     # Aggregates only: no min-max; sd where the file has a stddev aggregate.
     "| lm32k | cublas_floor | 2.500 | n/a | n/a | 600.0 | – | – | – | – |",
     "| lm32k | stage07_filter_sort | 4.000 | n/a | 0.045 | 80.9 | 3.50e-03 | 4.70e-03 | – | – |",
-    "| lm32k | stage08_drop_before_recompute | not measured | – | – | – | – | – | – | – |",
+    "| lm32k | stage10_plan_per_batch | not measured | – | – | – | – | – | – | – |",
 ]
 ROWS_SMALL = [
     "| cublas_floor | 0.412 | 262.1 | 1.650 | 428.5 | 1.00 | 1.00 | – | – |",
@@ -58,7 +58,7 @@ ROWS_GEMMA2 = [
     "### gemma2 (N=8192, D=2304, V=256000)",
     "| cublas_floor | 13.90 | 4194 | – | – | 1.00 | – | – | – | – |",
     "| stage01_materialized | – | – | skipped | – | – | – | – | – | – |",
-    "| stage08_drop_before_recompute | – | – | 20.10 | 1397 | – | – | 2.90e-03 | 2.80e-03 | 1.2% |",
+    "| stage10_plan_per_batch | – | – | 20.10 | 1397 | – | – | 2.90e-03 | 2.80e-03 | 1.2% |",
 ]
 # The trained-model shape: its size from the context's cce_shapes, and a kept-tiles column (stage 07 has it).
 ROWS_LM32K = [
@@ -172,7 +172,7 @@ class Generator(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         out = proc.stdout
         self.assertTrue(out.startswith("**One value per quantity:**"), out[:200])
-        self.assert_in_order(out, [*SUMMARY_ROWS, "**Sources.** `gemma2`: `fixture.json` (floor, stages 01, 08). "
+        self.assert_in_order(out, [*SUMMARY_ROWS, "**Sources.** `gemma2`: `fixture.json` (floor, stages 01, 10). "
                                    "`lm32k`: `fixture.json` (floor, stages 06, 07).",
                                    "`stage01_materialized` loss+grad at `gemma2`: skipped: needs 26000.0 MB",
                                    "### small (N=4096, D=2304, V=32000)", "| implementation | loss ms |", *ROWS_SMALL,
@@ -228,7 +228,7 @@ class Generator(unittest.TestCase):
             proc = run(FIXTURE, path)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             self.assert_in_order(proc.stdout, [
-                "| gemma2 | stage08_drop_before_recompute |",
+                "| gemma2 | stage10_plan_per_batch |",
                 "| gemma2 | stage10_some_new_idea | not measured |",
                 "| gemma2 | stage11_sharded_vocabulary | 10.50 | n/a | n/a | 768.2 |",
                 "| lm32k | stage10_some_new_idea | – | – | – | – | – | – | 0.500 | 0.30 |",

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "common/options.h"
-#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/10_plan_per_batch/plan_per_batch.h"
 
-namespace cce::s08 {
+namespace cce::s10 {
 namespace {
 
 // dropped[k]: the mass per row dropped at eps = 2^-(8 + k), falling as eps does.
@@ -35,7 +35,7 @@ TEST(DropChoice, NoCandidateWithinTheBudgetFallsBackToTheSmallestEps) {
 }
 
 DropSettings settings_from(std::vector<const char*> flags, Dtype dtype) {
-  DropBeforeRecomputeStage stage;
+  PlanPerBatchStage stage;
   OptionParser parser("stage08");
   stage.add_options(parser);
   flags.insert(flags.begin(), "stage08");
@@ -99,4 +99,4 @@ TEST(DropChoice, TailSumsInTheStatisticsRowsOnlyWhereTheyFit) {
 }
 
 }  // namespace
-}  // namespace cce::s08
+}  // namespace cce::s10

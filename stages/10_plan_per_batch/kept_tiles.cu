@@ -1,6 +1,7 @@
-// Stage 08's decision and recomputation: which (token block × sorted
-// vocabulary tile) pairs to keep, known from the forward's tile statistics
-// before any logit is recomputed, and the recomputed S of the kept ones.
+// Stage 10's plan of the backward and its recomputation: the automatic eps
+// and the token grouping (from the forward's tile statistics, before any
+// logit is recomputed), the slots of the kept pairs that stage 08's decision
+// keeps, and the recomputed S of the kept ones.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -13,39 +14,20 @@
 #include "common/tile/tile_path.cuh"
 #include "common/token_reduction.h"
 #include "stages/06_fused_backward/backward_tile.cuh"
-#include "stages/08_drop_before_recompute/drop_before_recompute.h"
-#include "stages/08_drop_before_recompute/slot_space.cuh"
+#include "stages/10_plan_per_batch/plan_per_batch.h"
+#include "stages/10_plan_per_batch/slot_space.cuh"
 #include "stages/08_drop_before_recompute/tile_stats.cuh"
 
-namespace cce::s08 {
+namespace cce::s10 {
 namespace {
+
+using s08::stats_max;
+using s08::stats_sum;
 
 constexpr int kThreads = 256;
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
-// Keep (T, b) iff a row i of block b with a gradient has exp(m_iT − LSE_i) ≥ eps:
-// every softmax entry of a dropped tile is below eps (m_iT is rounded up).
-// A block per (token block, tile); counts[T] (zeroed before) counts T's kept
-// blocks (an integer sum: the same whatever order the blocks add in).
-__global__ void decide_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
-                              const float* __restrict__ grad_scale, const int* __restrict__ token_order, int64_t n,
-                              int64_t token_blocks, float log_eps, bool keep_all, uint8_t* __restrict__ flags,
-                              int* __restrict__ counts) {
-  const int64_t tile = blockIdx.x;
-  for (int64_t b = blockIdx.y; b < token_blocks; b += gridDim.y) {  // pair_grid
-    const int64_t place = b * blockDim.x + threadIdx.x;
-    const int64_t row = place < n ? token_order[place] : n;
-    bool keep = false;
-    if (row < n && grad_scale[row] != 0.0f) keep = keep_all || stats_max(stats[tile * n + row]) - lse[row] >= log_eps;
-    const bool any = __syncthreads_or(keep);
-    if (threadIdx.x == 0) {
-      flags[tile * token_blocks + b] = any ? 1 : 0;
-      if (any) atomicAdd(counts + tile, 1);
-    }
-  }
-}
-
-// decide_kernel's and dropped_mass_kernel's grid: x a tile, y token blocks
+// dropped_mass_kernel's grid (stage 08's decision's): x a tile, y token blocks
 // (at most 65535, each block looping over b = y, y + gridDim.y, ...).
 dim3 pair_grid(const DropPlan& plan) {
   return dim3(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535)));
@@ -53,12 +35,12 @@ dim3 pair_grid(const DropPlan& plan) {
 
 // The automatic eps's measure: for each (token block, tile), the largest
 // candidate exponent e at which the pair would be dropped (its rows' largest
-// m_iT − LSE_i below log_eps[e], decide_kernel's test) and its rows' softmax
+// m_iT − LSE_i below log_eps[e], stage 08's decision's test) and its rows' softmax
 // mass M_iT = s_iT·exp(m_iT − LSE_i), the target's own entry left out (it is
 // exact). mass[k] sums the pairs whose largest such e is kAutoFirstExponent + k,
 // in fixed point (2^-32), so that the sum and the eps chosen from it do not
 // depend on the order of the additions; mass[kAutoExponents] counts the rows
-// with a gradient. A block per (token block, tile), as decide_kernel.
+// with a gradient. A block per (token block, tile), as stage 08's decision.
 constexpr double kMassUnit = 4294967296.0;  // 2^32
 struct LogEps {
   float at[kAutoExponents];
@@ -163,24 +145,15 @@ __global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* 
   }
 }
 
-// The targets of dropped tiles, handled exactly: a_i = g_i (p_{i,t_i} − 1)·softcap'(z_{i,t_i})
-// when t_i's tile is dropped for i's token block (≈ −g_i: p_{i,t_i} < eps there),
-// 0 when it is kept (the recomputed S holds the target's entry).
-__global__ void target_coefficient_kernel(const float* __restrict__ grad_scale, const float* __restrict__ lse,
-                                          const float* __restrict__ target_logit, const int64_t* __restrict__ position,
-                                          const uint8_t* __restrict__ flags, const int* __restrict__ token_place,
-                                          int64_t n, int64_t token_blocks, int64_t tile_rows, int64_t tile_cols,
-                                          int64_t no_term_key, float softcap,
-                                          float* __restrict__ coefficient, int* __restrict__ sort_key,
-                                          int* __restrict__ token) {
+// dC's owners add the dropped targets' terms (stage 08's coefficients a_i,
+// nonzero exactly where t_i's tile is dropped for i's block) row by row:
+// the tokens sorted by target position, those without a term last, at
+// tiles·tile_cols (past every tile's positions).
+__global__ void target_key_kernel(const float* __restrict__ coefficient, const int64_t* __restrict__ position,
+                                  int64_t n, int64_t no_term_key, int* __restrict__ sort_key, int* __restrict__ token) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  bool dropped_target = position[i] >= 0 && grad_scale[i] != 0.0f;
-  if (dropped_target) dropped_target = flags[(position[i] / tile_cols) * token_blocks + token_place[i] / tile_rows] == 0;
-  const float z = target_logit[i];
-  coefficient[i] = dropped_target ? grad_scale[i] * (__expf(z - lse[i]) - 1.0f) * softcap_derivative(z, softcap) : 0.0f;
-  // Tokens without a term sort last, at tiles·tile_cols: past every tile's positions.
-  sort_key[i] = static_cast<int>(dropped_target ? position[i] : no_term_key);
+  sort_key[i] = static_cast<int>(coefficient[i] != 0.0f ? position[i] : no_term_key);
   token[i] = static_cast<int>(i);
 }
 
@@ -390,12 +363,9 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
   int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");
   int* offsets = counts + plan.tiles;
   int* tiles_with_slots = offsets + plan.tiles + 1;
-  const float log_eps = eps > 0.0f ? std::log(eps) : -INFINITY;
-  CCE_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(plan.tiles) * 4, stream));
-  decide_kernel<<<pair_grid(plan), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
-      scratch.get<uint32_t>("tile statistics [tiles][N]"), lse, grad_scale, token_order, p.n, plan.token_blocks,
-      log_eps, eps <= 0.0f, flags, counts);
-  CCE_CHECK_LAUNCH();
+  const s08::TileStatistics forward = s08::sorted_forward_buffers(scratch).kept;
+  const s08::DecisionInputs inputs{&forward, lse, grad_scale, s08::TokenBlocks{token_order, token_order + p.n}};
+  s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, eps, flags, counts, stream);
   std::vector<int> host_counts(static_cast<size_t>(plan.tiles));
   CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
 
@@ -408,10 +378,10 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
     int* token = key + p.n;
     void* temp = token + p.n;
     int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]");
-    target_coefficient_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(
-        grad_scale, lse, scratch.get<float>("target logit [N]"), scratch.get<int64_t>("target position [N]"), flags,
-        token_order + p.n, p.n, plan.token_blocks, plan.tile_rows, plan.tile_cols, plan.tiles * plan.tile_cols, p.softcap,
-        scratch.get<float>("target coefficient [N]"), key, token);
+    float* coefficient = scratch.get<float>("target coefficient [N]");
+    s08::target_coefficients(p, s08::tile_grid(p), inputs, flags, coefficient, stream);
+    target_key_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(coefficient, forward.target_position, p.n,
+                                                                plan.tiles * plan.tile_cols, key, token);
     CCE_CHECK_LAUNCH();
     size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
     CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
@@ -493,4 +463,4 @@ void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Sc
   });
 }
 
-}  // namespace cce::s08
+}  // namespace cce::s10

@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/10_plan_per_batch/plan_per_batch.h"
 
-namespace cce::s08 {
+namespace cce::s10 {
 
 template <typename T>
 __device__ __forceinline__ T* slot_tile(const SlotSpace& space, int64_t relative_slot) {
@@ -25,4 +25,4 @@ __device__ __forceinline__ T* slot_tile(const SlotSpace& space, int64_t relative
   return reinterpret_cast<T*>(static_cast<unsigned char*>(space.stats) + row * rows.row_bytes + offset);
 }
 
-}  // namespace cce::s08
+}  // namespace cce::s10

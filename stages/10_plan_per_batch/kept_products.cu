@@ -1,4 +1,4 @@
-// Stage 08's products over the kept tiles of one chunk, each output tile
+// Stage 10's products over the kept tiles of one chunk, each output tile
 // summed in a fixed order: no atomics on the outputs, so two runs give the
 // same bits.
 //   dC: a block per (sorted vocabulary tile T with a kept token block, 128
@@ -24,10 +24,10 @@
 #include "common/check.h"
 #include "common/device_math.cuh"
 #include "common/tile/mma_sync.cuh"
-#include "stages/08_drop_before_recompute/drop_before_recompute.h"
-#include "stages/08_drop_before_recompute/slot_space.cuh"
+#include "stages/10_plan_per_batch/plan_per_batch.h"
+#include "stages/10_plan_per_batch/slot_space.cuh"
 
-namespace cce::s08 {
+namespace cce::s10 {
 namespace {
 
 // The dropped targets of dC row `pos` (a sorted position) of a tile: the
@@ -676,4 +676,4 @@ void add_target_terms(const DeviceInputs& in, const Scratch& scratch, float* de_
   launch_finish_de<true>(in, scratch, de_acc, de_acc, stream);
 }
 
-}  // namespace cce::s08
+}  // namespace cce::s10
