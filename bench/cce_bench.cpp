@@ -46,6 +46,7 @@
 #include "common/tile/tile_path.h"
 #include "common/timer.h"
 #include "stages/07_filter_sort/filter_sort.h"
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
 #ifndef CCE_SOURCE_DIR
@@ -391,6 +392,11 @@ void setup_stage(ActiveCase& c, const CaseSpec& spec) {
     if (const auto* filter = dynamic_cast<const s07::FilterSortStage*>(c.stage.get())) {
       const s07::FilterStats st = filter->stats();
       if (st.tiles > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_tiles) / st.tiles;
+    }
+    if (const auto* drop = dynamic_cast<const s08::DropBeforeRecomputeStage*>(c.stage.get())) {
+      const s08::DropStats st = drop->stats();
+      if (st.pairs > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_pairs) / st.pairs;
+      if (st.eps > 0.0f) c.fixed_counters["drop_eps_log2"] = std::log2(st.eps);
     }
     if (const auto* drop = dynamic_cast<const s10::PlanPerBatchStage*>(c.stage.get())) {
       const s10::DropStats st = drop->stats();

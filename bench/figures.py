@@ -5,14 +5,14 @@
     /usr/bin/python3 bench/figures.py --out /tmp/figures  # somewhere else
 
 Reads the benchmark files that docs/results.md's tables are made from (bench/results_table.py's FILES, in
-docs/), taking one value per case by the same rule as the tables (the newest run), and stage 08's
+docs/), taking one value per case by the same rule as the tables (the newest run), and stage 10's
 threshold sweeps (docs/drop_eps_sweep*.json). Writes:
 
   time_memory.png     loss+grad time and peak memory of every implementation with a backward (the cuBLAS
                       floor, the stages, the peers) at gemma2 and lm32k
   gradient_error.png  dE and dC relative L2 error of each stage with a backward, eager PyTorch's as lines,
                       at gemma2 and the trained-model shapes
-  eps_sweep.png       stage 08: the share of tiles kept and the dE and dC errors against the threshold eps,
+  eps_sweep.png       stage 10: the share of tiles kept and the dE and dC errors against the threshold eps,
                       with and without the tail correction, one column per shape of the sweeps
 
 Needs matplotlib (python3-matplotlib: /usr/bin/python3 has it where scripts/install-deps.sh ran). Exit status 1,
@@ -238,9 +238,9 @@ def figure_eps_sweep(plt, sweeps, sweep_gpus, values, out):
     shapes = sorted(sweeps, key=rt.shape_order)
     if not shapes:
         raise Fault("the drop_eps_sweep files hold no shape")
-    # The benchmark's run of the swept stage (stage 08; another stage with an automatic eps only without it).
+    # The benchmark's run of the swept stage (stage 10; another stage with an automatic eps only without it).
     stage08 = {}
-    for (impl, mode, shape), v in sorted(values.items(), key=lambda kv: (not kv[0][0].startswith("stage08"),
+    for (impl, mode, shape), v in sorted(values.items(), key=lambda kv: (not kv[0][0].startswith("stage10"),
                                                                           rt.impl_order(kv[0][0]))):
         if mode == "loss_grad" and shape in sweeps and "drop_eps_log2" in v:
             stage08.setdefault(shape, (impl, v))
@@ -287,7 +287,7 @@ def figure_eps_sweep(plt, sweeps, sweep_gpus, values, out):
     axes[1][0].set_ylabel("relative L2 error against fp32 (log scale)")
     handles, labels = axes[1][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
-    fig.suptitle(f"Stage 08: tiles kept and gradient error against the threshold eps, on {gpu_words(sweep_gpus)}",
+    fig.suptitle(f"Stage 10: tiles kept and gradient error against the threshold eps, on {gpu_words(sweep_gpus)}",
                  fontsize=11)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     path = save(fig, out, "eps_sweep.png")
@@ -300,7 +300,7 @@ def main(argv=None):
     parser.add_argument("--bench", nargs="+", metavar="JSON",
                         help="benchmark files (default: bench/results_table.py's FILES in docs/)")
     parser.add_argument("--sweeps", nargs="+", metavar="JSON",
-                        help="stage 08's threshold sweeps (default: docs/drop_eps_sweep*.json)")
+                        help="stage 10's threshold sweeps (default: docs/drop_eps_sweep*.json)")
     parser.add_argument("--out", default=os.path.join(rt.ROOT, "docs", "figures"),
                         help="folder (default: docs/figures)")
     args = parser.parse_args(argv)
