@@ -47,6 +47,7 @@
 #include "common/timer.h"
 #include "stages/07_filter_sort/filter_sort.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/09_deterministic_products/deterministic_products.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
 #ifndef CCE_SOURCE_DIR
@@ -398,11 +399,14 @@ void setup_stage(ActiveCase& c, const CaseSpec& spec) {
       if (st.pairs > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_pairs) / st.pairs;
       if (st.eps > 0.0f) c.fixed_counters["drop_eps_log2"] = std::log2(st.eps);
     }
-    if (const auto* drop = dynamic_cast<const s10::PlanPerBatchStage*>(c.stage.get())) {
-      const s10::DropStats st = drop->stats();
+    if (const auto* drop = dynamic_cast<const s09::DeterministicProductsStage*>(c.stage.get())) {  // stage 10 too
+      const s09::DropStats st = drop->stats();
       if (st.tiles > 0) c.fixed_counters["kept_frac"] = static_cast<double>(st.kept_tiles) / st.tiles;
-      if (st.choice.eps > 0.0f) c.fixed_counters["drop_eps_log2"] = std::log2(st.choice.eps);
-      if (st.choice.dropped_mass >= 0.0) c.fixed_counters["dropped_mass"] = st.choice.dropped_mass;
+      if (st.eps > 0.0f) c.fixed_counters["drop_eps_log2"] = std::log2(st.eps);
+    }
+    if (const auto* plan = dynamic_cast<const s10::PlanPerBatchStage*>(c.stage.get())) {
+      const s10::EpsChoice choice = plan->eps_choice();
+      if (choice.dropped_mass >= 0.0) c.fixed_counters["dropped_mass"] = choice.dropped_mass;
     }
   }
 }

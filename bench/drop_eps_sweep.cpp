@@ -193,13 +193,13 @@ int run(int argc, char** argv) {
       const double ms = runner.time_forward_backward_ms(iters, 1);
       const double de_err = rel_l2(out.de, ref.de), dc_err = rel_l2(out.dc, ref.dc);
       const bool automatic = s.exponent == kAutomatic;
-      const int exponent = automatic ? static_cast<int>(std::lround(-std::log2(st.choice.eps))) : s.exponent;
+      const int exponent = automatic ? static_cast<int>(std::lround(-std::log2(stage.eps_choice().eps))) : s.exponent;
       const std::string eps_name = exponent == 0 ? "none" : "2^-" + std::to_string(exponent) + (automatic ? " auto" : "");
       std::printf("  eps %-14s correction %-5s kept %6.2f%%  dE %.3e  dC %.3e  %.2f ms\n", eps_name.c_str(),
                   s.correction.c_str(), 100.0 * kept, de_err, dc_err, ms);
       std::fflush(stdout);
       json << (first_row ? "" : ",") << "\n      {\"eps_exponent\": " << exponent;
-      if (automatic) json << ", \"automatic\": true, \"dropped_mass\": " << st.choice.dropped_mass;
+      if (automatic) json << ", \"automatic\": true, \"dropped_mass\": " << stage.eps_choice().dropped_mass;
       json << ", \"correction\": \"" << s.correction << "\", \"kept_frac\": " << kept
            << ", \"dE_rel_err\": " << de_err << ", \"dC_rel_err\": " << dc_err << ", \"loss_grad_ms\": " << ms << "}";
       first_row = false;

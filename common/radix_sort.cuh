@@ -1,6 +1,5 @@
 // The scratch cub's radix sort of (key, int) pairs needs, asked once where a
-// stage plans its memory (stages 07 and 08 sort the vocabulary, stage 08 the
-// targets). Without a device cub cannot be asked (the tour's memory table):
+// stage plans its memory, and the bits a sort of small integer keys needs. Without a device cub cannot be asked (the tour's memory table):
 // 8 bytes per pair plus 1 MiB is a safe estimate.
 #pragma once
 
@@ -27,6 +26,13 @@ size_t radix_sort_pairs_temp_bytes(int64_t count, bool descending) {
     CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, static_cast<Key*>(nullptr), values,
                                                    static_cast<int*>(nullptr), static_cast<int>(count)));
   return bytes;
+}
+
+// The bits that hold every key in [0, largest_key]: a radix sort of only those.
+inline int radix_key_bits(int64_t largest_key) {
+  int bits = 1;
+  while (bits < 31 && (int64_t{1} << bits) <= largest_key) ++bits;
+  return bits;
 }
 
 }  // namespace cce

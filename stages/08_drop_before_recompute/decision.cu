@@ -70,6 +70,12 @@ TileGrid tile_grid(const Problem& p) {
 
 float default_drop_eps(Dtype dtype) { return dtype == Dtype::kBFloat16 ? std::ldexp(1.0f, -8) : std::ldexp(1.0f, -28); }
 
+std::string describe_eps(float eps) {
+  if (eps <= 0.0f) return "off (every tile kept)";
+  const int exponent = static_cast<int>(std::lround(std::log2(eps)));
+  return std::ldexp(1.0f, exponent) == eps ? "eps 2^" + std::to_string(exponent) : "eps " + std::to_string(eps);
+}
+
 void decide_kept_pairs(const Problem& p, const TileGrid& grid, const DecisionInputs& inputs, float eps, uint8_t* keep,
                        int* kept_per_tile, cudaStream_t stream) {
   CCE_CUDA_CHECK(cudaMemsetAsync(kept_per_tile, 0, static_cast<size_t>(grid.tiles) * sizeof(int), stream));

@@ -170,12 +170,7 @@ std::vector<std::string> DropBeforeRecomputeStage::report_lines() const {
                 static_cast<long long>(grid.tiles), static_cast<long long>(grid.tile_cols),
                 static_cast<long long>(grid.token_blocks), static_cast<long long>(plan.chunk_rows));
   lines.push_back(buf);
-  const float eps = drop_eps(p.dtype);
-  const int exponent = eps > 0 ? static_cast<int>(std::lround(std::log2(eps))) : 0;
-  const std::string rule = eps <= 0                           ? "off (every tile kept)"
-                           : std::ldexp(1.0f, exponent) == eps ? "eps 2^" + std::to_string(exponent)
-                                                               : "eps " + std::to_string(eps);
-  std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s", rule.c_str(),
+  std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s", describe_eps(drop_eps(p.dtype)).c_str(),
                 no_correction_ ? "off" : "of dE and dC");
   lines.push_back(buf);
   if (stats_.pairs > 0) {

@@ -1,318 +1,108 @@
-// Stage 10's plan, memory model and the order of its steps (the steps
-// themselves: stage 08's forward and tail correction, kept_tiles.cu,
-// kept_products.cu).
+// Stage 10's class: the plan's flags and report, and the order of its
+// backward's steps (the plan itself: batch_plan.cu; the rest: stage 09).
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "common/check.h"
-#include "common/token_reduction.h"
 
 namespace cce::s10 {
-namespace {
-
-// Recomputed S tiles held at once (a chunk): the backward's scratch aims at
-// kScratchTarget, so the slots take what the tile statistics, the fp32 dE
-// accumulator and the tile means leave of it, and never less than
-// kLeastSlotBytes. At gemma2 and llama3 those items alone exceed it (the
-// slots get the least); at V = 32000 the slots hold every kept tile at once.
-constexpr size_t kLeastSlotBytes = size_t{24} << 20;
-constexpr size_t kScratchTarget = size_t{160} << 20;
-constexpr int64_t kChunkMultiple = 256;           // the forward's chunks: whole tiles of every product
-
-size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
-
-// The recomputation's thread blocks for tiles [first, last): per token block,
-// its kept tiles there cut into runs of consecutive tiles (so that the
-// product's pipeline runs on from tile to tile). A run holds at most
-// kRunTiles, and fewer when the chunk keeps few tiles: about two runs per
-// resident block, so that the last wave is not one long run on a few SMs.
-constexpr int64_t kRunTiles = 8;
-std::vector<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_t first, int64_t last,
-                                int64_t resident_blocks) {
-  const int64_t kept_here = kept.offsets[last] - kept.offsets[first];
-  const int64_t run_tiles = std::clamp<int64_t>(kept_here / (2 * resident_blocks), 1, kRunTiles);
-  std::vector<int> runs;
-  for (int64_t b = 0; b < plan.token_blocks; ++b) {
-    const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
-    const int* begin = std::lower_bound(list + 1, list + 1 + list[0], static_cast<int>(first));
-    const int* end = std::lower_bound(begin, list + 1 + list[0], static_cast<int>(last));
-    for (const int* t = begin; t < end;) {
-      const int* run_end = t + 1;
-      while (run_end < end && *run_end == *(run_end - 1) + 1 && run_end - t < run_tiles) ++run_end;
-      runs.insert(runs.end(), {static_cast<int>(b), *t, *(run_end - 1) + 1, 0});
-      t = run_end;
-    }
-  }
-  return runs;
-}
-
-}  // namespace
-
-DropPlan plan_drop(const Problem& p, int64_t chunk_rows, size_t slot_budget) {
-  DropPlan plan;
-  const bool bf16 = p.dtype == Dtype::kBFloat16;
-  const size_t element = p.element_bytes();
-  plan.tile_rows = plan.tile_cols = backward_tile(p.dtype);
-  plan.tiles = (p.v + plan.tile_cols - 1) / plan.tile_cols;
-  plan.token_blocks = (p.n + plan.tile_rows - 1) / plan.tile_rows;
-  plan.slot_bytes = plan.tile_rows * plan.tile_cols * static_cast<int64_t>(element);
-  const int64_t pairs = plan.tiles * plan.token_blocks;
-  plan.de_accumulator_bytes = bf16 ? static_cast<size_t>(p.n * p.d) * 4 : 0;
-  if (slot_budget == 0) {
-    const size_t fixed = static_cast<size_t>(plan.tiles) * static_cast<size_t>(p.n) * 4 + plan.de_accumulator_bytes +
-                         static_cast<size_t>(plan.tiles * p.d) * element;  // statistics, dE accumulator, tile means
-    slot_budget = std::max(kLeastSlotBytes, kScratchTarget > fixed ? kScratchTarget - fixed : 0);
-  }
-  plan.slot_capacity =
-      std::min(pairs, std::max(plan.token_blocks, static_cast<int64_t>(slot_budget) / plan.slot_bytes));
-  // bf16: the dE output holds S tiles too until dE is written (fewer chunks:
-  // each chunk costs a pass of dE's blocks over every token block).
-  plan.spill_slot_capacity = bf16 ? p.n * p.d * 2 / plan.slot_bytes : 0;
-  plan.region_offset = round_up(plan.de_accumulator_bytes, 256);
-  plan.region_bytes = static_cast<size_t>(plan.slot_capacity * plan.slot_bytes);
-  plan.work_bytes = std::max({plan.region_offset + plan.region_bytes, s08::sort_work_bytes(p.v), target_sort_work_bytes(p.n)});
-  // The forward gathers as many rows of sorted C as the buffer holds.
-  const size_t row_bytes = static_cast<size_t>(p.d) * element;
-  plan.chunk_rows = std::max<int64_t>(kChunkMultiple, static_cast<int64_t>(plan.work_bytes / row_bytes) / kChunkMultiple *
-                                                          kChunkMultiple);
-  if (chunk_rows > 0) plan.chunk_rows = chunk_rows;
-  if (plan.chunk_rows >= p.v) plan.chunk_rows = p.v;
-  plan.work_bytes = std::max(plan.work_bytes, static_cast<size_t>(plan.chunk_rows) * row_bytes);
-  plan.ranges = s08::plan_sorted_forward(p, plan.chunk_rows).ranges;
-  plan.tail_sums_in_stats = bf16 && p.n % 2 == 0 && 4 * p.d <= 2 * p.n;
-  // Statistics rows are 4N bytes: slots there stay 16-byte aligned when N % 4 == 0.
-  if (bf16 && p.n % 4 == 0) {
-    StatsSlotLayout& rows = plan.stats_slots;
-    rows.row_bytes = 4 * p.n;
-    const int64_t low_end = plan.tail_sums_in_stats ? 2 * p.n : rows.row_bytes;  // M's half, or the whole row
-    rows.high_offset = plan.tail_sums_in_stats ? static_cast<int64_t>(round_up(2 * p.n + 4 * p.d, 256)) : rows.row_bytes;
-    rows.low_slots = low_end / plan.slot_bytes;
-    rows.row_slots = rows.low_slots + std::max<int64_t>(0, rows.row_bytes - rows.high_offset) / plan.slot_bytes;
-    plan.stats_slot_capacity = rows.row_slots * plan.tiles;
-  }
-  return plan;
-}
-
-float PlanPerBatchStage::drop_eps(Dtype dtype) const {
-  if (keep_all_) return 0.0f;
-  return eps_flag_ > 0.0 ? static_cast<float>(eps_flag_) : default_drop_eps(dtype);
-}
-
-void PlanPerBatchStage::add_options(OptionParser& parser) {
-  parser.add_double("drop-eps", &eps_flag_,
-                    "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = automatic (bf16: the "
-                    "largest of 2^-8..2^-16 within --dropped-mass), 2^-28 (fp32)");
-  parser.add_double("dropped-mass", &mass_flag_,
-                    "the automatic eps's budget: softmax mass per row the dropped tiles may hold; 0 = 0.025");
-  parser.add_flag("keep-all", &keep_all_, "recompute every tile (the exact backward, deterministic)");
-  parser.add_flag("no-correction", &no_correction_, "drop tiles without correcting dE and dC for them");
-  parser.add_flag("no-dc-correction", &no_dc_correction_, "correct dE only");
-  parser.add_flag("no-token-grouping", &no_grouping_,
-                  "token blocks of rows in their order (default: rows grouped by how many tiles they need)");
-  parser.add_int("slot-mb", &slot_mb_flag_,
-                 "MiB of recomputed S tiles the backward holds at once (fewer: more chunks); 0 = what 160 MiB of "
-                 "scratch leaves, at least 24");
-  parser.add_int("chunk-rows", &chunk_rows_flag_,
-                 "rows of sorted C the forward gathers at once, a multiple of 256; 0 = what the backward's buffer holds");
-}
-
-void PlanPerBatchStage::validate_options() const {
-  if (!(eps_flag_ >= 0.0 && eps_flag_ < 1.0)) throw InputError("--drop-eps must be in [0, 1)");
-  if (keep_all_ && eps_flag_ > 0.0) throw InputError("--drop-eps and --keep-all contradict each other");
-  if (!(mass_flag_ >= 0.0 && mass_flag_ <= 1.0)) throw InputError("--dropped-mass must be in [0, 1]");
-  if (mass_flag_ > 0.0 && (eps_flag_ > 0.0 || keep_all_))
-    throw InputError(std::string("--dropped-mass sets the automatic eps: it contradicts ") +
-                     (keep_all_ ? "--keep-all" : "--drop-eps"));
-  if (slot_mb_flag_ < 0 || slot_mb_flag_ > (int64_t{1} << 20)) throw InputError("--slot-mb must be in [0, 1048576]");
-  if (chunk_rows_flag_ < 0 || chunk_rows_flag_ % 256 != 0) throw InputError("--chunk-rows must be a multiple of 256 (0: the default)");
-}
-
-s08::SortedForwardPlan forward_plan(const DropPlan& plan) {
-  s08::SortedForwardPlan forward;
-  forward.chunk_rows = plan.chunk_rows;
-  forward.ranges = plan.ranges;
-  forward.work_bytes = plan.work_bytes;
-  return forward;
-}
-
-std::vector<MemoryItem> tail_sums_scratch(const Problem& p, const DropPlan& plan) {
-  if (plan.tail_sums_in_stats) return {};
-  return {{"dC tail sums [tiles][D]", static_cast<size_t>(plan.tiles * p.d) * 4}};
-}
-
-TailSums tail_sums_for(const Problem& p, const DropPlan& plan, const Scratch& scratch, bool correct_dc) {
-  TailSums tail;
-  if (!correct_dc) return tail;
-  if (plan.tail_sums_in_stats) {  // the second half of each tile's statistics row (bytes 2N..4N), past M (bf16)
-    tail.sums = scratch.get<float>("tile statistics [tiles][N]") + p.n / 2;
-    tail.ld = p.n;
-  } else {
-    tail.sums = scratch.get<float>("dC tail sums [tiles][D]");
-    tail.ld = p.d;
-  }
-  return tail;
-}
 
 std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan) {
-  return concat(concat(s08::sorted_forward_items(p, forward_plan(plan)), kept_tiles_scratch(p, plan)),
-                tail_sums_scratch(p, plan));
-}
-
-std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {
-  if (!backward) return s08::loss_only_items(p);  // a loss alone keeps nothing
-  return backward_scratch(p, plan_for(p));
-}
-
-void PlanPerBatchStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
-  const Problem& p = in.problem;
-  last_problem_ = p;
-  stats_ready_ = false;
-  if (!backward_follows_) {
-    scratch_.allocate(s08::loss_only_items(p));
-    s08::loss_only_forward(in, scratch_, loss, lse, stream);
-    return;
-  }
-  const DropPlan plan = plan_for(p);
-  scratch_.allocate(s08::sorted_forward_items(p, forward_plan(plan)));
-  s08::sorted_forward(in, forward_plan(plan), s08::sorted_forward_buffers(scratch_), loss, lse, scratch_, stream);
-  stats_ready_ = true;
+  return concat(s09::backward_scratch(p, plan), batch_plan_items(p));
 }
 
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
                                const float* upstream, const DropSettings& settings, void* de, void* dc,
-                               cudaStream_t stream, SideStream& side, DropStats* stats) {
+                               cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice) {
   const Problem& p = in.problem;
-  compute_token_grad_scale(p, in.targets.get(), upstream, scratch.get<float>("per-token grad scale [N]"), stream);
-  const KeptTiles kept = decide_kept_tiles(p, plan, scratch, lse, settings, stream);
-
-  unsigned char* work = scratch.get<unsigned char>("work buffer");
-  float* de_acc = p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(work) : static_cast<float*>(de);
-  SlotSpace space;
-  space.region = work + plan.region_offset;
-  space.region_slots = plan.slot_capacity;
-  space.slot_bytes = plan.slot_bytes;
-  if (p.dtype == Dtype::kBFloat16) space.spill = de, space.spill_slots = plan.spill_slot_capacity;
-  if (plan.stats_slot_capacity > 0) {  // dead after correct_dropped_tail, which runs before the first chunk
-    space.stats = scratch.get<uint32_t>("tile statistics [tiles][N]");
-    space.stats_slots = plan.stats_slots;
-  }
-  const int64_t capacity = plan.chunk_slots();
-  const int64_t pairs = plan.tiles * plan.token_blocks;
-  TailSums tail;
-  if (settings.correct_tail && kept.kept() < pairs) {
-    const s08::TileStatistics forward = s08::sorted_forward_buffers(scratch).kept;
-    const int* token_order = scratch.get<int>("token order, each token's place in it [2][N]");
-    const s08::DecisionInputs inputs{&forward, lse, scratch.get<float>("per-token grad scale [N]"),
-                                     s08::TokenBlocks{token_order, token_order + p.n}};
-    tail = tail_sums_for(p, plan, scratch, settings.correct_dc);
-    s08::correct_dropped_tail(in, s08::tile_grid(p), inputs, scratch.get<uint8_t>("keep flags [tiles][token blocks]"),
-                              de_acc, tail, stream);
-  } else {
-    CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
-  }
-
-  // Chunks of consecutive tiles whose kept S tiles fit the slots.
-  const int64_t resident_blocks = recompute_resident_blocks(p);
-  int64_t chunks = 0;
-  for (int64_t first = 0; first < plan.tiles;) {
-    int64_t last = first + 1;
-    while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= capacity) ++last;
-    const int64_t first_slot = kept.offsets[first];
-    recompute_kept_tiles(in, plan, scratch, lse, recompute_runs(kept, plan, first, last, resident_blocks), first_slot,
-                         space, stream);
-    kept_products(in, plan, scratch, kept, tail, space, first_slot, first, last, de_acc, dc, stream, side);
-    first = last;
-    ++chunks;
-  }
-  if (stats != nullptr) *stats = DropStats{pairs, kept.kept(), chunks, kept.choice};
-  return de_acc;
+  s09::compute_grad_scale(in, upstream, scratch, stream);
+  const BatchPlanBuffers buffers = batch_plan_buffers(p, scratch);
+  s09::BackwardChoice backward{settings.eps, s08::TokenBlocks{}, settings.correct_tail, settings.correct_dc};
+  if (settings.group_tokens) backward.blocks = group_tokens(p, plan, buffers, scratch, lse, stream);
+  EpsChoice eps{settings.eps, -1.0, {}};
+  if (settings.dropped_mass > 0.0)
+    eps = choose_drop_eps(p, plan, buffers, scratch, lse, backward.blocks, settings.dropped_mass, stream);
+  backward.eps = eps.eps;
+  if (choice != nullptr) *choice = eps;
+  return s09::backward_to_accumulator(in, plan, scratch, lse, backward, de, dc, stream, side, stats);
 }
 
-void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de,
-                                        void* dc, cudaStream_t stream) {
+std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {
+  if (!backward) return DeterministicProductsStage::workspace(p, false);
+  return s10::backward_scratch(p, plan_for(p));
+}
+
+void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
+                                 cudaStream_t stream) {
   const Problem& p = in.problem;
   if (!stats_ready_)
-    throw InputError("stage 10: backward() needs a forward() told that a backward follows (expect_backward(true))");
+    throw InputError(name() + ": backward() needs a forward() told that a backward follows (expect_backward(true))");
   stats_ready_ = false;  // the correction overwrites the statistics
-  const DropPlan plan = plan_for(p);
   scratch_.allocate(workspace(p, true));
-  const float* de_acc =
-      backward_to_accumulator(in, plan, scratch_, lse, upstream, settings(p.dtype), de, dc, stream, side_, &stats_);
+  const float* de_acc = s10::backward_to_accumulator(in, plan_for(p), scratch_, lse, upstream, settings(p.dtype), de, dc,
+                                                stream, side_, &stats_, &choice_);
   finish_de(in, scratch_, de_acc, de, stream);
 }
 
-std::vector<uint8_t> PlanPerBatchStage::kept_flags() const {
-  const DropPlan plan = plan_for(last_problem_);
-  std::vector<uint8_t> flags(static_cast<size_t>(plan.tiles * plan.token_blocks));
-  if (!flags.empty()) copy_to_host(flags.data(), scratch_.get<uint8_t>("keep flags [tiles][token blocks]"), flags.size());
-  return flags;
+void PlanPerBatchStage::add_options(OptionParser& parser) {
+  add_drop_options(parser,
+                   "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = automatic (bf16: the "
+                   "largest of 2^-8..2^-16 within --dropped-mass), 2^-28 (fp32)");
+  parser.add_double("dropped-mass", &mass_flag_,
+                    "the automatic eps's budget: softmax mass per row the dropped tiles may hold; 0 = 0.025");
+  parser.add_flag("no-token-grouping", &no_grouping_,
+                  "token blocks of rows in their order (default: rows grouped by how many tiles they need)");
+}
+
+void PlanPerBatchStage::validate_options() const {
+  DeterministicProductsStage::validate_options();
+  if (!(mass_flag_ >= 0.0 && mass_flag_ <= 1.0)) throw InputError("--dropped-mass must be in [0, 1]");
+  if (mass_flag_ > 0.0 && (eps_flag_ > 0.0 || keep_all_))
+    throw InputError(std::string("--dropped-mass sets the automatic eps: it contradicts ") +
+                     (keep_all_ ? "--keep-all" : "--drop-eps"));
 }
 
 std::vector<int> PlanPerBatchStage::token_order() const {
   std::vector<int> order(static_cast<size_t>(last_problem_.n));
-  if (!order.empty())
-    copy_to_host(order.data(), scratch_.get<int>("token order, each token's place in it [2][N]"), order.size() * 4);
-  return order;
-}
-
-std::vector<int> PlanPerBatchStage::vocabulary_order() const {
-  std::vector<int> order(static_cast<size_t>(last_problem_.v));
-  if (!order.empty()) copy_to_host(order.data(), scratch_.get<int>("vocabulary order [V]"), order.size() * 4);
+  if (order.empty()) return order;
+  if (no_grouping_) {
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  } else {
+    copy_to_host(order.data(), batch_plan_buffers(last_problem_, scratch_).token_order, order.size() * 4);
+  }
   return order;
 }
 
 std::vector<std::string> PlanPerBatchStage::report_lines() const {
-  std::vector<std::string> lines;
-  if (last_problem_.n == 0) return lines;
-  const DropPlan plan = plan_for(last_problem_);
-  char buf[384];
-  std::snprintf(buf, sizeof buf,
-                "plan         %lld sorted tiles of %lld x %lld token blocks; forward chunks of %lld rows of C; "
-                "%lld S tiles per backward chunk (work buffer %lld, dE output %lld, statistics %lld)",
-                static_cast<long long>(plan.tiles), static_cast<long long>(plan.tile_cols),
-                static_cast<long long>(plan.token_blocks), static_cast<long long>(plan.chunk_rows),
-                static_cast<long long>(plan.chunk_slots()), static_cast<long long>(plan.slot_capacity),
-                static_cast<long long>(plan.spill_slot_capacity), static_cast<long long>(plan.stats_slot_capacity));
-  lines.push_back(buf);
-  const EpsChoice& choice = stats_.choice;
-  const float eps = stats_.tiles > 0 ? choice.eps : drop_eps(last_problem_.dtype);
-  const int exponent = eps > 0 ? static_cast<int>(std::lround(std::log2(eps))) : 0;
-  std::string rule = eps <= 0                                  ? "off (every tile kept)"
-                     : std::ldexp(1.0f, exponent) == eps ? "eps 2^" + std::to_string(exponent)
-                                                         : "eps " + std::to_string(eps);
+  std::vector<std::string> lines = DeterministicProductsStage::report_lines();  // plan, drop, kept tiles
+  if (lines.size() < 2) return lines;
+  const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
+  std::string rule = s08::describe_eps(eps);
+  char buf[320];
   if (automatic_eps(last_problem_.dtype)) {
-    char chosen[160];
-    if (choice.dropped_mass >= 0.0)
-      std::snprintf(chosen, sizeof chosen, " (automatic: the largest of 2^-%d..2^-%d dropping at most %.3g of each row's "
+    if (choice_.dropped_mass >= 0.0)
+      std::snprintf(buf, sizeof buf, " (automatic: the largest of 2^-%d..2^-%d dropping at most %.3g of each row's "
                     "softmax on average; dropped %.4f)", kAutoFirstExponent, kAutoLastExponent, dropped_mass_budget(),
-                    choice.dropped_mass);
+                    choice_.dropped_mass);
     else
-      std::snprintf(chosen, sizeof chosen, " (automatic, at most 2^-%d)", kAutoFirstExponent);
-    rule += chosen;
+      std::snprintf(buf, sizeof buf, " (automatic, at most 2^-%d)", kAutoFirstExponent);
+    rule += buf;
   }
   std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s; token blocks %s", rule.c_str(),
                 no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC",
                 no_grouping_ ? "in row order" : "of grouped rows");
-  lines.push_back(buf);
-  if (choice.dropped_mass >= 0.0) {
-    std::string masses = "dropped mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
+  lines[1] = buf;
+  if (choice_.dropped_mass >= 0.0) {
+    std::string masses = "candidates   dropped mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
                          std::to_string(kAutoLastExponent) + ":";
-    for (double m : choice.candidates) {
+    for (double m : choice_.candidates) {
       char one[16];
       std::snprintf(one, sizeof one, " %.4f", m);
       masses += one;
     }
-    lines.push_back("candidates   " + masses);
-  }
-  if (stats_.tiles > 0) {
-    std::snprintf(buf, sizeof buf, "kept tiles   %lld of %lld (%.2f%%) recomputed, in %lld chunks",
-                  static_cast<long long>(stats_.kept_tiles), static_cast<long long>(stats_.tiles),
-                  100.0 * static_cast<double>(stats_.kept_tiles) / static_cast<double>(stats_.tiles),
-                  static_cast<long long>(stats_.chunks));
-    lines.push_back(buf);
+    lines.insert(lines.begin() + 2, masses);
   }
   return lines;
 }

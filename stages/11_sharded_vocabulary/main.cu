@@ -100,7 +100,7 @@ int run(int argc, char** argv) {
   const Upstream upstream = choose_upstream(f.upstream, p, "", gen.seed);
   // One fixed eps for every shard (and for --compare-single): stage 10's
   // automatic eps, chosen from each shard's statistics, would differ between them.
-  if (drop_stage.automatic_eps(p.dtype)) drop_stage.fix_drop_eps(s10::default_drop_eps(p.dtype));
+  if (drop_stage.automatic_eps(p.dtype)) drop_stage.fix_drop_eps(s08::default_drop_eps(p.dtype));
   const ShardOptions options{drop_stage.settings(p.dtype), [&](const Problem& shard) { return drop_stage.plan_for(shard); }};
   ShardedVocabulary sharded(p, inputs, upstream.values, gpus, options);
   cudaDeviceProp prop{};

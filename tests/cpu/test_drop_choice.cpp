@@ -1,6 +1,7 @@
-// Stage 08's host-side choices, without a GPU: the automatic eps's pick from
-// the measured masses (the default budget, the boundary, the fallback), the
-// settings the flags give, and the plan's sizes (where the dC tail sums live).
+// The drop stages' host-side choices, without a GPU: stage 10's automatic
+// eps's pick from the measured masses (the default budget, the boundary, the
+// fallback) and the settings its flags give; stage 09's plan sizes (where the
+// dC tail sums live).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,9 +37,9 @@ TEST(DropChoice, NoCandidateWithinTheBudgetFallsBackToTheSmallestEps) {
 
 DropSettings settings_from(std::vector<const char*> flags, Dtype dtype) {
   PlanPerBatchStage stage;
-  OptionParser parser("stage08");
+  OptionParser parser("stage10");
   stage.add_options(parser);
-  flags.insert(flags.begin(), "stage08");
+  flags.insert(flags.begin(), "stage10");
   EXPECT_TRUE(parser.parse(static_cast<int>(flags.size()), const_cast<char**>(flags.data())));
   stage.validate_options();
   return stage.settings(dtype);
@@ -52,7 +53,7 @@ TEST(DropChoice, TheFlagsSettings) {
   EXPECT_TRUE(bf16.correct_tail && bf16.correct_dc && bf16.group_tokens);
   const DropSettings fp32 = settings_from({}, Dtype::kFloat32);
   EXPECT_EQ(fp32.dropped_mass, 0.0) << "fp32 keeps a fixed eps";
-  EXPECT_EQ(fp32.eps, default_drop_eps(Dtype::kFloat32));
+  EXPECT_EQ(fp32.eps, s08::default_drop_eps(Dtype::kFloat32));
   EXPECT_EQ(settings_from({"--dropped-mass", "0.01"}, Dtype::kBFloat16).dropped_mass, 0.01);
   const DropSettings fixed = settings_from({"--drop-eps", "0.001"}, Dtype::kBFloat16);
   EXPECT_EQ(fixed.dropped_mass, 0.0);

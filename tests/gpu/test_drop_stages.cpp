@@ -38,17 +38,18 @@
 #include "common/runner.h"
 #include "tests/gpu/skip_without_gpu.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/09_deterministic_products/deterministic_products.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
 namespace cce {
 namespace {
 
 // Which stage a run is of.
-enum class Which { kStage08, kStage10 };
+enum class Which { kStage08, kStage09, kStage10 };
 
 struct RunStats {
   int64_t tiles = 0, kept_tiles = 0;  // (token block, tile) pairs
-  int64_t chunks = 1;                 // stage 10's backward chunks
+  int64_t chunks = 1;                 // the backward's chunks (stages 09, 10)
   s10::EpsChoice choice;              // the eps decided with (stage 10: and what the automatic eps measured)
 };
 
@@ -81,22 +82,36 @@ DropRun run_with(S& stage, const Problem& p, const HostInputs& in, const std::ve
 
 DropRun run_drop(Which which, const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
                  std::vector<const char*> flags) {
+  auto identity = [&](DropRun& run) {
+    run.token_order.resize(static_cast<size_t>(p.n));
+    for (int64_t i = 0; i < p.n; ++i) run.token_order[i] = static_cast<int>(i);  // rows in their order
+  };
   if (which == Which::kStage08) {
     s08::DropBeforeRecomputeStage stage;
     DropRun run = run_with(stage, p, in, upstream, std::move(flags));
     const s08::DropStats stats = stage.stats();
     run.stats.tiles = stats.pairs, run.stats.kept_tiles = stats.kept_pairs, run.stats.choice.eps = stats.eps;
     run.flags = stage.keep_flags();
-    run.token_order.resize(static_cast<size_t>(p.n));
-    for (int64_t i = 0; i < p.n; ++i) run.token_order[i] = static_cast<int>(i);  // rows in their order
+    identity(run);
+    return run;
+  }
+  auto deterministic = [&](auto& stage) {
+    DropRun run = run_with(stage, p, in, upstream, std::move(flags));
+    const s09::DropStats stats = stage.stats();
+    run.stats.tiles = stats.tiles, run.stats.kept_tiles = stats.kept_tiles, run.stats.chunks = stats.chunks;
+    run.stats.choice.eps = stats.eps;
+    run.flags = stage.kept_flags();
+    return run;
+  };
+  if (which == Which::kStage09) {
+    s09::DeterministicProductsStage stage;
+    DropRun run = deterministic(stage);
+    identity(run);
     return run;
   }
   s10::PlanPerBatchStage stage;
-  DropRun run = run_with(stage, p, in, upstream, std::move(flags));
-  const s10::DropStats stats = stage.stats();
-  run.stats.tiles = stats.tiles, run.stats.kept_tiles = stats.kept_tiles, run.stats.chunks = stats.chunks;
-  run.stats.choice = stats.choice;
-  run.flags = stage.kept_flags();
+  DropRun run = deterministic(stage);
+  run.stats.choice = stage.eps_choice();
   run.token_order = stage.token_order();
   return run;
 }
@@ -228,7 +243,7 @@ void expect_reference_check(const Problem& p, const HostInputs& in, const DropRu
 
 // Each row's token block in the run (rows of one block share its decisions).
 std::vector<int64_t> token_block_of(const Problem& p, const DropRun& run) {
-  const int64_t rows = s10::backward_tile(p.dtype);
+  const int64_t rows = s08::backward_tile(p.dtype);
   std::vector<int64_t> block(static_cast<size_t>(p.n), -1);
   for (int64_t place = 0; place < p.n; ++place) block[run.token_order[place]] = place / rows;
   return block;
@@ -237,7 +252,7 @@ std::vector<int64_t> token_block_of(const Problem& p, const DropRun& run) {
 // Rows with a gradient whose target falls in a tile dropped for their block
 // (the exact target terms run for them).
 int64_t dropped_targets(const Problem& p, const HostInputs& in, const DropRun& run) {
-  const int64_t cols = s10::backward_tile(p.dtype), blocks = (p.n + cols - 1) / cols;
+  const int64_t cols = s08::backward_tile(p.dtype), blocks = (p.n + cols - 1) / cols;
   std::vector<int64_t> position(static_cast<size_t>(p.v));
   for (int64_t pos = 0; pos < p.v; ++pos) position[run.order[pos]] = pos;
   const std::vector<int64_t> block = token_block_of(p, run);
@@ -263,7 +278,7 @@ void spread_some_targets(const Problem& p, HostInputs& in, int64_t every) {
 // shows. The decisions do not depend on the targets (the statistics, LSE and
 // sort key do not), so a run on the new targets drops the same tiles.
 void targets_at_the_edge(const Problem& p, HostInputs& in, const DropRun& run, int64_t every) {
-  const int64_t cols = s10::backward_tile(p.dtype), blocks = (p.n + cols - 1) / cols;
+  const int64_t cols = s08::backward_tile(p.dtype), blocks = (p.n + cols - 1) / cols;
   const std::vector<int64_t> block = token_block_of(p, run);
   int64_t valid = 0;
   for (int64_t i = 0; i < p.n; ++i) {
@@ -298,6 +313,7 @@ void check_kept_list_is_the_brute_force_one(Which which) {
   expect_brute_force_kept_list(brute_force(p, in, run), run, std::ldexp(1.0, -8));
 }
 TEST(DropBeforeRecompute, KeptListIsTheBruteForceOne) { check_kept_list_is_the_brute_force_one(Which::kStage08); }
+TEST(DeterministicProducts, KeptListIsTheBruteForceOne) { check_kept_list_is_the_brute_force_one(Which::kStage09); }
 TEST(PlanPerBatch, KeptListIsTheBruteForceOne) { check_kept_list_is_the_brute_force_one(Which::kStage10); }
 
 // --no-token-grouping: token blocks are the rows in their order, the kept
@@ -516,7 +532,7 @@ struct Gradients {
 };
 Gradients corrected_model(const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
                           const DropRun& run, const ReferenceResult& ref, double de_share, double dc_share) {
-  const int64_t cols = s10::backward_tile(p.dtype), blocks = (p.n + cols - 1) / cols, tiles = (p.v + cols - 1) / cols;
+  const int64_t cols = s08::backward_tile(p.dtype), blocks = (p.n + cols - 1) / cols, tiles = (p.v + cols - 1) / cols;
   const int64_t n_valid = count_valid_targets(p, in.targets);
   const std::vector<int64_t> block = token_block_of(p, run);
   Gradients out{std::vector<double>(p.n * p.d, 0.0), std::vector<double>(p.v * p.d, 0.0),
@@ -596,7 +612,7 @@ void check_tail_correction_is_the_algorithms(Which which) {
   // entries out of a tile's mass (they are added exactly).
   targets_at_the_edge(p, in, run_drop(which, p, in, upstream, {"--drop-eps", eps}), 3);
   const DropRun both = run_drop(which, p, in, upstream, {"--drop-eps", eps});
-  const bool has_de_only = which == Which::kStage10;  // --no-dc-correction: stage 10's flag
+  const bool has_de_only = which != Which::kStage08;  // --no-dc-correction: stages 09 and 10
   const DropRun de_only =
       has_de_only ? run_drop(which, p, in, upstream, {"--drop-eps", eps, "--no-dc-correction"}) : DropRun{};
   const DropRun none = run_drop(which, p, in, upstream, {"--drop-eps", eps, "--no-correction"});
@@ -637,6 +653,7 @@ void check_tail_correction_is_the_algorithms(Which which) {
   expect_reference_check(p, in, none, upstream, "uncorrected");
 }
 TEST(DropBeforeRecompute, TailCorrectionIsTheAlgorithms) { check_tail_correction_is_the_algorithms(Which::kStage08); }
+TEST(DeterministicProducts, TailCorrectionIsTheAlgorithms) { check_tail_correction_is_the_algorithms(Which::kStage09); }
 TEST(PlanPerBatch, TailCorrectionIsTheAlgorithms) { check_tail_correction_is_the_algorithms(Which::kStage10); }
 
 // Dropping without the correction moves dE and dC by at most stage 07's
@@ -672,6 +689,7 @@ void check_dropping_stays_within_the_bound(Which which) {
   within(dropped.out.dc, exact.out.dc, e_abs, eps, "dC");
 }
 TEST(DropBeforeRecompute, DroppingStaysWithinTheBound) { check_dropping_stays_within_the_bound(Which::kStage08); }
+TEST(DeterministicProducts, DroppingStaysWithinTheBound) { check_dropping_stays_within_the_bound(Which::kStage09); }
 TEST(PlanPerBatch, DroppingStaysWithinTheBound) { check_dropping_stays_within_the_bound(Which::kStage10); }
 
 // Softcap, ignored tokens and per-token upstream gradients with tiles dropped
@@ -694,6 +712,7 @@ void check_softcap_and_ignored_tokens_with_tiles_dropped(Which which) {
   expect_reference_check(p, in, run, upstream, "softcap, ignored, none");
 }
 TEST(DropBeforeRecompute, SoftcapAndIgnoredTokensWithTilesDropped) { check_softcap_and_ignored_tokens_with_tiles_dropped(Which::kStage08); }
+TEST(DeterministicProducts, SoftcapAndIgnoredTokensWithTilesDropped) { check_softcap_and_ignored_tokens_with_tiles_dropped(Which::kStage09); }
 TEST(PlanPerBatch, SoftcapAndIgnoredTokensWithTilesDropped) { check_softcap_and_ignored_tokens_with_tiles_dropped(Which::kStage10); }
 
 void check_every_token_with_the_same_target(Which which) {
@@ -708,6 +727,7 @@ void check_every_token_with_the_same_target(Which which) {
   expect_reference_check(p, in, run_drop(which, p, in, upstream, {}), upstream, "same target");
 }
 TEST(DropBeforeRecompute, EveryTokenWithTheSameTarget) { check_every_token_with_the_same_target(Which::kStage08); }
+TEST(DeterministicProducts, EveryTokenWithTheSameTarget) { check_every_token_with_the_same_target(Which::kStage09); }
 TEST(PlanPerBatch, EveryTokenWithTheSameTarget) { check_every_token_with_the_same_target(Which::kStage10); }
 
 }  // namespace

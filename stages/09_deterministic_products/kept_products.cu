@@ -1,4 +1,4 @@
-// Stage 10's products over the kept tiles of one chunk, each output tile
+// Stage 09's products over the kept tiles of one chunk, each output tile
 // summed in a fixed order: no atomics on the outputs, so two runs give the
 // same bits.
 //   dC: a block per (sorted vocabulary tile T with a kept token block, 128
@@ -24,10 +24,10 @@
 #include "common/check.h"
 #include "common/device_math.cuh"
 #include "common/tile/mma_sync.cuh"
-#include "stages/10_plan_per_batch/plan_per_batch.h"
-#include "stages/10_plan_per_batch/slot_space.cuh"
+#include "stages/09_deterministic_products/deterministic_products.h"
+#include "stages/09_deterministic_products/slot_space.cuh"
 
-namespace cce::s10 {
+namespace cce::s09 {
 namespace {
 
 // The dropped targets of dC row `pos` (a sorted position) of a tile: the
@@ -63,7 +63,7 @@ struct ProductArgs {
   int64_t kept_tile_begin;
   const int* block_lists;  // [token blocks][1 + tiles]: count, then the kept tiles ascending
   const int* order;       // [V]
-  const int* token_order;  // [N]: token block b's rows are token_order[b·tile .. (b+1)·tile)
+  const int* token_order;  // [N]: token block b's rows are token_order[b·tile .. (b+1)·tile); null: rows b·tile ..
   int64_t n, d, v, tiles, tile_begin, tile_end;
   // the targets' exact terms
   const int* sorted_position;
@@ -82,6 +82,11 @@ struct ProductArgs {
   const float* tail_sums;  // null: no correction
   int64_t tail_ld, tile_cols;
 };
+
+// The row at a place of the token order.
+__device__ __forceinline__ int64_t row_at(const ProductArgs& args, int64_t place) {
+  return args.token_order != nullptr ? args.token_order[place] : place;
+}
 
 __device__ __forceinline__ int2 tile_targets(const ProductArgs& args, int64_t tile) {
   return make_int2(args.tile_target_offsets[tile], args.tile_target_offsets[tile + 1]);
@@ -250,7 +255,7 @@ __global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, con
         const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
 #pragma unroll
         for (int j = 0; j < kRowsPerThread; ++j)
-          source.rows[j] = row0 + step_row(j) < args.n ? args.token_order[row0 + step_row(j)] : -1;
+          source.rows[j] = row0 + step_row(j) < args.n ? row_at(args, row0 + step_row(j)) : -1;
         return source;
       },
       begin < end ? begin : -1, e, args.d, d0);
@@ -342,7 +347,7 @@ __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, con
   for (int r = 0; r < Acc::kRows; ++r) {
     const int64_t place = block * kTile + Acc::row_of(r);
     if (place >= args.n) continue;
-    const int64_t row = args.token_order[place];
+    const int64_t row = row_at(args, place);
 #pragma unroll
     for (int c = 0; c < Acc::kCols; ++c) {
       const int64_t col = d0 + Acc::col_of(c);
@@ -392,7 +397,7 @@ __global__ void __launch_bounds__(256) dc_products_fp32(ProductArgs args, const 
   for (int slot = args.offsets[tile]; slot < args.offsets[tile + 1]; ++slot) {
     const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile32;
     fp32_item<true>(acc, slot_tile<const float>(args.space, slot - args.first_slot), e, args.d, d0,
-                    [&](int r) { return row0 + r < args.n ? int64_t{args.token_order[row0 + r]} : int64_t{-1}; },
+                    [&](int r) { return row0 + r < args.n ? row_at(args, row0 + r) : int64_t{-1}; },
                     a_tile, b_tile);
   }
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -429,7 +434,7 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
   for (int i = 0; i < 4; ++i) {
     const int64_t place = block * kTile32 + ty + 16 * i;
     if (place >= args.n) continue;
-    const int64_t row = args.token_order[place];
+    const int64_t row = row_at(args, place);
     for (int j = 0; j < 4; ++j) {
       const int64_t col = d0 + tx + 16 * j;
       if (col < args.d) de_acc[row * args.d + col] += acc[i][j];
@@ -501,7 +506,7 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
 }  // namespace
 
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
-                   const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
+                   const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side) {
   const Problem& p = in.problem;
   const int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
@@ -519,7 +524,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                    first_kept - kept.tiles_with_slots.begin(),
                    scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]"),
                    scratch.get<int>("vocabulary order [V]"),
-                   scratch.get<int>("token order, each token's place in it [2][N]"),
+                   blocks.token_order,
                    p.n,
                    p.d,
                    p.v,
@@ -676,4 +681,4 @@ void add_target_terms(const DeviceInputs& in, const Scratch& scratch, float* de_
   launch_finish_de<true>(in, scratch, de_acc, de_acc, stream);
 }
 
-}  // namespace cce::s10
+}  // namespace cce::s09

@@ -1,7 +1,6 @@
-// Stage 10's plan of the backward and its recomputation: the automatic eps
-// and the token grouping (from the forward's tile statistics, before any
-// logit is recomputed), the slots of the kept pairs that stage 08's decision
-// keeps, and the recomputed S of the kept ones.
+// Stage 09's bookkeeping of stage 08's decision (the kept pairs' slots, each
+// token block's list of kept tiles, the dropped targets sorted by position)
+// and the recomputation of the kept tiles' S into their slots.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -14,113 +13,15 @@
 #include "common/tile/tile_path.cuh"
 #include "common/token_reduction.h"
 #include "stages/06_fused_backward/backward_tile.cuh"
-#include "stages/10_plan_per_batch/plan_per_batch.h"
-#include "stages/10_plan_per_batch/slot_space.cuh"
-#include "stages/08_drop_before_recompute/tile_stats.cuh"
+#include "stages/09_deterministic_products/deterministic_products.h"
+#include "stages/09_deterministic_products/slot_space.cuh"
 
-namespace cce::s10 {
+namespace cce::s09 {
 namespace {
 
-using s08::stats_max;
-using s08::stats_sum;
 
 constexpr int kThreads = 256;
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
-
-// dropped_mass_kernel's grid (stage 08's decision's): x a tile, y token blocks
-// (at most 65535, each block looping over b = y, y + gridDim.y, ...).
-dim3 pair_grid(const DropPlan& plan) {
-  return dim3(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535)));
-}
-
-// The automatic eps's measure: for each (token block, tile), the largest
-// candidate exponent e at which the pair would be dropped (its rows' largest
-// m_iT − LSE_i below log_eps[e], stage 08's decision's test) and its rows' softmax
-// mass M_iT = s_iT·exp(m_iT − LSE_i), the target's own entry left out (it is
-// exact). mass[k] sums the pairs whose largest such e is kAutoFirstExponent + k,
-// in fixed point (2^-32), so that the sum and the eps chosen from it do not
-// depend on the order of the additions; mass[kAutoExponents] counts the rows
-// with a gradient. A block per (token block, tile), as stage 08's decision.
-constexpr double kMassUnit = 4294967296.0;  // 2^32
-struct LogEps {
-  float at[kAutoExponents];
-};
-__global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
-                                    const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
-                                    const int64_t* __restrict__ position, const int* __restrict__ token_order,
-                                    int64_t n, int64_t token_blocks, int64_t tile_cols, LogEps log_eps,
-                                    unsigned long long* __restrict__ mass) {
-  __shared__ float warp_max[32], warp_mass[32];
-  __shared__ int warp_rows[32];
-  const int64_t tile = blockIdx.x;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (int64_t b = blockIdx.y; b < token_blocks; b += gridDim.y) {
-    const int64_t place = b * blockDim.x + threadIdx.x;
-    const int64_t row = place < n ? token_order[place] : n;
-    float log_p = -INFINITY, row_mass = 0.0f;
-    int with_gradient = 0;
-    if (row < n && grad_scale[row] != 0.0f) {
-      const uint32_t packed = stats[tile * n + row];
-      log_p = stats_max(packed) - lse[row];
-      row_mass = stats_sum(packed) * __expf(log_p);
-      if (position[row] >= 0 && position[row] / tile_cols == tile) row_mass -= __expf(target_logit[row] - lse[row]);
-      row_mass = fmaxf(row_mass, 0.0f);
-      with_gradient = 1;
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {  // a fixed order: the same sum every run
-      log_p = fmaxf(log_p, __shfl_xor_sync(0xffffffffu, log_p, offset));
-      row_mass += __shfl_xor_sync(0xffffffffu, row_mass, offset);
-      with_gradient += __shfl_xor_sync(0xffffffffu, with_gradient, offset);
-    }
-    if (lane == 0) warp_max[warp] = log_p, warp_mass[warp] = row_mass, warp_rows[warp] = with_gradient;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float largest = -INFINITY, pair_mass = 0.0f;
-      int rows = 0;
-      for (int w = 0; w < warps; ++w) largest = fmaxf(largest, warp_max[w]), pair_mass += warp_mass[w], rows += warp_rows[w];
-      int k = kAutoExponents - 1;  // the largest e whose test drops the pair
-      while (k >= 0 && !(largest < log_eps.at[k])) --k;
-      if (k >= 0 && pair_mass > 0.0f)
-        atomicAdd(mass + k, static_cast<unsigned long long>(llrint(static_cast<double>(pair_mass) * kMassUnit)));
-      if (tile == 0 && rows > 0) atomicAdd(mass + kAutoExponents, static_cast<unsigned long long>(rows));
-    }
-    __syncthreads();
-  }
-}
-
-// Token grouping: a token block keeps a tile when any of its rows needs it,
-// so rows that need many tiles (flat softmax) are put together, and rows
-// that need few with each other. The key of row i: how many tiles hold an
-// entry ≥ 2^-kGroupingExponent (m_iT − LSE_i against its log), stored as
-// tiles − count so that an ascending sort puts the busiest blocks first (dE's
-// longest blocks are dispatched first); rows without a gradient last.
-__global__ void token_key_kernel(const float* __restrict__ grad_scale, int64_t n, int64_t tiles, bool group,
-                                 int* __restrict__ key, int* __restrict__ token) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  key[i] = !group ? 0 : grad_scale[i] != 0.0f ? static_cast<int>(tiles) : static_cast<int>(tiles) + 1;
-  token[i] = static_cast<int>(i);
-}
-// key[i] −= the row's count over kTilesPerCount tiles (grid.y): an integer
-// sum, the same in any order. Many blocks: a thread per row over every tile
-// would wait on 2000 dependent loads at gemma2.
-constexpr int kTilesPerCount = 16;
-__global__ void token_count_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
-                                   const float* __restrict__ grad_scale, int64_t n, int64_t tiles, float log_threshold,
-                                   int* __restrict__ key) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n || grad_scale[i] == 0.0f) return;
-  const int64_t first = static_cast<int64_t>(blockIdx.y) * kTilesPerCount;
-  const int64_t last = first + kTilesPerCount < tiles ? first + kTilesPerCount : tiles;
-  const float row_lse = lse[i];
-  int count = 0;
-  for (int64_t t = first; t < last; ++t) count += stats_max(stats[t * n + i]) - row_lse >= log_threshold ? 1 : 0;
-  if (count > 0) atomicSub(key + i, count);
-}
-__global__ void token_place_kernel(const int* __restrict__ token_order, int64_t n, int* __restrict__ token_place) {
-  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (k < n) token_place[token_order[k]] = static_cast<int>(k);
-}
 
 // Slots in tile order, then token block order: the order every later sum
 // follows. A warp per tile, 32 token blocks per step.
@@ -215,7 +116,7 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
   const int4 run = runs[blockIdx.x];  // token block, first tile, end tile
   const int64_t row0 = static_cast<int64_t>(run.x) * Tile::kBM;  // the block's first place in the token order
   for (int i = threadIdx.x; i < Tile::kBM; i += blockDim.x) {  // the rows' inputs; rows.target: sorted positions
-    const int64_t row = row0 + i < n ? token_order[row0 + i] : -1;
+    const int64_t row = row0 + i >= n ? -1 : token_order != nullptr ? token_order[row0 + i] : row0 + i;
     rows.lse[i] = row >= 0 ? lse[row] : 0.0f;
     rows.g[i] = row >= 0 ? grad_scale[row] : 0.0f;
     rows.target[i] = row >= 0 ? static_cast<int>(position[row]) : -1;
@@ -257,42 +158,6 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
 
 size_t target_sort_work_bytes(int64_t n) { return static_cast<size_t>(n) * 12 + radix_sort_pairs_temp_bytes<int>(n, false) + 256; }
 
-namespace {
-int key_bits_for(int64_t largest_key) {  // sort only the bits the keys use
-  int bits = 1;
-  while (bits < 31 && (int64_t{1} << bits) <= largest_key) ++bits;
-  return bits;
-}
-
-// The token order of the token blocks (token_key_kernel; the identity without grouping).
-void group_tokens(const Problem& p, const DropPlan& plan, const Scratch& scratch, const float* lse, bool group,
-                  cudaStream_t stream) {
-  int* order = scratch.get<int>("token order, each token's place in it [2][N]");
-  int* place = order + p.n;
-  unsigned char* work = scratch.get<unsigned char>("work buffer");  // free between forward and correction
-  int* key = reinterpret_cast<int*>(work);
-  int* token = key + p.n;
-  int* sorted_key = token + p.n;
-  void* temp = sorted_key + p.n;
-  // Without grouping every key is 0: the stable sort leaves the identity.
-  const float* grad_scale = scratch.get<float>("per-token grad scale [N]");
-  token_key_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(grad_scale, p.n, plan.tiles, group, key, token);
-  CCE_CHECK_LAUNCH();
-  if (group) {
-    const unsigned tile_groups = static_cast<unsigned>((plan.tiles + kTilesPerCount - 1) / kTilesPerCount);
-    token_count_kernel<<<dim3(blocks_for(p.n), tile_groups), kThreads, 0, stream>>>(
-        scratch.get<uint32_t>("tile statistics [tiles][N]"), lse, grad_scale, p.n, plan.tiles,
-        std::log(std::ldexp(1.0f, -kGroupingExponent)), key);
-    CCE_CHECK_LAUNCH();
-  }
-  size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
-  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted_key, token, order, static_cast<int>(p.n),
-                                                 0, key_bits_for(plan.tiles + 1), stream));
-  token_place_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(order, p.n, place);
-  CCE_CHECK_LAUNCH();
-}
-}  // namespace
-
 std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& plan) {
   const size_t n = static_cast<size_t>(p.n), pairs = static_cast<size_t>(plan.tiles * plan.token_blocks);
   return {
@@ -303,8 +168,6 @@ std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& pla
       {"dE parts [token blocks + pairs/16][4], turns [token blocks][D/64], ticket",
        static_cast<size_t>(4 * de_part_capacity(plan) + plan.token_blocks * de_column_tiles(p) + 1) * 4},
       {"keep flags [tiles][token blocks]", pairs},
-      {"dropped mass per eps, rows with a gradient [candidates + 1]", (kAutoExponents + 1) * 8},
-      {"token order, each token's place in it [2][N]", n * 8},
       {"kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]",
        static_cast<size_t>(3 * plan.tiles + 1) * 4},
       {"kept tiles of each token block [token blocks][1+tiles]",
@@ -314,58 +177,17 @@ std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& pla
   };
 }
 
-int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget) {
-  for (int k = 0; k < kAutoExponents; ++k)
-    if (dropped[k] <= budget) return kAutoFirstExponent + k;
-  return kAutoLastExponent;  // the smallest candidate: about half the tiles kept on the data measured
-}
-
-namespace {
-// The automatic eps: the statistics' dropped mass at each candidate (one
-// pass, a few µs), then the largest eps within the budget.
-float choose_drop_eps(const Problem& p, const DropPlan& plan, const Scratch& scratch, const float* lse, double budget,
-                      EpsChoice& choice, cudaStream_t stream) {
-  LogEps log_eps{};
-  for (int k = 0; k < kAutoExponents; ++k) log_eps.at[k] = std::log(std::ldexp(1.0f, -(kAutoFirstExponent + k)));
-  auto* mass = scratch.get<unsigned long long>("dropped mass per eps, rows with a gradient [candidates + 1]");
-  CCE_CUDA_CHECK(cudaMemsetAsync(mass, 0, (kAutoExponents + 1) * 8, stream));
-  dropped_mass_kernel<<<pair_grid(plan), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
-      scratch.get<uint32_t>("tile statistics [tiles][N]"), lse, scratch.get<float>("per-token grad scale [N]"),
-      scratch.get<float>("target logit [N]"), scratch.get<int64_t>("target position [N]"),
-      scratch.get<int>("token order, each token's place in it [2][N]"), p.n, plan.token_blocks, plan.tile_cols, log_eps,
-      mass);
-  CCE_CHECK_LAUNCH();
-  unsigned long long host[kAutoExponents + 1];
-  CCE_CUDA_CHECK(cudaMemcpyAsync(host, mass, sizeof host, cudaMemcpyDeviceToHost, stream));
-  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const double rows = static_cast<double>(std::max<unsigned long long>(host[kAutoExponents], 1));
-  double dropped[kAutoExponents];  // a pair dropped at e is dropped at every larger eps too
-  unsigned long long above = 0;
-  for (int k = kAutoExponents - 1; k >= 0; --k) above += host[k], dropped[k] = static_cast<double>(above) / kMassUnit / rows;
-  const int exponent = choose_drop_exponent(dropped, budget);
-  choice.dropped_mass = dropped[exponent - kAutoFirstExponent];
-  std::copy(dropped, dropped + kAutoExponents, choice.candidates.begin());
-  return std::ldexp(1.0f, -exponent);
-}
-}  // namespace
-
 KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                            const DropSettings& settings, cudaStream_t stream) {
-  group_tokens(p, plan, scratch, lse, settings.group_tokens, stream);
-  const int* token_order = scratch.get<int>("token order, each token's place in it [2][N]");
+                            const BackwardChoice& choice, cudaStream_t stream) {
   KeptTiles kept;
-  kept.choice.eps = settings.dropped_mass > 0.0
-                        ? choose_drop_eps(p, plan, scratch, lse, settings.dropped_mass, kept.choice, stream)
-                        : settings.eps;
-  const float eps = kept.choice.eps;
   const float* grad_scale = scratch.get<float>("per-token grad scale [N]");
   uint8_t* flags = scratch.get<uint8_t>("keep flags [tiles][token blocks]");
   int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");
   int* offsets = counts + plan.tiles;
   int* tiles_with_slots = offsets + plan.tiles + 1;
   const s08::TileStatistics forward = s08::sorted_forward_buffers(scratch).kept;
-  const s08::DecisionInputs inputs{&forward, lse, grad_scale, s08::TokenBlocks{token_order, token_order + p.n}};
-  s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, eps, flags, counts, stream);
+  const s08::DecisionInputs inputs{&forward, lse, grad_scale, choice.blocks};
+  s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, choice.eps, flags, counts, stream);
   std::vector<int> host_counts(static_cast<size_t>(plan.tiles));
   CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
 
@@ -385,7 +207,7 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
     CCE_CHECK_LAUNCH();
     size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
     CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
-                                                   static_cast<int>(p.n), 0, key_bits_for(plan.tiles * plan.tile_cols),
+                                                   static_cast<int>(p.n), 0, radix_key_bits(plan.tiles * plan.tile_cols),
                                                    stream));
     tile_target_offsets_kernel<<<blocks_for(plan.tiles + 1), kThreads, 0, stream>>>(sorted, p.n, plan.tiles,
                                                                                    plan.tile_cols, sorted + 2 * p.n);
@@ -441,8 +263,8 @@ int64_t recompute_resident_blocks(const Problem& p) {
 }
 
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          const std::vector<int>& runs, int64_t first_slot, const SlotSpace& space,
-                          cudaStream_t stream) {
+                          const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
+                          const SlotSpace& space, cudaStream_t stream) {
   const Problem& p = in.problem;
   const int64_t count = static_cast<int64_t>(runs.size()) / 4;
   if (count == 0) return;
@@ -457,10 +279,10 @@ void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Sc
         reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()),
         scratch.get<int64_t>("target position [N]"), lse, scratch.get<float>("per-token grad scale [N]"), p.n, p.d,
         p.v, p.softcap, scratch.get<int>("vocabulary order [V]"),
-        scratch.get<int>("token order, each token's place in it [2][N]"), slot_arrays + 2 * pairs, plan.tiles,
+        blocks.token_order, slot_arrays + 2 * pairs, plan.tiles,
         reinterpret_cast<const int4*>(device_runs), first_slot, space);
     CCE_CHECK_LAUNCH();
   });
 }
 
-}  // namespace cce::s10
+}  // namespace cce::s09

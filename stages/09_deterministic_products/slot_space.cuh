@@ -1,14 +1,14 @@
 // A chunk's recomputed S tile by its slot relative to the chunk's first:
 // the first region_slots in the work buffer's region, the next spill_slots
 // spilled into the bf16 dE output, the rest into the rows of the dead tile
-// statistics (drop_before_recompute.h, SlotSpace).
+// statistics (deterministic_products.h, SlotSpace).
 #pragma once
 
 #include <cstdint>
 
-#include "stages/10_plan_per_batch/plan_per_batch.h"
+#include "stages/09_deterministic_products/deterministic_products.h"
 
-namespace cce::s10 {
+namespace cce::s09 {
 
 template <typename T>
 __device__ __forceinline__ T* slot_tile(const SlotSpace& space, int64_t relative_slot) {
@@ -25,4 +25,4 @@ __device__ __forceinline__ T* slot_tile(const SlotSpace& space, int64_t relative
   return reinterpret_cast<T*>(static_cast<unsigned char*>(space.stats) + row * rows.row_bytes + offset);
 }
 
-}  // namespace cce::s10
+}  // namespace cce::s09

@@ -1,0 +1,194 @@
+// Stage 10's plan of a batch's backward, from the forward's tile statistics
+// before any logit is recomputed: the automatic eps (the largest candidate
+// whose dropped softmax mass is within a budget) and the token grouping (rows
+// sorted by how many tiles they need).
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/check.h"
+#include "common/device_math.cuh"
+#include "common/radix_sort.cuh"
+#include "stages/08_drop_before_recompute/tile_stats.cuh"
+#include "stages/10_plan_per_batch/plan_per_batch.h"
+
+namespace cce::s10 {
+namespace {
+
+using s08::stats_max;
+using s08::stats_sum;
+
+constexpr int kThreads = 256;
+unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
+
+// dropped_mass_kernel's grid (stage 08's decision's): x a tile, y token blocks
+// (at most 65535, each block looping over b = y, y + gridDim.y, ...).
+dim3 pair_grid(const s09::DropPlan& plan) {
+  return dim3(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535)));
+}
+
+// The automatic eps's measure: for each (token block, tile), the largest
+// candidate exponent e at which the pair would be dropped (its rows' largest
+// m_iT − LSE_i below log_eps[e], stage 08's decision's test) and its rows' softmax
+// mass M_iT = s_iT·exp(m_iT − LSE_i), the target's own entry left out (it is
+// exact). mass[k] sums the pairs whose largest such e is kAutoFirstExponent + k,
+// in fixed point (2^-32), so that the sum and the eps chosen from it do not
+// depend on the order of the additions; mass[kAutoExponents] counts the rows
+// with a gradient. A block per (token block, tile), as stage 08's decision.
+constexpr double kMassUnit = 4294967296.0;  // 2^32
+struct LogEps {
+  float at[kAutoExponents];
+};
+__global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
+                                    const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
+                                    const int64_t* __restrict__ position, const int* __restrict__ token_order,
+                                    int64_t n, int64_t token_blocks, int64_t tile_cols, LogEps log_eps,
+                                    unsigned long long* __restrict__ mass) {
+  __shared__ float warp_max[32], warp_mass[32];
+  __shared__ int warp_rows[32];
+  const int64_t tile = blockIdx.x;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int64_t b = blockIdx.y; b < token_blocks; b += gridDim.y) {
+    const int64_t place = b * blockDim.x + threadIdx.x;
+    const int64_t row = place >= n ? n : token_order != nullptr ? token_order[place] : place;
+    float log_p = -INFINITY, row_mass = 0.0f;
+    int with_gradient = 0;
+    if (row < n && grad_scale[row] != 0.0f) {
+      const uint32_t packed = stats[tile * n + row];
+      log_p = stats_max(packed) - lse[row];
+      row_mass = stats_sum(packed) * __expf(log_p);
+      if (position[row] >= 0 && position[row] / tile_cols == tile) row_mass -= __expf(target_logit[row] - lse[row]);
+      row_mass = fmaxf(row_mass, 0.0f);
+      with_gradient = 1;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {  // a fixed order: the same sum every run
+      log_p = fmaxf(log_p, __shfl_xor_sync(0xffffffffu, log_p, offset));
+      row_mass += __shfl_xor_sync(0xffffffffu, row_mass, offset);
+      with_gradient += __shfl_xor_sync(0xffffffffu, with_gradient, offset);
+    }
+    if (lane == 0) warp_max[warp] = log_p, warp_mass[warp] = row_mass, warp_rows[warp] = with_gradient;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float largest = -INFINITY, pair_mass = 0.0f;
+      int rows = 0;
+      for (int w = 0; w < warps; ++w) largest = fmaxf(largest, warp_max[w]), pair_mass += warp_mass[w], rows += warp_rows[w];
+      int k = kAutoExponents - 1;  // the largest e whose test drops the pair
+      while (k >= 0 && !(largest < log_eps.at[k])) --k;
+      if (k >= 0 && pair_mass > 0.0f)
+        atomicAdd(mass + k, static_cast<unsigned long long>(llrint(static_cast<double>(pair_mass) * kMassUnit)));
+      if (tile == 0 && rows > 0) atomicAdd(mass + kAutoExponents, static_cast<unsigned long long>(rows));
+    }
+    __syncthreads();
+  }
+}
+
+// Token grouping: a token block keeps a tile when any of its rows needs it,
+// so rows that need many tiles (flat softmax) are put together, and rows
+// that need few with each other. The key of row i: how many tiles hold an
+// entry ≥ 2^-kGroupingExponent (m_iT − LSE_i against its log), stored as
+// tiles − count so that an ascending sort puts the busiest blocks first (dE's
+// longest blocks are dispatched first); rows without a gradient last.
+__global__ void token_key_kernel(const float* __restrict__ grad_scale, int64_t n, int64_t tiles,
+                                 int* __restrict__ key, int* __restrict__ token) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  key[i] = grad_scale[i] != 0.0f ? static_cast<int>(tiles) : static_cast<int>(tiles) + 1;
+  token[i] = static_cast<int>(i);
+}
+// key[i] −= the row's count over kTilesPerCount tiles (grid.y): an integer
+// sum, the same in any order. Many blocks: a thread per row over every tile
+// would wait on 2000 dependent loads at gemma2.
+constexpr int kTilesPerCount = 16;
+__global__ void token_count_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
+                                   const float* __restrict__ grad_scale, int64_t n, int64_t tiles, float log_threshold,
+                                   int* __restrict__ key) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n || grad_scale[i] == 0.0f) return;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kTilesPerCount;
+  const int64_t last = first + kTilesPerCount < tiles ? first + kTilesPerCount : tiles;
+  const float row_lse = lse[i];
+  int count = 0;
+  for (int64_t t = first; t < last; ++t) count += stats_max(stats[t * n + i]) - row_lse >= log_threshold ? 1 : 0;
+  if (count > 0) atomicSub(key + i, count);
+}
+__global__ void token_place_kernel(const int* __restrict__ token_order, int64_t n, int* __restrict__ token_place) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k < n) token_place[token_order[k]] = static_cast<int>(k);
+}
+
+
+}  // namespace
+
+std::vector<MemoryItem> batch_plan_items(const Problem& p) {
+  return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
+          {"dropped mass per eps, rows with a gradient [candidates + 1]", (kAutoExponents + 1) * 8}};
+}
+
+BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
+  BatchPlanBuffers b;
+  b.token_order = scratch.get<int>("token order, each token's place in it [2][N]");
+  b.token_place = b.token_order + p.n;
+  b.dropped_mass = scratch.get<unsigned long long>("dropped mass per eps, rows with a gradient [candidates + 1]");
+  return b;
+}
+
+s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
+                              const Scratch& scratch, const float* lse, cudaStream_t stream) {
+  unsigned char* work = scratch.get<unsigned char>("work buffer");  // free between the forward and the correction
+  int* key = reinterpret_cast<int*>(work);
+  int* token = key + p.n;
+  int* sorted_key = token + p.n;
+  void* temp = sorted_key + p.n;
+  const float* grad_scale = scratch.get<float>("per-token grad scale [N]");
+  token_key_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(grad_scale, p.n, plan.tiles, key, token);
+  CCE_CHECK_LAUNCH();
+  const unsigned tile_groups = static_cast<unsigned>((plan.tiles + kTilesPerCount - 1) / kTilesPerCount);
+  token_count_kernel<<<dim3(blocks_for(p.n), tile_groups), kThreads, 0, stream>>>(
+      s08::sorted_forward_buffers(scratch).kept.stats, lse, grad_scale, p.n, plan.tiles,
+      std::log(std::ldexp(1.0f, -kGroupingExponent)), key);
+  CCE_CHECK_LAUNCH();
+  size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
+  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted_key, token, buffers.token_order,
+                                                 static_cast<int>(p.n), 0, radix_key_bits(plan.tiles + 1), stream));
+  token_place_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.token_order, p.n, buffers.token_place);
+  CCE_CHECK_LAUNCH();
+  return s08::TokenBlocks{buffers.token_order, buffers.token_place};
+}
+
+int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget) {
+  for (int k = 0; k < kAutoExponents; ++k)
+    if (dropped[k] <= budget) return kAutoFirstExponent + k;
+  return kAutoLastExponent;  // the smallest candidate: about half the tiles kept on the data measured
+}
+
+// The statistics' dropped mass at each candidate (one pass, a few µs), then
+// the largest eps within the budget.
+EpsChoice choose_drop_eps(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
+                          const Scratch& scratch, const float* lse, const s08::TokenBlocks& blocks, double budget,
+                          cudaStream_t stream) {
+  LogEps log_eps{};
+  for (int k = 0; k < kAutoExponents; ++k) log_eps.at[k] = std::log(std::ldexp(1.0f, -(kAutoFirstExponent + k)));
+  unsigned long long* mass = buffers.dropped_mass;
+  CCE_CUDA_CHECK(cudaMemsetAsync(mass, 0, (kAutoExponents + 1) * 8, stream));
+  const s08::TileStatistics forward = s08::sorted_forward_buffers(scratch).kept;
+  dropped_mass_kernel<<<pair_grid(plan), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
+      forward.stats, lse, scratch.get<float>("per-token grad scale [N]"), forward.target_logit, forward.target_position,
+      blocks.token_order, p.n, plan.token_blocks, plan.tile_cols, log_eps, mass);
+  CCE_CHECK_LAUNCH();
+  unsigned long long host[kAutoExponents + 1];
+  CCE_CUDA_CHECK(cudaMemcpyAsync(host, mass, sizeof host, cudaMemcpyDeviceToHost, stream));
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const double rows = static_cast<double>(std::max<unsigned long long>(host[kAutoExponents], 1));
+  double dropped[kAutoExponents];  // a pair dropped at e is dropped at every larger eps too
+  unsigned long long above = 0;
+  for (int k = kAutoExponents - 1; k >= 0; --k) above += host[k], dropped[k] = static_cast<double>(above) / kMassUnit / rows;
+  const int exponent = choose_drop_exponent(dropped, budget);
+  EpsChoice choice;
+  choice.eps = std::ldexp(1.0f, -exponent);
+  choice.dropped_mass = dropped[exponent - kAutoFirstExponent];
+  std::copy(dropped, dropped + kAutoExponents, choice.candidates.begin());
+  return choice;
+}
+
+}  // namespace cce::s10
