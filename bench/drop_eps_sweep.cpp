@@ -1,6 +1,6 @@
-// Stage 08's accuracy against its threshold: for each shape, the fp32
+// Stage 10's accuracy against its threshold: for each shape, the fp32
 // reference (stage 01 on the same bf16-valued inputs in fp32, as cce_bench),
-// then stage 08 at eps = 2^-e for each e, with and without the tail
+// then stage 10 at eps = 2^-e for each e, with and without the tail
 // correction, and with every tile kept: kept fraction, relative L2 error of
 // dE and dC, loss+grad time (median). Writes one JSON (docs/drop_eps_sweep.json).
 // gemma2_random is gemma2's shape on flat (random) data; the exponent "auto"
@@ -115,7 +115,7 @@ int run(int argc, char** argv) {
 
   std::ostringstream json;
   json << "{\n  \"context\": {\"gpu\": \"" << prop.name << "\", \"date\": \"" << date
-       << "\", \"what\": \"stage 08 loss+grad at eps = 2^-e, bf16, mean reduction, upstream ones; errors: relative L2 "
+       << "\", \"what\": \"stage 10 loss+grad at eps = 2^-e, bf16, mean reduction, upstream ones; errors: relative L2 "
           "against stage 01 in fp32 on the same inputs\"},\n  \"shapes\": [";
   bool first_shape = true;
   for (const std::string& name : split(shapes_text)) {
@@ -182,7 +182,7 @@ int run(int argc, char** argv) {
         if (s.correction == "dE") flags.push_back("--no-dc-correction");
       }
       if (!parser.parse(static_cast<int>(flags.size()), const_cast<char**>(flags.data())))
-        throw InputError("stage 08 refused its flags");
+        throw InputError("stage 10 refused its flags");
       stage.validate_options();
       StageRunner runner(stage, p, in, upstream);
       runner.poison_outputs();

@@ -139,22 +139,50 @@ std::vector<MemoryItem> tail_sums_scratch(const Problem& p, const DropPlan& plan
   return {{"dC tail sums [tiles][D]", static_cast<size_t>(plan.tiles * p.d) * 4}};
 }
 
-TailSums tail_sums_for(const Problem& p, const DropPlan& plan, const Scratch& scratch, bool correct_dc) {
-  TailSums tail;
-  if (!correct_dc) return tail;
-  if (plan.tail_sums_in_stats) {  // the second half of each tile's statistics row (bytes 2N..4N), past M (bf16)
-    tail.sums = scratch.get<float>("tile statistics [tiles][N]") + p.n / 2;
-    tail.ld = p.n;
-  } else {
-    tail.sums = scratch.get<float>("dC tail sums [tiles][D]");
-    tail.ld = p.d;
-  }
-  return tail;
-}
-
 std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan) {
   return concat(concat(s08::sorted_forward_items(p, forward_plan(plan)), kept_tiles_scratch(p, plan)),
                 tail_sums_scratch(p, plan));
+}
+
+std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& plan) {
+  const size_t n = static_cast<size_t>(p.n), pairs = static_cast<size_t>(plan.tiles * plan.token_blocks);
+  return {
+      {"per-token grad scale [N]", n * 4},
+      {"target coefficient [N]", n * 4},
+      {"targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]",
+       n * 8 + static_cast<size_t>(plan.tiles + 1) * 4},
+      {"dE parts [token blocks + pairs/16][4], turns [token blocks][D/64], ticket",
+       static_cast<size_t>(4 * de_part_capacity(plan) + plan.token_blocks * de_column_tiles(p) + 1) * 4},
+      {"keep flags [tiles][token blocks]", pairs},
+      {"kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]",
+       static_cast<size_t>(3 * plan.tiles + 1) * 4},
+      {"kept tiles of each token block [token blocks][1+tiles]",
+       static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)) * 4},
+      {"slots: token block, tile, slot of pair [3][pairs]", pairs * 12},
+      {"recompute runs [slots]", static_cast<size_t>(plan.chunk_slots()) * 16},
+  };
+}
+
+BackwardBuffers backward_buffers(const Problem& p, const DropPlan& plan, const Scratch& scratch) {
+  BackwardBuffers b;
+  b.forward = s08::sorted_forward_buffers(scratch);
+  b.grad_scale = scratch.get<float>("per-token grad scale [N]");
+  b.target_coefficient = scratch.get<float>("target coefficient [N]");
+  b.sorted_targets = scratch.get<int>("targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]");
+  b.de_parts = scratch.get<int>("dE parts [token blocks + pairs/16][4], turns [token blocks][D/64], ticket");
+  b.keep = scratch.get<uint8_t>("keep flags [tiles][token blocks]");
+  b.kept_counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");
+  b.block_lists = scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]");
+  b.slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
+  b.recompute_runs = scratch.get<int>("recompute runs [slots]");
+  if (plan.tail_sums_in_stats) {  // the second half of each tile's statistics row (bytes 2N..4N), past M (bf16)
+    b.tail.sums = reinterpret_cast<float*>(b.forward.kept.stats) + p.n / 2;
+    b.tail.ld = p.n;
+  } else {
+    b.tail.sums = scratch.get<float>("dC tail sums [tiles][D]");
+    b.tail.ld = p.d;
+  }
+  return b;
 }
 
 std::vector<MemoryItem> DeterministicProductsStage::workspace(const Problem& p, bool backward) const {
@@ -177,19 +205,18 @@ void DeterministicProductsStage::forward(const DeviceInputs& in, float* loss, fl
   stats_ready_ = true;
 }
 
-float* compute_grad_scale(const DeviceInputs& in, const float* upstream, const Scratch& scratch, cudaStream_t stream) {
-  float* grad_scale = scratch.get<float>("per-token grad scale [N]");
-  compute_token_grad_scale(in.problem, in.targets.get(), upstream, grad_scale, stream);
-  return grad_scale;
+void compute_grad_scale(const DeviceInputs& in, const float* upstream, const BackwardBuffers& buffers,
+                        cudaStream_t stream) {
+  compute_token_grad_scale(in.problem, in.targets.get(), upstream, buffers.grad_scale, stream);
 }
 
-float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                               const BackwardChoice& choice, void* de, void* dc, cudaStream_t stream, SideStream& side,
-                               DropStats* stats) {
+float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                               const float* lse, const BackwardChoice& choice, void* de, void* dc, cudaStream_t stream,
+                               SideStream& side, DropStats* stats) {
   const Problem& p = in.problem;
-  const KeptTiles kept = decide_kept_tiles(p, plan, scratch, lse, choice, stream);
+  const KeptTiles kept = decide_kept_tiles(p, plan, buffers, lse, choice, stream);
 
-  unsigned char* work = scratch.get<unsigned char>("work buffer");
+  unsigned char* work = buffers.forward.work;
   float* de_acc = p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(work) : static_cast<float*>(de);
   SlotSpace space;
   space.region = work + plan.region_offset;
@@ -197,18 +224,16 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
   space.slot_bytes = plan.slot_bytes;
   if (p.dtype == Dtype::kBFloat16) space.spill = de, space.spill_slots = plan.spill_slot_capacity;
   if (plan.stats_slot_capacity > 0) {  // dead after the tail correction, which runs before the first chunk
-    space.stats = scratch.get<uint32_t>("tile statistics [tiles][N]");
+    space.stats = buffers.forward.kept.stats;
     space.stats_slots = plan.stats_slots;
   }
   const int64_t capacity = plan.chunk_slots();
   const int64_t pairs = plan.tiles * plan.token_blocks;
   TailSums tail;
   if (choice.correct_tail && kept.kept() < pairs) {
-    const s08::TileStatistics forward = s08::sorted_forward_buffers(scratch).kept;
-    const s08::DecisionInputs inputs{&forward, lse, scratch.get<float>("per-token grad scale [N]"), choice.blocks};
-    tail = tail_sums_for(p, plan, scratch, choice.correct_dc);
-    s08::correct_dropped_tail(in, s08::tile_grid(p), inputs, scratch.get<uint8_t>("keep flags [tiles][token blocks]"),
-                              de_acc, tail, stream);
+    const s08::DecisionInputs inputs{&buffers.forward.kept, lse, buffers.grad_scale, choice.blocks};
+    if (choice.correct_dc) tail = buffers.tail;
+    s08::correct_dropped_tail(in, s08::tile_grid(p), inputs, buffers.keep, de_acc, tail, stream);
   } else {
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
   }
@@ -220,9 +245,9 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
     int64_t last = first + 1;
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= capacity) ++last;
     const int64_t first_slot = kept.offsets[first];
-    recompute_kept_tiles(in, plan, scratch, lse, choice.blocks, recompute_runs(kept, plan, first, last, resident_blocks),
+    recompute_kept_tiles(in, plan, buffers, lse, choice.blocks, recompute_runs(kept, plan, first, last, resident_blocks),
                          first_slot, space, stream);
-    kept_products(in, plan, scratch, kept, choice.blocks, tail, space, first_slot, first, last, de_acc, dc, stream, side);
+    kept_products(in, plan, buffers, kept, choice.blocks, tail, space, first_slot, first, last, de_acc, dc, stream, side);
     first = last;
     ++chunks;
   }
@@ -232,9 +257,10 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
 
 void DeterministicProductsStage::backward_at(const DeviceInputs& in, const float* lse, const BackwardChoice& choice,
                                              void* de, void* dc, cudaStream_t stream) {
-  const float* de_acc = backward_to_accumulator(in, plan_for(in.problem), scratch_, lse, choice, de, dc, stream, side_,
-                                                &stats_);
-  finish_de(in, scratch_, de_acc, de, stream);
+  const DropPlan plan = plan_for(in.problem);
+  const BackwardBuffers buffers = backward_buffers(in.problem, plan, scratch_);
+  const float* de_acc = backward_to_accumulator(in, plan, buffers, lse, choice, de, dc, stream, side_, &stats_);
+  finish_de(in, buffers, de_acc, de, stream);
 }
 
 void DeterministicProductsStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de,
@@ -244,14 +270,14 @@ void DeterministicProductsStage::backward(const DeviceInputs& in, const float* l
     throw InputError(name() + ": backward() needs a forward() told that a backward follows (expect_backward(true))");
   stats_ready_ = false;  // the correction overwrites the statistics
   scratch_.allocate(workspace(p, true));
-  compute_grad_scale(in, upstream, scratch_, stream);
+  compute_grad_scale(in, upstream, backward_buffers(p, plan_for(p), scratch_), stream);
   backward_at(in, lse, flags_choice(p.dtype), de, dc, stream);
 }
 
 std::vector<uint8_t> DeterministicProductsStage::kept_flags() const {
   const DropPlan plan = plan_for(last_problem_);
   std::vector<uint8_t> flags(static_cast<size_t>(plan.tiles * plan.token_blocks));
-  if (!flags.empty()) copy_to_host(flags.data(), scratch_.get<uint8_t>("keep flags [tiles][token blocks]"), flags.size());
+  if (!flags.empty()) copy_to_host(flags.data(), backward_buffers(last_problem_, plan, scratch_).keep, flags.size());
   return flags;
 }
 

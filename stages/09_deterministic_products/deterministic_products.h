@@ -166,8 +166,28 @@ std::unique_ptr<Stage> make_stage();
 
 // The forward is stage 08's, on this plan's work buffer.
 s08::SortedForwardPlan forward_plan(const DropPlan& plan);
-// The per-token grad scale g_i from the upstream gradient, into its scratch item.
-float* compute_grad_scale(const DeviceInputs& in, const float* upstream, const Scratch& scratch, cudaStream_t stream);
+
+// The backward's buffers, beside the forward's: the one place that names
+// the scratch items of backward_scratch (the memory model).
+struct BackwardBuffers {
+  s08::SortedForwardBuffers forward;  // the statistics, the orders, the work buffer (free after the forward)
+  float* grad_scale = nullptr;        // [N]: g_i
+  float* target_coefficient = nullptr;  // [N]: the dropped targets' a_i (stage 08)
+  int* sorted_targets = nullptr;  // [N] positions, [N] tokens: those with a term sorted by position; [tiles+1] tile offsets
+  int* de_parts = nullptr;        // dE's parts [4 each], turns [token blocks][D/64], a ticket
+  uint8_t* keep = nullptr;        // [tiles][token blocks]
+  int* kept_counts = nullptr;     // [tiles] counts, [tiles+1] slot offsets, [tiles] the tiles with slots
+  int* block_lists = nullptr;     // [token blocks][1 + tiles]
+  int* slots = nullptr;           // [3][pairs]: token block, tile of each slot; slot of each pair
+  int* recompute_runs = nullptr;  // [chunk slots][4]
+  TailSums tail;                  // where G goes (the statistics rows' free half, or an item of its own)
+};
+// Their memory model (with tail_sums_scratch and the forward's items: backward_scratch).
+std::vector<MemoryItem> kept_tiles_scratch(const Problem& problem, const DropPlan& plan);
+BackwardBuffers backward_buffers(const Problem& problem, const DropPlan& plan, const Scratch& scratch);
+// The per-token grad scale g_i from the upstream gradient.
+void compute_grad_scale(const DeviceInputs& in, const float* upstream, const BackwardBuffers& buffers,
+                        cudaStream_t stream);
 
 // kept_tiles.cu: the decision's slots and lists, the recomputed S of kept tiles.
 struct KeptTiles {
@@ -177,19 +197,17 @@ struct KeptTiles {
   int64_t kept() const { return offsets.empty() ? 0 : offsets.back(); }
 };
 size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in the work buffer
-std::vector<MemoryItem> kept_tiles_scratch(const Problem& problem, const DropPlan& plan);
-KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                            const BackwardChoice& choice, cudaStream_t stream);
+KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const BackwardBuffers& buffers,
+                            const float* lse, const BackwardChoice& choice, cudaStream_t stream);
 // Blocks of the recomputation resident on this GPU at once (SMs × blocks per SM).
 int64_t recompute_resident_blocks(const Problem& p);
 // runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.
-void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
+void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                          const float* lse, const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
                           const SlotSpace& space, cudaStream_t stream);
 
-// Where stage 08's tail correction puts dC's tail sums G (null sums when
-// !correct_dc): the statistics rows' free half, or an item of their own.
-TailSums tail_sums_for(const Problem& problem, const DropPlan& plan, const Scratch& scratch, bool correct_dc);
+// dC's tail sums G: in the statistics rows' free half when the plan says so
+// (no item), else an item of their own.
 std::vector<MemoryItem> tail_sums_scratch(const Problem& problem, const DropPlan& plan);
 
 // kept_products.cu: the products of one chunk of kept tiles, and the targets' exact terms.
@@ -200,22 +218,22 @@ inline int64_t de_part_capacity(const DropPlan& plan) {
   return plan.token_blocks + plan.tiles * plan.token_blocks / kLeastDePart;
 }
 inline int64_t de_column_tiles(const Problem& p) { return (p.d + 63) / 64; }
-void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
+void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
                    const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side);
-void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream);
+void finish_de(const DeviceInputs& in, const BackwardBuffers& buffers, const float* de_acc, void* de, cudaStream_t stream);
 // finish_de's target terms only, added to the fp32 accumulator in place (for
 // a caller that sums several accumulators before rounding them).
-void add_target_terms(const DeviceInputs& in, const Scratch& scratch, float* de_acc, cudaStream_t stream);
+void add_target_terms(const DeviceInputs& in, const BackwardBuffers& buffers, float* de_acc, cudaStream_t stream);
 
 // The whole backward up to the fp32 dE accumulator, once compute_grad_scale
 // has run (everything of the stage's backward but finish_de): decide,
 // correct the tail, recompute and multiply the kept tiles chunk by chunk; dC
 // is written completely. Returns the accumulator (the start of the work
 // buffer for bf16, `de` itself for fp32). `lse` is the full LSE of every row.
-float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                               const BackwardChoice& choice, void* de, void* dc, cudaStream_t stream, SideStream& side,
-                               DropStats* stats);
+float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                               const float* lse, const BackwardChoice& choice, void* de, void* dc, cudaStream_t stream,
+                               SideStream& side, DropStats* stats);
 // All of the backward's scratch (forward's, decision's, correction's items).
 std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan& plan);
 

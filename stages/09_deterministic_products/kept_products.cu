@@ -505,16 +505,16 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
 
 }  // namespace
 
-void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const KeptTiles& kept,
+void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
                    const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side) {
   const Problem& p = in.problem;
-  const int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
+  const int* slots = buffers.slots;
   const int64_t pairs = plan.tiles * plan.token_blocks;
-  const int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]");
+  const int* sorted = buffers.sorted_targets;
   const auto first_kept = std::lower_bound(kept.tiles_with_slots.begin(), kept.tiles_with_slots.end(), tile_begin);
   const auto last_kept = std::lower_bound(kept.tiles_with_slots.begin(), kept.tiles_with_slots.end(), tile_end);
-  const int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");
+  const int* counts = buffers.kept_counts;
   ProductArgs args{space,
                    first_slot,
                    counts + plan.tiles,
@@ -522,8 +522,8 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                    slots + 2 * pairs,
                    counts + 2 * plan.tiles + 1,
                    first_kept - kept.tiles_with_slots.begin(),
-                   scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]"),
-                   scratch.get<int>("vocabulary order [V]"),
+                   buffers.block_lists,
+                   buffers.forward.kept.vocabulary_order,
                    blocks.token_order,
                    p.n,
                    p.d,
@@ -533,7 +533,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
                    tile_end,
                    sorted,
                    sorted + p.n,
-                   scratch.get<float>("target coefficient [N]"),
+                   buffers.target_coefficient,
                    sorted + 2 * p.n,
                    nullptr,
                    0,
@@ -549,7 +549,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const Scratch& 
   // long list: it is cut into parts of at most `cap` items, about what a
   // block does when the chunk's dE work is shared evenly, so that one block
   // does not hold up the chunk. bf16 only; fp32 keeps one part per block.
-  int* de_space = scratch.get<int>("dE parts [token blocks + pairs/16][4], turns [token blocks][D/64], ticket");
+  int* de_space = buffers.de_parts;
   std::vector<int2> ranges(static_cast<size_t>(plan.token_blocks));
   int64_t items = 0;
   for (int64_t b = 0; b < plan.token_blocks; ++b) {
@@ -652,11 +652,11 @@ SideStream::~SideStream() {  // no throwing from a destructor: errors here are i
 
 namespace {
 template <bool kInPlace>
-void launch_finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de,
+void launch_finish_de(const DeviceInputs& in, const BackwardBuffers& buffers, const float* de_acc, void* de,
                       cudaStream_t stream) {
   const Problem& p = in.problem;
   const int64_t count = p.n * p.d;
-  const float* coefficient = scratch.get<float>("target coefficient [N]");
+  const float* coefficient = buffers.target_coefficient;
   dispatch_dtype(p.dtype, [&](auto element_type) {
     using T = decltype(element_type);
     using Out = std::conditional_t<kInPlace, float, T>;
@@ -673,12 +673,12 @@ void launch_finish_de(const DeviceInputs& in, const Scratch& scratch, const floa
 }
 }  // namespace
 
-void finish_de(const DeviceInputs& in, const Scratch& scratch, const float* de_acc, void* de, cudaStream_t stream) {
-  launch_finish_de<false>(in, scratch, de_acc, de, stream);
+void finish_de(const DeviceInputs& in, const BackwardBuffers& buffers, const float* de_acc, void* de, cudaStream_t stream) {
+  launch_finish_de<false>(in, buffers, de_acc, de, stream);
 }
 
-void add_target_terms(const DeviceInputs& in, const Scratch& scratch, float* de_acc, cudaStream_t stream) {
-  launch_finish_de<true>(in, scratch, de_acc, de_acc, stream);
+void add_target_terms(const DeviceInputs& in, const BackwardBuffers& buffers, float* de_acc, cudaStream_t stream) {
+  launch_finish_de<true>(in, buffers, de_acc, de_acc, stream);
 }
 
 }  // namespace cce::s09

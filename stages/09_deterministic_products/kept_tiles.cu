@@ -158,34 +158,15 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
 
 size_t target_sort_work_bytes(int64_t n) { return static_cast<size_t>(n) * 12 + radix_sort_pairs_temp_bytes<int>(n, false) + 256; }
 
-std::vector<MemoryItem> kept_tiles_scratch(const Problem& p, const DropPlan& plan) {
-  const size_t n = static_cast<size_t>(p.n), pairs = static_cast<size_t>(plan.tiles * plan.token_blocks);
-  return {
-      {"per-token grad scale [N]", n * 4},
-      {"target coefficient [N]", n * 4},
-      {"targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]",
-       n * 8 + static_cast<size_t>(plan.tiles + 1) * 4},
-      {"dE parts [token blocks + pairs/16][4], turns [token blocks][D/64], ticket",
-       static_cast<size_t>(4 * de_part_capacity(plan) + plan.token_blocks * de_column_tiles(p) + 1) * 4},
-      {"keep flags [tiles][token blocks]", pairs},
-      {"kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]",
-       static_cast<size_t>(3 * plan.tiles + 1) * 4},
-      {"kept tiles of each token block [token blocks][1+tiles]",
-       static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)) * 4},
-      {"slots: token block, tile, slot of pair [3][pairs]", pairs * 12},
-      {"recompute runs [slots]", static_cast<size_t>(plan.chunk_slots()) * 16},
-  };
-}
-
-KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                            const BackwardChoice& choice, cudaStream_t stream) {
+KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const BackwardBuffers& buffers,
+                            const float* lse, const BackwardChoice& choice, cudaStream_t stream) {
   KeptTiles kept;
-  const float* grad_scale = scratch.get<float>("per-token grad scale [N]");
-  uint8_t* flags = scratch.get<uint8_t>("keep flags [tiles][token blocks]");
-  int* counts = scratch.get<int>("kept counts [tiles], slot offsets [tiles+1], tiles with slots [tiles]");
+  const float* grad_scale = buffers.grad_scale;
+  uint8_t* flags = buffers.keep;
+  int* counts = buffers.kept_counts;
   int* offsets = counts + plan.tiles;
   int* tiles_with_slots = offsets + plan.tiles + 1;
-  const s08::TileStatistics forward = s08::sorted_forward_buffers(scratch).kept;
+  const s08::TileStatistics& forward = buffers.forward.kept;
   const s08::DecisionInputs inputs{&forward, lse, grad_scale, choice.blocks};
   s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, choice.eps, flags, counts, stream);
   std::vector<int> host_counts(static_cast<size_t>(plan.tiles));
@@ -195,12 +176,12 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
   // the tokens sorted by target position, stable, for dC's owners) and each
   // token block's list of kept tiles (dE's owners).
   {
-    unsigned char* work = scratch.get<unsigned char>("work buffer");  // free between forward and correction
+    unsigned char* work = buffers.forward.work;  // free between forward and correction
     int* key = reinterpret_cast<int*>(work);
     int* token = key + p.n;
     void* temp = token + p.n;
-    int* sorted = scratch.get<int>("targets sorted by position: positions, tokens [2][N], tile offsets [tiles+1]");
-    float* coefficient = scratch.get<float>("target coefficient [N]");
+    int* sorted = buffers.sorted_targets;
+    float* coefficient = buffers.target_coefficient;
     s08::target_coefficients(p, s08::tile_grid(p), inputs, flags, coefficient, stream);
     target_key_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(coefficient, forward.target_position, p.n,
                                                                 plan.tiles * plan.tile_cols, key, token);
@@ -213,7 +194,7 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
                                                                                    plan.tile_cols, sorted + 2 * p.n);
     CCE_CHECK_LAUNCH();
     fill_block_lists_kernel<<<static_cast<unsigned>(plan.token_blocks), kThreads, 0, stream>>>(
-        flags, plan.tiles, plan.token_blocks, scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]"));
+        flags, plan.tiles, plan.token_blocks, buffers.block_lists);
     CCE_CHECK_LAUNCH();
   }
   CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -229,9 +210,9 @@ KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const Scratc
                                    cudaMemcpyHostToDevice, stream));
   kept.block_lists.resize(static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)));
   CCE_CUDA_CHECK(cudaMemcpyAsync(kept.block_lists.data(),
-                                 scratch.get<int>("kept tiles of each token block [token blocks][1+tiles]"),
+                                 buffers.block_lists,
                                  kept.block_lists.size() * 4, cudaMemcpyDeviceToHost, stream));
-  int* slots = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
+  int* slots = buffers.slots;
   const int64_t pairs = plan.tiles * plan.token_blocks;
   fill_slots_kernel<<<blocks_for(plan.tiles * 32), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
                                                                      slots, slots + pairs, slots + 2 * pairs);
@@ -262,23 +243,23 @@ int64_t recompute_resident_blocks(const Problem& p) {
   return std::max(1, blocks) * int64_t{multiprocessor_count()};
 }
 
-void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
-                          const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
+void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                          const float* lse, const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
                           const SlotSpace& space, cudaStream_t stream) {
   const Problem& p = in.problem;
   const int64_t count = static_cast<int64_t>(runs.size()) / 4;
   if (count == 0) return;
-  int* device_runs = scratch.get<int>("recompute runs [slots]");
+  int* device_runs = buffers.recompute_runs;
   // From pageable memory: the copy has read `runs` when it returns.
   CCE_CUDA_CHECK(cudaMemcpyAsync(device_runs, runs.data(), runs.size() * 4, cudaMemcpyHostToDevice, stream));
-  const int* slot_arrays = scratch.get<int>("slots: token block, tile, slot of pair [3][pairs]");
+  const int* slot_arrays = buffers.slots;
   const int64_t pairs = plan.tiles * plan.token_blocks;
   dispatch_recompute_kernel(p, [&](auto tile, auto element, auto kernel, size_t shared) {
     using T = decltype(element);
     kernel<<<static_cast<unsigned>(count), decltype(tile)::kThreads, shared, stream>>>(
         reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()),
-        scratch.get<int64_t>("target position [N]"), lse, scratch.get<float>("per-token grad scale [N]"), p.n, p.d,
-        p.v, p.softcap, scratch.get<int>("vocabulary order [V]"),
+        buffers.forward.kept.target_position, lse, buffers.grad_scale, p.n, p.d, p.v, p.softcap,
+        buffers.forward.kept.vocabulary_order,
         blocks.token_order, slot_arrays + 2 * pairs, plan.tiles,
         reinterpret_cast<const int4*>(device_runs), first_slot, space);
     CCE_CHECK_LAUNCH();

@@ -134,18 +134,18 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
 }
 
 s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
-                              const Scratch& scratch, const float* lse, cudaStream_t stream) {
-  unsigned char* work = scratch.get<unsigned char>("work buffer");  // free between the forward and the correction
+                              const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream) {
+  unsigned char* work = backward.forward.work;  // free between the forward and the correction
   int* key = reinterpret_cast<int*>(work);
   int* token = key + p.n;
   int* sorted_key = token + p.n;
   void* temp = sorted_key + p.n;
-  const float* grad_scale = scratch.get<float>("per-token grad scale [N]");
+  const float* grad_scale = backward.grad_scale;
   token_key_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(grad_scale, p.n, plan.tiles, key, token);
   CCE_CHECK_LAUNCH();
   const unsigned tile_groups = static_cast<unsigned>((plan.tiles + kTilesPerCount - 1) / kTilesPerCount);
   token_count_kernel<<<dim3(blocks_for(p.n), tile_groups), kThreads, 0, stream>>>(
-      s08::sorted_forward_buffers(scratch).kept.stats, lse, grad_scale, p.n, plan.tiles,
+      backward.forward.kept.stats, lse, grad_scale, p.n, plan.tiles,
       std::log(std::ldexp(1.0f, -kGroupingExponent)), key);
   CCE_CHECK_LAUNCH();
   size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
@@ -165,15 +165,15 @@ int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget)
 // The statistics' dropped mass at each candidate (one pass, a few µs), then
 // the largest eps within the budget.
 EpsChoice choose_drop_eps(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
-                          const Scratch& scratch, const float* lse, const s08::TokenBlocks& blocks, double budget,
-                          cudaStream_t stream) {
+                          const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
+                          double budget, cudaStream_t stream) {
   LogEps log_eps{};
   for (int k = 0; k < kAutoExponents; ++k) log_eps.at[k] = std::log(std::ldexp(1.0f, -(kAutoFirstExponent + k)));
   unsigned long long* mass = buffers.dropped_mass;
   CCE_CUDA_CHECK(cudaMemsetAsync(mass, 0, (kAutoExponents + 1) * 8, stream));
-  const s08::TileStatistics forward = s08::sorted_forward_buffers(scratch).kept;
+  const s08::TileStatistics& forward = backward.forward.kept;
   dropped_mass_kernel<<<pair_grid(plan), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
-      forward.stats, lse, scratch.get<float>("per-token grad scale [N]"), forward.target_logit, forward.target_position,
+      forward.stats, lse, backward.grad_scale, forward.target_logit, forward.target_position,
       blocks.token_order, p.n, plan.token_blocks, plan.tile_cols, log_eps, mass);
   CCE_CHECK_LAUNCH();
   unsigned long long host[kAutoExponents + 1];

@@ -17,16 +17,17 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
                                const float* upstream, const DropSettings& settings, void* de, void* dc,
                                cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice) {
   const Problem& p = in.problem;
-  s09::compute_grad_scale(in, upstream, scratch, stream);
+  const s09::BackwardBuffers backward_buffers = s09::backward_buffers(p, plan, scratch);
+  s09::compute_grad_scale(in, upstream, backward_buffers, stream);
   const BatchPlanBuffers buffers = batch_plan_buffers(p, scratch);
   s09::BackwardChoice backward{settings.eps, s08::TokenBlocks{}, settings.correct_tail, settings.correct_dc};
-  if (settings.group_tokens) backward.blocks = group_tokens(p, plan, buffers, scratch, lse, stream);
+  if (settings.group_tokens) backward.blocks = group_tokens(p, plan, buffers, backward_buffers, lse, stream);
   EpsChoice eps{settings.eps, -1.0, {}};
   if (settings.dropped_mass > 0.0)
-    eps = choose_drop_eps(p, plan, buffers, scratch, lse, backward.blocks, settings.dropped_mass, stream);
+    eps = choose_drop_eps(p, plan, buffers, backward_buffers, lse, backward.blocks, settings.dropped_mass, stream);
   backward.eps = eps.eps;
   if (choice != nullptr) *choice = eps;
-  return s09::backward_to_accumulator(in, plan, scratch, lse, backward, de, dc, stream, side, stats);
+  return s09::backward_to_accumulator(in, plan, backward_buffers, lse, backward, de, dc, stream, side, stats);
 }
 
 std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {
@@ -43,7 +44,7 @@ void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const
   scratch_.allocate(workspace(p, true));
   const float* de_acc = s10::backward_to_accumulator(in, plan_for(p), scratch_, lse, upstream, settings(p.dtype), de, dc,
                                                 stream, side_, &stats_, &choice_);
-  finish_de(in, scratch_, de_acc, de, stream);
+  finish_de(in, s09::backward_buffers(p, plan_for(p), scratch_), de_acc, de, stream);
 }
 
 void PlanPerBatchStage::add_options(OptionParser& parser) {

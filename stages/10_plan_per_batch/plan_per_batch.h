@@ -57,11 +57,11 @@ std::vector<MemoryItem> batch_plan_items(const Problem& problem);
 BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scratch);
 // The grouped token order (after s09::compute_grad_scale).
 s08::TokenBlocks group_tokens(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
-                              const Scratch& scratch, const float* lse, cudaStream_t stream);
+                              const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream);
 // The largest candidate eps whose dropped mass per row is within budget, over these token blocks.
 EpsChoice choose_drop_eps(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
-                          const Scratch& scratch, const float* lse, const s08::TokenBlocks& blocks, double budget,
-                          cudaStream_t stream);
+                          const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
+                          double budget, cudaStream_t stream);
 
 // ---- plan_per_batch.cu: the stage ----
 // The backward's settings (the stage's flags).

@@ -192,7 +192,7 @@ void ShardedVocabulary::step(bool backward) {
     if (backward) {
       float* de_acc = s10::backward_to_accumulator(r.in, r.plan, r.scratch, r.lse.get(), r.upstream.get(),
                                                    options_.drop, r.de.get(), r.dc.get(), r.stream, r.side, &r.stats);
-      s10::add_target_terms(r.in, r.scratch, de_acc, r.stream);
+      s10::add_target_terms(r.in, s09::backward_buffers(r.local, r.plan, r.scratch), de_acc, r.stream);
       CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[2], r.stream));
       reduce_de(problem_, de_acc, r.de.get(), r.comm, r.stream);
       CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[3], r.stream));
