@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stage 08's eps curves from bench/drop_eps_sweep's JSON files.
+"""Stage 10's eps curves from bench/drop_eps_sweep's JSON files.
 
     python3 bench/plot_eps_sweep.py docs/drop_eps_sweep.json docs/drop_eps_sweep_lm32k.json \
         --peers docs/bench_peers_stage08.json docs/bench_peers_stage08_lm32k.json \
@@ -82,7 +82,7 @@ def main():
         twin.set_yscale("log")
     axes[0][0].set_ylabel("relative L2 error vs fp32")
     axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"Stage 08: error and kept tiles against eps ({gpu}); thin lines: eager PyTorch", fontsize=10)
+    fig.suptitle(f"Stage 10: error and kept tiles against eps ({gpu}); thin lines: eager PyTorch", fontsize=10)
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}")

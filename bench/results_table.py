@@ -42,7 +42,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The files docs/results.md is made from, in docs/ (bench_sm80_h100.json stays out: an sm_80-only build).
 FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "bench_peers.json",
          "bench_peers_lm128k.json", "bench_peers_lm32k.json", "bench_peers_stage08.json",
-         "bench_peers_stage08_lm32k.json", "bench_stage08.json", "bench_stage08_lm32k.json")
+         "bench_peers_stage08_lm32k.json", "bench_stage08.json", "bench_stage08_lm32k.json",
+         "bench_ladder_h100_43de66b.json", "bench_ladder_lm_h100_43de66b.json", "bench_peers_ladder_lm_h100.json")
 BLOCKS = ("summary", "tables", "appendix")
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
@@ -451,9 +452,9 @@ LEGEND = [
     "Times are medians over the repetitions (5 for cce_bench, 10 for the peers) of CUDA-event times; MB is the peak"
     " device memory beyond the inputs (outputs included, cuBLAS workspace excluded); × floor is the time over the"
     " cuBLAS floor's of the same shape and mode in the same run (the floor row of a table may come from another"
-    " run: see its Sources); dE/dC err are relative L2 errors against an fp32 computation from the same bf16"
-    " inputs; kept tiles (where shown) is the share of backward tiles stage 07 keeps after filtering, or stage 08"
-    " recomputes. See bench/README.md.",
+    " run: see its Sources; – where the file records none); dE/dC err are relative L2 errors against an fp32"
+    " computation from the same bf16 inputs; kept tiles (where shown) is the share of backward tiles stage 07 keeps"
+    " after filtering, or stages 08–10 recompute. See bench/README.md.",
 ]
 
 HEADER = ("| implementation | loss ms | loss MB | loss+grad ms | loss+grad MB | × floor (loss) | × floor (loss+grad) "

@@ -2,11 +2,12 @@
 """CPU tests of bench/results_table.py and bench/figures.py.
 
 On fixture.json (Google Benchmark JSON as cce_bench writes it: aggregates, an errored case, a trained-model
-shape (lm32k) with stage 07's kept_frac, one peer entry without run_name and with a time in us, and stage 08
+shape (lm32k) with stage 07's kept_frac, one peer entry without run_name and with a time in us, and stage 10
 at gemma2 as plain repetitions, without aggregates), on small files written here (two runs of one case, a new
 stage), and on the committed docs/results.md and docs/*.json: the summary comes first, every number in it is
-the newest file's value, no quantity has two values, the file is what the generator writes, the run contexts
-come last without local paths. bench/figures.py: one-line exit 1 on a missing JSON file; with matplotlib
+the newest file's value (its min–max spread too: shown where that file has min and max aggregates, as the
+ladder's files do, "n/a" where it has neither them nor the repetitions), no quantity has two values, the file
+is what the generator writes, the run contexts come last without local paths. bench/figures.py: one-line exit 1 on a missing JSON file; with matplotlib
 (/usr/bin/python3 usually has it; skipped without) the three PNGs, each under 300 kB. Standard library only.
 
     python3 tests/bench/test_results_table.py
@@ -149,6 +150,47 @@ def newest_medians(names):
             if entry.get("run_type") == "aggregate" and entry.get("aggregate_name") == "median":
                 impl, mode, shape = entry["run_name"].split("/")[:3]
                 out[(impl, mode, shape)] = (name, entry)
+    return out
+
+
+def newest_spreads(names):
+    """{(impl, mode, shape): (file, (min ms, max ms) or None, stddev ms or None)} from the raw JSON, the newest file
+    winning: the repetitions' fastest and slowest from the plain runs when the file has two or more, else from its
+    "min" and "max" aggregates, else None; the standard deviation from its "stddev" aggregate."""
+    def when(context):
+        text = context.get("date", "")
+        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else datetime.min.replace(
+            tzinfo=timezone.utc)
+
+    def ms(entry):
+        return entry["real_time"] * {"ms": 1, "us": 1e-3, "ns": 1e-6, "s": 1e3}[entry["time_unit"]]
+
+    files = []
+    for index, name in enumerate(names):
+        with open(os.path.join(DOCS, name), encoding="utf-8") as f:
+            data = json.load(f)
+        files.append((when(data["context"]), index, name, data))
+    out = {}
+    for _, _, name, data in sorted(files, key=lambda x: x[:2]):
+        cases = {}
+        for entry in data["benchmarks"]:
+            key = tuple(entry.get("run_name", entry["name"]).split("/")[:3])
+            if len(key) < 3 or key[1] not in ("loss", "loss_grad") or entry.get("error_occurred"):
+                continue
+            runs, aggregates = cases.setdefault(key, ([], {}))
+            if entry.get("run_type") == "aggregate":
+                if entry.get("aggregate_unit", "time") == "time":
+                    aggregates[entry["aggregate_name"]] = ms(entry)
+            else:
+                runs.append(ms(entry))
+        for key, (runs, aggregates) in cases.items():
+            if len(runs) >= 2:
+                span = (min(runs), max(runs))
+            elif "min" in aggregates and "max" in aggregates:
+                span = (aggregates["min"], aggregates["max"])
+            else:
+                span = None
+            out[key] = (name, span, aggregates.get("stddev"))
     return out
 
 
@@ -346,6 +388,7 @@ class CommittedResults(unittest.TestCase):
             cls.text = f.read()
         cls.files = committed_files()
         cls.newest = newest_medians(cls.files)
+        cls.spreads = newest_spreads(cls.files)
 
     def test_it_names_the_files_and_they_exist(self):
         self.assertGreaterEqual(len(self.files), 2, "no '- `file`: GPU' line in the appendix block")
@@ -393,7 +436,7 @@ class CommittedResults(unittest.TestCase):
         shapes = {r[0] for r in rows}
         self.assertIn("gemma2", shapes)
         self.assertIn("lm32k", shapes)
-        checked = 0
+        checked, spread_from = 0, set()
         for shape, impl, grad_ms, span, sd, grad_mb, de, dc, loss_ms, loss_mb in rows:
             for mode, cells in (("loss_grad", [("ms", "ms", grad_ms), ("mb", "peak_MB", grad_mb),
                                                ("err", "dE_rel_err", de), ("err", "dC_rel_err", dc)]),
@@ -410,9 +453,27 @@ class CommittedResults(unittest.TestCase):
                         if key == "ms" else entry[key]
                     self.assertEqual(cell, fmt(kind, value), f"{shape} {impl} {mode} {key}: not {name}'s")
                     checked += 1
-            self.assertIn(span, ("n/a", "–"), "no committed file holds repetitions")
-            self.assertTrue(sd in ("n/a", "–") or re.match(r"^[0-9.]+$", sd), sd)
+            # min–max and sd: from the file the loss + grad time comes from, its repetitions where it has them
+            # (plain runs, or min and max aggregates), "n/a" where it has neither, "–" where nothing was measured.
+            found = self.spreads.get((impl, "loss_grad", shape))
+            if not re.match(r"^[0-9]", grad_ms):
+                self.assertEqual((span, sd), ("–", "–"), f"{shape} {impl}: a spread without a loss+grad time")
+                continue
+            self.assertIsNotNone(found, f"{shape} {impl}: a loss+grad time but no file holds the case")
+            name, want_span, want_sd = found
+            self.assertEqual(name, self.newest[(impl, "loss_grad", shape)][0], f"{shape} {impl}")
+            if want_span is None:
+                self.assertEqual(span, "n/a", f"{shape} {impl}: '{span}', but {name} has no repetitions or min/max")
+            else:
+                self.assertEqual(span, f"{fmt('ms', want_span[0])}–{fmt('ms', want_span[1])}",
+                                 f"{shape} {impl}: not the fastest and slowest repetition of {name}")
+                self.assertLessEqual(want_span[0], want_span[1])
+                spread_from.add(name)
+            self.assertEqual(sd, "n/a" if want_sd is None else fmt("ms", want_sd), f"{shape} {impl}: sd not {name}'s")
         self.assertGreater(checked, 100)
+        # The ladder's files keep min and max aggregates: their spreads are shown; the older files' are not.
+        self.assertTrue(spread_from, "no summary row shows a min–max spread")
+        self.assertTrue(any(s == "n/a" for s in (r[3] for r in rows)), "every summary row shows a spread")
 
     def test_no_quantity_has_two_values(self):
         seen = {}
