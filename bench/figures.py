@@ -13,7 +13,8 @@ threshold sweeps (docs/drop_eps_sweep*.json). Writes:
   gradient_error.png  dE and dC relative L2 error of each stage with a backward, eager PyTorch's as lines,
                       at gemma2 and the trained-model shapes
   eps_sweep.png       stage 10: the share of tiles kept and the dE and dC errors against the threshold eps,
-                      with and without the tail correction, one column per shape of the sweeps
+                      with and without the tail correction, one column per shape of the sweeps; the star
+                      and eager PyTorch's lines from the run the sweeps were made beside (SWEEP_BENCH)
 
 Needs matplotlib (python3-matplotlib: /usr/bin/python3 has it where scripts/install-deps.sh ran). Exit status 1,
 with a one-line message, when a JSON file it needs is missing or malformed, or matplotlib is missing.
@@ -30,6 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import results_table as rt  # noqa: E402  (the loader and the one-value rule of the tables)
 
 TIME_SHAPES = ("gemma2", "lm32k")              # figure 1
+# The benchmark run the sweeps were made beside (the same session, the same lm32k model): figure 3's star and
+# eager lines come from these files, not from the tables' newest run (its lm32k model is another one).
+SWEEP_BENCH = ("bench_peers_stage08.json", "bench_peers_stage08_lm32k.json", "bench_stage08.json",
+               "bench_stage08_lm32k.json")
 ERROR_SHAPES = rt.SUMMARY_SHAPES               # figure 2: those present
 PEER_LABELS = {"peer_torch_eager": "PyTorch eager", "peer_torch_compile": "torch.compile",
                "peer_cce": "Cut Cross-Entropy", "peer_cce_nofilter": "CCE, no filter",
@@ -309,6 +314,7 @@ def main(argv=None):
         if not sweeps:
             raise Fault(f"cannot read {os.path.join(rt.ROOT, 'docs', 'drop_eps_sweep*.json')}: no such file")
         values, dims, gpus = load_bench(args.bench or rt.default_paths())
+        sweep_values, _, _ = load_bench([os.path.join(rt.ROOT, "docs", name) for name in SWEEP_BENCH])
         sweep_data, sweep_gpus = load_sweeps(sweeps)
         try:
             import matplotlib
@@ -320,7 +326,7 @@ def main(argv=None):
         os.makedirs(args.out, exist_ok=True)
         written = [figure_time_memory(plt, values, dims, gpus, args.out),
                    figure_gradient_error(plt, values, dims, gpus, args.out),
-                   figure_eps_sweep(plt, sweep_data, sweep_gpus, values, args.out)]
+                   figure_eps_sweep(plt, sweep_data, sweep_gpus, sweep_values, args.out)]
     except Fault as e:
         print(f"figures.py: error: {e}", file=sys.stderr)
         return 1
