@@ -132,8 +132,9 @@ def committed_files():
     return re.findall(r"^- `([^`]+)`: GPU", block(text, "appendix"), re.M)
 
 
-def newest_medians(names):
-    """{(impl, mode, shape): (file, median entry)} from the raw JSON, the newest file winning: the rule, again."""
+def oldest_first(names):
+    """[(file, its JSON)] of the named files in docs/, oldest run first (undated files first), so that a later one
+    wins: the rule, again, from the raw JSON."""
     def when(context):
         text = context.get("date", "")
         return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else datetime.min.replace(
@@ -144,8 +145,13 @@ def newest_medians(names):
         with open(os.path.join(DOCS, name), encoding="utf-8") as f:
             data = json.load(f)
         files.append((when(data["context"]), index, name, data))
+    return [(name, data) for _, _, name, data in sorted(files, key=lambda x: x[:2])]
+
+
+def newest_medians(names):
+    """{(impl, mode, shape): (file, median entry)}, the newest file winning."""
     out = {}
-    for _, _, name, data in sorted(files, key=lambda x: x[:2]):
+    for name, data in oldest_first(names):
         for entry in data["benchmarks"]:
             if entry.get("run_type") == "aggregate" and entry.get("aggregate_name") == "median":
                 impl, mode, shape = entry["run_name"].split("/")[:3]
@@ -157,21 +163,11 @@ def newest_spreads(names):
     """{(impl, mode, shape): (file, (min ms, max ms) or None, stddev ms or None)} from the raw JSON, the newest file
     winning: the repetitions' fastest and slowest from the plain runs when the file has two or more, else from its
     "min" and "max" aggregates, else None; the standard deviation from its "stddev" aggregate."""
-    def when(context):
-        text = context.get("date", "")
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else datetime.min.replace(
-            tzinfo=timezone.utc)
-
     def ms(entry):
         return entry["real_time"] * {"ms": 1, "us": 1e-3, "ns": 1e-6, "s": 1e3}[entry["time_unit"]]
 
-    files = []
-    for index, name in enumerate(names):
-        with open(os.path.join(DOCS, name), encoding="utf-8") as f:
-            data = json.load(f)
-        files.append((when(data["context"]), index, name, data))
     out = {}
-    for _, _, name, data in sorted(files, key=lambda x: x[:2]):
+    for name, data in oldest_first(names):
         cases = {}
         for entry in data["benchmarks"]:
             key = tuple(entry.get("run_name", entry["name"]).split("/")[:3])
