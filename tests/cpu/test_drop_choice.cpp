@@ -1,10 +1,12 @@
-// The drop stages' host-side choices, without a GPU: stage 10's automatic
-// eps's pick from the measured masses (the default budget, the boundary, the
-// fallback) and the settings its flags give; stage 09's plan sizes (where the
-// dC tail sums live).
+// The drop stages' host-side choices, without a GPU: stage 08's tile grid,
+// default eps, forward plan and kept-pair list; stage 10's automatic eps's
+// pick from the measured masses (the default budget, the boundary, the
+// fallback) and the settings its flags give; stage 09's plan sizes (where
+// the dC tail sums live).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "common/options.h"
@@ -87,6 +89,51 @@ TEST(DropChoice, PlanSizes) {
   const DropPlan small = plan_drop(problem(1100, 192, 30011, Dtype::kBFloat16), 4096, size_t{1} << 20);
   EXPECT_EQ(small.chunk_rows, 4096);
   EXPECT_EQ(small.slot_capacity, 32);
+}
+
+TEST(DropChoice, Stage08TileGridAndEps) {
+  const s08::TileGrid bf16 = s08::tile_grid(problem(300, 128, 16411, Dtype::kBFloat16));
+  EXPECT_EQ(bf16.tile_rows, 128);
+  EXPECT_EQ(bf16.tile_cols, 128);
+  EXPECT_EQ(bf16.tiles, 129);  // ⌈16411 / 128⌉: the partial last tile counts
+  EXPECT_EQ(bf16.token_blocks, 3);  // ⌈300 / 128⌉
+  EXPECT_EQ(bf16.pairs(), 387);
+  const s08::TileGrid fp32 = s08::tile_grid(problem(77, 100, 1129, Dtype::kFloat32));
+  EXPECT_EQ(fp32.tile_cols, 64);
+  EXPECT_EQ(fp32.tiles, 18);
+  EXPECT_EQ(fp32.token_blocks, 2);
+  EXPECT_EQ(s08::default_drop_eps(Dtype::kBFloat16), std::ldexp(1.0f, -8));
+  EXPECT_EQ(s08::default_drop_eps(Dtype::kFloat32), std::ldexp(1.0f, -28));
+  EXPECT_EQ(s08::describe_eps(0.0f), "off (every tile kept)");
+  EXPECT_EQ(s08::describe_eps(std::ldexp(1.0f, -8)), "eps 2^-8");
+  EXPECT_EQ(s08::describe_eps(0.003f).rfind("eps 0.003", 0), 0u) << s08::describe_eps(0.003f);
+}
+
+TEST(DropChoice, Stage08ForwardPlan) {
+  // By default the forward gathers 64 MiB of C at once, whole multiples of 256 rows, at most V.
+  const Problem gemma2 = problem(8192, 2304, 256000, Dtype::kBFloat16);
+  const s08::SortedForwardPlan big = s08::plan_sorted_forward(gemma2);
+  EXPECT_EQ(big.chunk_rows, 14336);  // ⌊64 MiB / 4608 B / 256⌋ · 256
+  EXPECT_GE(big.ranges, 1);
+  EXPECT_GE(big.work_bytes, static_cast<size_t>(big.chunk_rows) * 2304 * 2);
+  EXPECT_GE(big.work_bytes, s08::sort_work_bytes(256000));
+  const Problem small = problem(300, 128, 16411, Dtype::kBFloat16);
+  EXPECT_EQ(s08::plan_sorted_forward(small).chunk_rows, 16411) << "a chunk never holds more than V rows";
+  EXPECT_EQ(s08::plan_sorted_forward(small, 4096).chunk_rows, 4096) << "--chunk-rows as given";
+}
+
+TEST(DropChoice, Stage08KeptPairsTileByTile) {
+  s08::TileGrid grid;
+  grid.tiles = 3, grid.token_blocks = 2;
+  // keep[T][b]: tile 0 keeps block 0, tile 1 nothing, tile 2 both blocks.
+  const std::vector<int2> pairs = s08::kept_pair_list(grid, {1, 0, 0, 0, 1, 1});
+  ASSERT_EQ(pairs.size(), 3u);
+  EXPECT_EQ(pairs[0].x, 0);  // (token block, tile)
+  EXPECT_EQ(pairs[0].y, 0);
+  EXPECT_EQ(pairs[1].x, 0);
+  EXPECT_EQ(pairs[1].y, 2);
+  EXPECT_EQ(pairs[2].x, 1);
+  EXPECT_EQ(pairs[2].y, 2);
 }
 
 // dC's tail sums share the statistics rows only where M (bf16) leaves half a
