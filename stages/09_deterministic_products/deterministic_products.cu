@@ -210,14 +210,16 @@ void compute_grad_scale(const DeviceInputs& in, const float* upstream, const Bac
   compute_token_grad_scale(in.problem, in.targets.get(), upstream, buffers.grad_scale, stream);
 }
 
-float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
-                               const float* lse, const BackwardChoice& choice, void* de, void* dc, cudaStream_t stream,
-                               SideStream& side, DropStats* stats) {
-  const Problem& p = in.problem;
-  const KeptTiles kept = decide_kept_tiles(p, plan, buffers, lse, choice, stream);
+float* de_accumulator(const Problem& p, const BackwardBuffers& buffers, void* de) {
+  return p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(buffers.forward.work) : static_cast<float*>(de);
+}
 
+float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                               const float* lse, const BackwardChoice& choice, const KeptTiles& kept, void* de,
+                               void* dc, cudaStream_t stream, SideStream& side, DropStats* stats) {
+  const Problem& p = in.problem;
   unsigned char* work = buffers.forward.work;
-  float* de_acc = p.dtype == Dtype::kBFloat16 ? reinterpret_cast<float*>(work) : static_cast<float*>(de);
+  float* de_acc = de_accumulator(p, buffers, de);
   SlotSpace space;
   space.region = work + plan.region_offset;
   space.region_slots = plan.slot_capacity;
@@ -259,7 +261,8 @@ void DeterministicProductsStage::backward_at(const DeviceInputs& in, const float
                                              void* de, void* dc, cudaStream_t stream) {
   const DropPlan plan = plan_for(in.problem);
   const BackwardBuffers buffers = backward_buffers(in.problem, plan, scratch_);
-  const float* de_acc = backward_to_accumulator(in, plan, buffers, lse, choice, de, dc, stream, side_, &stats_);
+  const KeptTiles kept = decide_kept_tiles(in.problem, plan, buffers, lse, choice, stream);
+  const float* de_acc = backward_to_accumulator(in, plan, buffers, lse, choice, kept, de, dc, stream, side_, &stats_);
   finish_de(in, buffers, de_acc, de, stream);
 }
 

@@ -227,13 +227,16 @@ void finish_de(const DeviceInputs& in, const BackwardBuffers& buffers, const flo
 void add_target_terms(const DeviceInputs& in, const BackwardBuffers& buffers, float* de_acc, cudaStream_t stream);
 
 // The whole backward up to the fp32 dE accumulator, once compute_grad_scale
-// has run (everything of the stage's backward but finish_de): decide,
-// correct the tail, recompute and multiply the kept tiles chunk by chunk; dC
-// is written completely. Returns the accumulator (the start of the work
-// buffer for bf16, `de` itself for fp32). `lse` is the full LSE of every row.
+// has run and decide_kept_tiles has decided (everything of the stage's
+// backward but finish_de): correct the tail, recompute and multiply the kept
+// tiles chunk by chunk; dC is written completely. Returns the accumulator
+// (the start of the work buffer for bf16, `de` itself for fp32). `lse` is
+// the full LSE of every row.
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
-                               const float* lse, const BackwardChoice& choice, void* de, void* dc, cudaStream_t stream,
-                               SideStream& side, DropStats* stats);
+                               const float* lse, const BackwardChoice& choice, const KeptTiles& kept, void* de,
+                               void* dc, cudaStream_t stream, SideStream& side, DropStats* stats);
+// Where the fp32 dE accumulator lives: the start of the work buffer (bf16), `de` itself (fp32).
+float* de_accumulator(const Problem& problem, const BackwardBuffers& buffers, void* de);
 // All of the backward's scratch (forward's, decision's, correction's items).
 std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan& plan);
 

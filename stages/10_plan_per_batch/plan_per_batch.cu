@@ -8,31 +8,91 @@
 #include "common/check.h"
 
 namespace cce::s10 {
+namespace {
+
+std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * fraction);
+  return buf;
+}
+
+}  // namespace
 
 std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan) {
   return concat(s09::backward_scratch(p, plan), batch_plan_items(p));
 }
 
-float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+const char* to_string(BackwardPlan plan) {
+  switch (plan) {
+    case BackwardPlan::kSparse: return "sparse";
+    case BackwardPlan::kDense: return "dense";
+    default: return "auto";
+  }
+}
+
+BackwardPlan parse_backward_plan(const std::string& text) {
+  if (text == "auto") return BackwardPlan::kAuto;
+  if (text == "sparse") return BackwardPlan::kSparse;
+  if (text == "dense") return BackwardPlan::kDense;
+  throw InputError("--plan must be auto, sparse or dense, not '" + text + "'");
+}
+
+BackwardPlan choose_backward_plan(BackwardPlan flag, double kept_fraction) {
+  if (flag != BackwardPlan::kAuto) return flag;
+  return kept_fraction > kDenseAboveKept ? BackwardPlan::kDense : BackwardPlan::kSparse;
+}
+
+float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
                                const float* upstream, const DropSettings& settings, void* de, void* dc,
-                               cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice) {
+                               cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice,
+                               PlanChoice* ran) {
   const Problem& p = in.problem;
   const s09::BackwardBuffers backward_buffers = s09::backward_buffers(p, plan, scratch);
   s09::compute_grad_scale(in, upstream, backward_buffers, stream);
-  const BatchPlanBuffers buffers = batch_plan_buffers(p, scratch);
+  PlanChoice chosen;
+  chosen.plan = settings.plan;
+  s09::KeptTiles kept;
   s09::BackwardChoice backward{settings.eps, s08::TokenBlocks{}, settings.correct_tail, settings.correct_dc};
-  if (settings.group_tokens) backward.blocks = group_tokens(p, plan, buffers, backward_buffers, lse, stream);
-  EpsChoice eps{settings.eps, -1.0, {}};
-  if (settings.dropped_mass > 0.0)
-    eps = choose_drop_eps(p, plan, buffers, backward_buffers, lse, backward.blocks, settings.dropped_mass, stream);
-  backward.eps = eps.eps;
-  if (choice != nullptr) *choice = eps;
-  return s09::backward_to_accumulator(in, plan, backward_buffers, lse, backward, de, dc, stream, side, stats);
+  if (settings.plan != BackwardPlan::kDense) {
+    const BatchPlanBuffers buffers = batch_plan_buffers(p, scratch);
+    if (settings.group_tokens) backward.blocks = group_tokens(p, plan, buffers, backward_buffers, lse, stream);
+    EpsChoice eps{settings.eps, -1.0, {}};
+    if (settings.dropped_mass > 0.0)
+      eps = choose_drop_eps(p, plan, buffers, backward_buffers, lse, backward.blocks, settings.dropped_mass, stream);
+    backward.eps = eps.eps;
+    if (choice != nullptr) *choice = eps;
+    kept = s09::decide_kept_tiles(p, plan, backward_buffers, lse, backward, stream);
+    chosen.kept_fraction = static_cast<double>(kept.kept()) / static_cast<double>(plan.tiles * plan.token_blocks);
+    chosen.plan = choose_backward_plan(settings.plan, chosen.kept_fraction);
+  }
+  if (chosen.plan == BackwardPlan::kSparse) {
+    if (ran != nullptr) *ran = chosen;
+    return s09::backward_to_accumulator(in, plan, backward_buffers, lse, backward, kept, de, dc, stream, side, stats);
+  }
+  // Dense: every target's term is in S, so finish_de must add none.
+  chosen.slabs = plan_dense_slabs(p, settings.dense_slab_columns);
+  scratch.allocate(dense_slab_items(p, chosen.slabs));
+  CCE_CUDA_CHECK(cudaMemsetAsync(backward_buffers.target_coefficient, 0, static_cast<size_t>(p.n) * 4, stream));
+  float* de_acc = s09::de_accumulator(p, backward_buffers, de);
+  dense_backward(in, chosen.slabs, scratch.get<float>(kDenseSlabItem), lse, backward_buffers.grad_scale, de_acc, dc,
+                 stream);
+  if (stats != nullptr)  // every pair recomputed, one chunk per slab
+    *stats = DropStats{plan.tiles * plan.token_blocks, plan.tiles * plan.token_blocks, chosen.slabs.count, backward.eps};
+  if (ran != nullptr) *ran = chosen;
+  return de_acc;
 }
 
 std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {
   if (!backward) return DeterministicProductsStage::workspace(p, false);
-  return s10::backward_scratch(p, plan_for(p));
+  std::vector<MemoryItem> items = s10::backward_scratch(p, plan_for(p));
+  // A backward that ran the dense plan added its slab (and it stays until released).
+  if (scratch_.has(kDenseSlabItem)) items = concat(items, dense_slab_items(p, plan_dense_slabs(p, slab_columns_flag_)));
+  return items;
+}
+
+GradientApproximation PlanPerBatchStage::gradient_approximation() const {
+  if (ran_.plan == BackwardPlan::kDense) return {};
+  return DeterministicProductsStage::gradient_approximation();
 }
 
 void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
@@ -43,7 +103,7 @@ void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const
   stats_ready_ = false;  // the correction overwrites the statistics
   scratch_.allocate(workspace(p, true));
   const float* de_acc = s10::backward_to_accumulator(in, plan_for(p), scratch_, lse, upstream, settings(p.dtype), de, dc,
-                                                stream, side_, &stats_, &choice_);
+                                                stream, side_, &stats_, &choice_, &ran_);
   finish_de(in, s09::backward_buffers(p, plan_for(p), scratch_), de_acc, de, stream);
 }
 
@@ -53,6 +113,11 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
                    "largest of 2^-8..2^-16 within --dropped-mass), 2^-28 (fp32)");
   parser.add_double("dropped-mass", &mass_flag_,
                     "the automatic eps's budget: softmax mass per row the dropped tiles may hold; 0 = 0.025");
+  parser.add_string("plan", &plan_flag_,
+                    "the backward: sparse (stage 09's kept tiles), dense (every tile, 3 cuBLAS GEMMs per vocabulary "
+                    "slab) or auto (default: dense when more than a third of the pairs would be kept)");
+  parser.add_int("dense-slab-columns", &slab_columns_flag_,
+                 "the dense plan's vocabulary columns per slab; 0 = as many as 512 MiB of fp32 logits hold");
   parser.add_flag("no-token-grouping", &no_grouping_,
                   "token blocks of rows in their order (default: rows grouped by how many tiles they need)");
 }
@@ -60,6 +125,8 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
 void PlanPerBatchStage::validate_options() const {
   DeterministicProductsStage::validate_options();
   if (!(mass_flag_ >= 0.0 && mass_flag_ <= 1.0)) throw InputError("--dropped-mass must be in [0, 1]");
+  parse_backward_plan(plan_flag_);
+  if (slab_columns_flag_ < 0) throw InputError("--dense-slab-columns must be >= 0");
   if (mass_flag_ > 0.0 && (eps_flag_ > 0.0 || keep_all_))
     throw InputError(std::string("--dropped-mass sets the automatic eps: it contradicts ") +
                      (keep_all_ ? "--keep-all" : "--drop-eps"));
@@ -104,6 +171,22 @@ std::vector<std::string> PlanPerBatchStage::report_lines() const {
       masses += one;
     }
     lines.insert(lines.begin() + 2, masses);
+  }
+  if (ran_.kept_fraction >= 0.0 || ran_.plan == BackwardPlan::kDense) {
+    std::string why = ran_.kept_fraction < 0.0 ? std::string("--plan dense")
+                                                : "the decision keeps " + percent(ran_.kept_fraction) + " of the pairs";
+    if (ran_.kept_fraction >= 0.0 && parse_backward_plan(plan_flag_) == BackwardPlan::kAuto)
+      why += ran_.plan == BackwardPlan::kDense ? ", more than " + percent(kDenseAboveKept)
+                                               : ", at most " + percent(kDenseAboveKept);
+    else if (ran_.kept_fraction >= 0.0)
+      why += std::string(", --plan ") + to_string(ran_.plan);
+    if (ran_.plan == BackwardPlan::kDense)
+      std::snprintf(buf, sizeof buf, "backward     dense: every pair, 3 cuBLAS GEMMs per slab of %lld columns (%lld "
+                    "slabs) (%s)", static_cast<long long>(ran_.slabs.columns), static_cast<long long>(ran_.slabs.count),
+                    why.c_str());
+    else
+      std::snprintf(buf, sizeof buf, "backward     sparse: stage 09's products over the kept pairs (%s)", why.c_str());
+    lines.push_back(buf);
   }
   return lines;
 }

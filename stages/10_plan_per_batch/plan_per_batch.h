@@ -7,13 +7,17 @@
 //      per row (the targets' own entries left out: they are exact) is within
 //      a budget, so that a batch of peaked rows drops much and a flat one
 //      little;
-//   3. stage 09's backward at that eps over those token blocks.
+//   3. stage 09's backward at that eps over those token blocks, unless more
+//      than a third of the (token block, tile) pairs would be kept: then the
+//      dense plan (dense_backward.cu) recomputes everything with cuBLAS,
+//      three GEMMs per slab of the vocabulary, which costs less.
 // README.md derives the choices and gives the measurements.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/stage.h"
@@ -47,6 +51,34 @@ struct EpsChoice {
   std::array<double, kAutoExponents> candidates{};  // and the mass each candidate 2^-8… would drop
 };
 
+// The backward's plan: stage 09's products over the kept tiles (sparse), or
+// every tile by cuBLAS (dense); auto: dense when the kept share of the
+// (token block, tile) pairs exceeds kDenseAboveKept. Stage 09's kept-tile
+// products run at about a third of cuBLAS's rate on the H100 and the dense
+// plan costs about three forward GEMMs, so they break even near a third.
+enum class BackwardPlan { kAuto, kSparse, kDense };
+constexpr double kDenseAboveKept = 1.0 / 3.0;
+const char* to_string(BackwardPlan plan);
+BackwardPlan parse_backward_plan(const std::string& text);  // "auto" | "sparse" | "dense"; InputError otherwise
+// The plan for a kept share (kept_fraction < 0: not decided, as for a forced plan).
+BackwardPlan choose_backward_plan(BackwardPlan flag, double kept_fraction);
+
+// ---- dense_backward.cu: the dense plan ----
+// Slabs of `columns` vocabulary columns (the last one shorter); the fp32
+// logits of a slab in rows of `pitch` floats, S packed into them in bf16.
+struct DenseSlabs {
+  int64_t columns = 0, pitch = 0, count = 0;
+};
+constexpr size_t kDefaultDenseSlabBytes = size_t{512} << 20;
+constexpr const char* kDenseSlabItem = "dense plan: a slab of logits fp32 [N, slab columns]";
+// `columns` per slab (at most V); 0: as many as kDefaultDenseSlabBytes hold, a multiple of 256, at least 256.
+DenseSlabs plan_dense_slabs(const Problem& problem, int64_t columns = 0);
+std::vector<MemoryItem> dense_slab_items(const Problem& problem, const DenseSlabs& slabs);
+// dE (into the fp32 accumulator, overwritten) and dC (written completely)
+// from the forward's LSE and the grad scale g_i.
+void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab, const float* lse,
+                    const float* grad_scale, float* de_acc, void* dc, cudaStream_t stream);
+
 // ---- batch_plan.cu: the plan's buffers and steps ----
 struct BatchPlanBuffers {
   int* token_order = nullptr;  // [N]: token block b holds rows token_order[128b ..]
@@ -70,12 +102,23 @@ struct DropSettings {
   double dropped_mass = 0.0;  // > 0: eps chosen per batch within this budget
   bool correct_tail = true, correct_dc = true;
   bool group_tokens = true;   // token blocks of grouped rows (false: rows in their order)
+  BackwardPlan plan = BackwardPlan::kAuto;
+  int64_t dense_slab_columns = 0;  // the dense plan's slab width (0: plan_dense_slabs's default)
+};
+// The plan a backward ran, and what it was chosen from.
+struct PlanChoice {
+  BackwardPlan plan = BackwardPlan::kSparse;
+  double kept_fraction = -1.0;  // of the pairs the decision would keep (−1: not decided, a forced dense plan)
+  DenseSlabs slabs;             // the dense plan's
 };
 // The whole backward up to the fp32 dE accumulator: the grad scale, the
-// plan, stage 09's backward (s09::backward_to_accumulator says what it returns).
-float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+// plan, then stage 09's backward (s09::backward_to_accumulator says what it
+// returns) or the dense plan, whose slab it adds to `scratch` (the memory
+// model: dense_slab_items). Either way finish_de (or add_target_terms) ends it.
+float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
                                const float* upstream, const DropSettings& settings, void* de, void* dc,
-                               cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice = nullptr);
+                               cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice = nullptr,
+                               PlanChoice* ran = nullptr);
 std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan& plan);
 
 class PlanPerBatchStage : public s09::DeterministicProductsStage {
@@ -97,8 +140,11 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   // The flags as the backward's settings.
   DropSettings settings(Dtype dtype) const {
     return {drop_eps(dtype), automatic_eps(dtype) ? dropped_mass_budget() : 0.0, !no_correction_, !no_dc_correction_,
-            !no_grouping_};
+            !no_grouping_, parse_backward_plan(plan_flag_), slab_columns_flag_};
   }
+  PlanChoice plan_choice() const { return ran_; }  // of the last backward
+  // The dense plan's backward is exact; the sparse one leaves out what stage 09's does.
+  GradientApproximation gradient_approximation() const override;
   // A fixed eps in place of the automatic one (what --drop-eps sets).
   void fix_drop_eps(float eps) { eps_flag_ = eps, keep_all_ = eps <= 0.0f; }
   double dropped_mass_budget() const { return mass_flag_ > 0.0 ? mass_flag_ : kDefaultDroppedMass; }
@@ -107,7 +153,10 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
  private:
   double mass_flag_ = 0.0;  // --dropped-mass; 0 = kDefaultDroppedMass
   bool no_grouping_ = false;
+  std::string plan_flag_ = "auto";  // --plan
+  int64_t slab_columns_flag_ = 0;    // --dense-slab-columns
   EpsChoice choice_;
+  PlanChoice ran_;
 };
 
 std::unique_ptr<Stage> make_stage();

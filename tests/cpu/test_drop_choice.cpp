@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "common/options.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
@@ -144,6 +145,46 @@ TEST(DropChoice, TailSumsInTheStatisticsRowsOnlyWhereTheyFit) {
   EXPECT_FALSE(plan_drop(problem(300, 151, 5000, Dtype::kBFloat16)).tail_sums_in_stats);
   EXPECT_FALSE(plan_drop(problem(300, 128, 5000, Dtype::kFloat32)).tail_sums_in_stats)
       << "fp32's M takes the whole row";
+}
+
+
+// Stage 10's plan: auto switches to dense just above a third of the pairs kept; a forced plan stays.
+TEST(DropChoice, PlanSwitchesAboveAThird) {
+
+  EXPECT_EQ(choose_backward_plan(BackwardPlan::kAuto, kDenseAboveKept), BackwardPlan::kSparse);
+  EXPECT_EQ(choose_backward_plan(BackwardPlan::kAuto, std::nextafter(kDenseAboveKept, 1.0)),
+            BackwardPlan::kDense);
+  EXPECT_EQ(choose_backward_plan(BackwardPlan::kAuto, 0.0), BackwardPlan::kSparse);
+  EXPECT_EQ(choose_backward_plan(BackwardPlan::kSparse, 1.0), BackwardPlan::kSparse);
+  EXPECT_EQ(choose_backward_plan(BackwardPlan::kDense, 0.0), BackwardPlan::kDense);
+  for (const BackwardPlan plan : {BackwardPlan::kAuto, BackwardPlan::kSparse, BackwardPlan::kDense})
+    EXPECT_EQ(parse_backward_plan(to_string(plan)), plan);
+  EXPECT_THROW(parse_backward_plan("Dense"), InputError);
+}
+
+// The dense plan's slabs: 512 MiB of fp32 logits by default (a multiple of
+// 256 columns, at least 256, at most V), or the columns asked for; rows
+// padded to 64 floats; enough slabs to cover V.
+TEST(DropChoice, DenseSlabs) {
+  Problem p;
+  p.n = 8192, p.d = 2304, p.v = 256000;
+  DenseSlabs slabs = plan_dense_slabs(p);
+  EXPECT_EQ(slabs.columns, 16384);
+  EXPECT_EQ(slabs.pitch, 16384);
+  EXPECT_EQ(slabs.count, 16);
+  EXPECT_LE(static_cast<size_t>(p.n * slabs.pitch) * 4, kDefaultDenseSlabBytes);
+  p.n = 77, p.v = 1129;
+  slabs = plan_dense_slabs(p);
+  EXPECT_EQ(slabs.columns, 1129);
+  EXPECT_EQ(slabs.pitch, 1152);
+  EXPECT_EQ(slabs.count, 1);
+  slabs = plan_dense_slabs(p, 300);
+  EXPECT_EQ(slabs.columns, 300);
+  EXPECT_EQ(slabs.pitch, 320);
+  EXPECT_EQ(slabs.count, 4);
+  EXPECT_EQ(dense_slab_items(p, slabs).front().second, size_t{77} * 320 * 4);
+  p.n = 1 << 22;  // the budget holds fewer than 256 columns: 256
+  EXPECT_EQ(plan_dense_slabs(p).columns, 256);
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ struct RunStats {
   int64_t tiles = 0, kept_tiles = 0;  // (token block, tile) pairs
   int64_t chunks = 1;                 // the backward's chunks (stages 09, 10)
   s10::EpsChoice choice;              // the eps decided with (stage 10: and what the automatic eps measured)
+  s10::PlanChoice plan;               // stage 10: the backward's plan and the kept share it was chosen from
 };
 
 struct DropRun {
@@ -109,9 +110,14 @@ DropRun run_drop(Which which, const Problem& p, const HostInputs& in, const std:
     identity(run);
     return run;
   }
+  // These checks are of the sparse plan unless a test names a plan.
+  const bool plan_named = std::any_of(flags.begin(), flags.end(),
+                                      [](const char* f) { return std::strncmp(f, "--plan", 6) == 0; });
+  if (!plan_named) flags.insert(flags.end(), {"--plan", "sparse"});
   s10::PlanPerBatchStage stage;
   DropRun run = deterministic(stage);
   run.stats.choice = stage.eps_choice();
+  run.stats.plan = stage.plan_choice();
   run.token_order = stage.token_order();
   return run;
 }
@@ -729,6 +735,99 @@ void check_every_token_with_the_same_target(Which which) {
 TEST(DropBeforeRecompute, EveryTokenWithTheSameTarget) { check_every_token_with_the_same_target(Which::kStage08); }
 TEST(DeterministicProducts, EveryTokenWithTheSameTarget) { check_every_token_with_the_same_target(Which::kStage09); }
 TEST(PlanPerBatch, EveryTokenWithTheSameTarget) { check_every_token_with_the_same_target(Which::kStage10); }
+
+
+// ---- Stage 10's plan: sparse or dense ----
+// The dense plan claims an exact gradient: the check allows the arithmetic only.
+void expect_exact_reference_check(const Problem& p, const HostInputs& in, const DropRun& run,
+                                  const std::vector<float>& upstream, const std::string& what) {
+  EXPECT_EQ(run.approximation.eps, 0.0) << what << ": the dense plan declares something left out";
+  const CheckReport report = check_outputs(p, in, run.out, upstream, true, int64_t{1} << 30, 8, run.approximation);
+  EXPECT_EQ(report.note, "full check: every output element");
+  for (const auto& cmp : report.comparisons) EXPECT_TRUE(cmp.passed()) << what << ": " << cmp.summary();
+}
+
+// A flat softmax (random data) keeps nearly every pair: auto runs the dense
+// plan; a peaked one (the realistic generator) keeps few: auto runs the
+// sparse plan. Each choice is the one --plan would force, with the same outputs.
+TEST(PlanPerBatch, PlanFollowsTheKeptShare) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(1100, 192, 30011);
+  const std::vector<float> upstream = default_upstream(p, 4);
+  for (const DataMode mode : {DataMode::kRandom, DataMode::kRealistic}) {
+    GeneratorOptions gen;
+    gen.mode = mode;
+    gen.seed = 21;
+    const HostInputs in = generate_inputs(p, gen);
+    const DropRun automatic = run_stage10(p, in, upstream, {"--plan", "auto"});
+    const s10::PlanChoice& chosen = automatic.stats.plan;
+    ASSERT_GE(chosen.kept_fraction, 0.0) << to_string(mode) << ": auto decided without the kept share";
+    if (mode == DataMode::kRandom) {
+      EXPECT_GT(chosen.kept_fraction, s10::kDenseAboveKept) << "a flat softmax should keep most pairs";
+      EXPECT_EQ(chosen.plan, s10::BackwardPlan::kDense);
+    } else {
+      EXPECT_LE(chosen.kept_fraction, s10::kDenseAboveKept) << "a peaked softmax should keep few pairs";
+      EXPECT_EQ(chosen.plan, s10::BackwardPlan::kSparse);
+    }
+    const DropRun forced = run_stage10(p, in, upstream, {"--plan", s10::to_string(chosen.plan)});
+    EXPECT_EQ(forced.stats.plan.plan, chosen.plan);
+    EXPECT_TRUE(forced.out.de == automatic.out.de && forced.out.dc == automatic.out.dc)
+        << to_string(mode) << ": auto and --plan " << s10::to_string(chosen.plan) << " differ";
+  }
+}
+
+// Both plans give the reference's result on the same inputs (odd sizes,
+// softcap, ignored tokens, each reduction, both dtypes), the dense one over
+// several slabs whose last is short; and the dense plan is bitwise equal over two runs.
+TEST(PlanPerBatch, BothPlansMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  for (const Dtype dtype : {Dtype::kBFloat16, Dtype::kFloat32})
+    for (const Reduction reduction : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+      Problem p = bf16_problem(77, 100, 1129);
+      p.dtype = dtype;
+      p.reduction = reduction;
+      p.softcap = reduction == Reduction::kSum ? 30.0f : 0.0f;
+      GeneratorOptions gen;
+      gen.seed = 8;
+      gen.ignore_fraction = 0.1;
+      const HostInputs in = generate_inputs(p, gen);
+      const std::vector<float> upstream = default_upstream(p, 6);
+      const std::string what = std::string(to_string(dtype)) + " " + to_string(reduction);
+      const DropRun dense = run_stage10(p, in, upstream, {"--plan", "dense", "--dense-slab-columns", "300"});
+      EXPECT_EQ(dense.stats.plan.plan, s10::BackwardPlan::kDense) << what;
+      EXPECT_EQ(dense.stats.plan.slabs.count, 4) << what << ": 1129 columns in slabs of 300";
+      expect_exact_reference_check(p, in, dense, upstream, what + ", dense");
+      const DropRun again = run_stage10(p, in, upstream, {"--plan", "dense", "--dense-slab-columns", "300"});
+      EXPECT_TRUE(again.out.de == dense.out.de && again.out.dc == dense.out.dc) << what << ": dense differs over two runs";
+      const DropRun sparse = run_stage10(p, in, upstream, {"--plan", "sparse"});
+      EXPECT_EQ(sparse.stats.plan.plan, s10::BackwardPlan::kSparse) << what;
+      const CheckReport report =
+          check_outputs(p, in, sparse.out, upstream, true, int64_t{1} << 30, 8, sparse.approximation);
+      for (const auto& cmp : report.comparisons) EXPECT_TRUE(cmp.passed()) << what << ", sparse: " << cmp.summary();
+    }
+}
+
+// The dense plan's slab is in the memory model once it ran, and the peak is the model.
+TEST(PlanPerBatch, DenseSlabIsInTheMemoryModel) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 64, 5000);
+  GeneratorOptions gen;
+  gen.mode = DataMode::kRandom;
+  const HostInputs in = generate_inputs(p, gen);
+  s10::PlanPerBatchStage stage;
+  OptionParser parser(stage.name());
+  stage.add_options(parser);
+  const char* argv[] = {"stage", "--plan", "dense", "--dense-slab-columns", "1024"};
+  ASSERT_TRUE(parser.parse(5, const_cast<char**>(argv)));
+  const size_t before = total_bytes(stage.workspace(p, true));
+  StageRunner runner(stage, p, in, default_upstream(p, 1));
+  runner.forward_backward();
+  runner.synchronize();
+  const std::vector<MemoryItem> model = runner.memory_model(true);
+  EXPECT_EQ(total_bytes(stage.workspace(p, true)) - before, static_cast<size_t>(p.n) * 1024 * 4)
+      << "the slab: N rows of 1024 fp32 logits";
+  EXPECT_EQ(runner.peak_beyond_inputs(), total_bytes(model));
+}
 
 }  // namespace
 }  // namespace cce
