@@ -5,8 +5,12 @@
 //   impl  = stageNN_name (every stage of all_stages()) or cublas_floor,
 //   mode  = loss (forward) or loss_grad (forward + backward; stages with a backward only),
 //   shape = small | gpt2 | llama3 | gemma2 (generated: bf16, realistic data, mean reduction, seed 1234)
-//           | lm32k | lm128k (trained-model data read from --lm-data=DIR/<shape>/{e,c,targets}.npy,
-//             written by bench/lm_data.py; run by default when their files are there).
+//           | gemma2_flat (gemma2's N, D, V on flat random data, GeneratorOptions DataMode::kRandom:
+//             the softmax of an untrained model; otherwise as gemma2)
+//           | lm32k | lm128k | lm128k_s0 | lm128k_s30 | lm128k_s100 | lm128k_s300 (trained-model data
+//             read from --lm-data=DIR/<shape>/{e,c,targets}.npy, written by bench/lm_data.py: lm128k is
+//             its final model, lm128k_sK the same model after K training steps, s0 untrained, all
+//             written by one `lm_data.py --only lm128k`; run by default when their files are there).
 // Google Benchmark appends /iterations:K/repeats:5/manual_time to the names it
 // reports; bench/results_table.py keeps the first three components.
 //
@@ -15,7 +19,8 @@
 // times of each iteration (manual time); the JSON keeps mean, median, stddev
 // and cv over 5 repetitions.
 //
-// Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2,lm32k,lm128k] [--iters=K] [--lm-data=DIR]
+// Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2,gemma2_flat,lm32k,lm128k,lm128k_s0,...] [--iters=K]
+//                  [--lm-data=DIR]
 //                  [Google Benchmark flags: --benchmark_filter=REGEX --benchmark_out=FILE
 //                   --benchmark_out_format=json ...]
 #include <benchmark/benchmark.h>
@@ -40,6 +45,7 @@
 #include "common/cublas_handle.h"
 #include "common/device_buffer.h"
 #include "common/driver.h"
+#include "common/host_data.h"
 #include "common/npy.h"
 #include "common/runner.h"
 #include "common/stage_table.h"
@@ -64,22 +70,40 @@ struct Shape {
   std::string name;
   int64_t n = 0, d = 0, v = 0;
   std::string files;  // trained-model shapes: the directory of e.npy, c.npy, targets.npy; empty: generated
+  DataMode data = DataMode::kRealistic;  // generated shapes: the generator's mode (common/host_data.h)
 };
 
 struct GeneratedShape {
   const char* name;
   int64_t n, d, v;
+  DataMode data;
 };
 
 // small fits a 16 GB GPU for every stage, stage 01's fp32 logits [N,V] included.
+// gemma2_flat: gemma2's problem on flat random data (E ~ N(0,1), C ~ N(0,1/D): every logit ~N(0,1)),
+// the softmax of an untrained model, where little can be dropped (drop_eps_sweep calls it gemma2_random).
 constexpr GeneratedShape kGeneratedShapes[] = {
-    {"small", 4096, 2304, 32000},
-    {"gpt2", 20480, 768, 50257},
-    {"llama3", 8192, 4096, 128256},
-    {"gemma2", 8192, 2304, 256000},
+    {"small", 4096, 2304, 32000, DataMode::kRealistic},
+    {"gpt2", 20480, 768, 50257, DataMode::kRealistic},
+    {"llama3", 8192, 4096, 128256, DataMode::kRealistic},
+    {"gemma2", 8192, 2304, 256000, DataMode::kRealistic},
+    {"gemma2_flat", 8192, 2304, 256000, DataMode::kRandom},
 };
-// Trained-model data (bench/lm_data.py): N, D and V come from the files.
-constexpr const char* kLmShapes[] = {"lm32k", "lm128k"};
+// Trained-model data (bench/lm_data.py): N, D and V come from the files. `dataset` is the
+// lm_data.py dataset that writes the shape (--only): lm128k's snapshots during its training
+// (lm128k_sK: the model after K steps) come with it.
+struct LmShape {
+  const char* name;
+  const char* dataset;
+};
+constexpr LmShape kLmShapes[] = {
+    {"lm32k", "lm32k"},
+    {"lm128k", "lm128k"},
+    {"lm128k_s0", "lm128k"},
+    {"lm128k_s30", "lm128k"},
+    {"lm128k_s100", "lm128k"},
+    {"lm128k_s300", "lm128k"},
+};
 constexpr const char* kDefaultLmData = "/tmp/cce-lm-data";
 
 constexpr uint64_t kSeed = 1234;
@@ -158,7 +182,8 @@ ShapeData& shape_data(const Shape& shape) {
     // The stages' --load path: N, D, V from the files, E and C rounded to bf16 (they already are).
     sd->inputs = load_inputs(shape.files, sd->problem);
   } else {
-    GeneratorOptions gen;  // realistic data
+    GeneratorOptions gen;  // realistic data, or the shape's mode (gemma2_flat: random)
+    gen.mode = shape.data;
     gen.seed = kSeed;
     sd->inputs = generate_inputs(sd->problem, gen);  // bf16 problem: E and C come rounded to bf16
   }
@@ -569,6 +594,7 @@ void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_dat
   benchmark::AddCustomContext("cce_tile_paths", std::string("forward: ") + to_string(choose_forward_path(probe)) +
                                                     "; backward: " + to_string(choose_block_path(probe)));
   benchmark::AddCustomContext("cce_data", "bf16, realistic data, mean reduction, seed " + std::to_string(kSeed) +
+                                              "; gemma2_flat: random (flat) data, otherwise the same"
                                               "; lm shapes: trained-model data from their files (bf16 values)");
   benchmark::AddCustomContext("cce_lm_data", lm_data);
   benchmark::AddCustomContext("cce_floor", "cuBLAS bf16 GEMMs, fp32 accumulation, V padded to a multiple of " +
@@ -582,6 +608,7 @@ void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_dat
     if (!shape_text.empty()) shape_text += ", ";
     shape_text += s.name + " N=" + std::to_string(s.n) + " D=" + std::to_string(s.d) + " V=" + std::to_string(s.v);
     if (!s.files.empty()) shape_text += " (" + s.files + ")";
+    if (s.files.empty() && s.data != DataMode::kRealistic) shape_text += std::string(" (") + to_string(s.data) + " data)";
   }
   benchmark::AddCustomContext("cce_shapes", shape_text);
 }
@@ -597,7 +624,7 @@ struct BenchFlags {
 std::string known_shapes() {
   std::string out;
   for (const GeneratedShape& s : kGeneratedShapes) out += std::string(out.empty() ? "" : ", ") + s.name;
-  for (const char* name : kLmShapes) out += std::string(", ") + name;
+  for (const LmShape& s : kLmShapes) out += std::string(", ") + s.name;
   return out;
 }
 
@@ -667,7 +694,7 @@ BenchFlags parse_own_flags(int* argc, char** argv) {
   }
   const size_t generated = std::size(kGeneratedShapes), all = generated + std::size(kLmShapes);
   auto shape_name = [&](size_t s) {
-    return std::string(s < generated ? kGeneratedShapes[s].name : kLmShapes[s - generated]);
+    return std::string(s < generated ? kGeneratedShapes[s].name : kLmShapes[s - generated].name);
   };
   std::vector<bool> chosen(all, false);
   if (shapes_set) {
@@ -690,7 +717,7 @@ BenchFlags parse_own_flags(int* argc, char** argv) {
     if (!chosen[s]) continue;
     if (s < generated) {
       const GeneratedShape& g = kGeneratedShapes[s];
-      flags.shapes.push_back({g.name, g.n, g.d, g.v, ""});
+      flags.shapes.push_back({g.name, g.n, g.d, g.v, "", g.data});
       continue;
     }
     std::string why;
@@ -699,7 +726,7 @@ BenchFlags parse_own_flags(int* argc, char** argv) {
       flags.shapes.push_back(shape);
     } else {  // one line, and the other shapes still run
       std::fprintf(stderr, "cce_bench: %s skipped: %s (write it with python3 bench/lm_data.py --out %s --only %s)\n",
-                   shape.name.c_str(), why.c_str(), flags.lm_data.c_str(), shape.name.c_str());
+                   shape.name.c_str(), why.c_str(), flags.lm_data.c_str(), kLmShapes[s - generated].dataset);
     }
   }
   if (flags.shapes.empty() && !flags.help)
@@ -721,12 +748,20 @@ int bench_main(int argc, char** argv) {
     std::printf(
         "usage: cce_bench [--shapes=NAME,...] [--iters=K] [--lm-data=DIR] [Google Benchmark flags]\n"
         "  --shapes=NAME,...  shapes to run, of: %s\n"
-        "                     (default: the first four, and each lm shape whose files are in --lm-data)\n"
+        "                     (default: the generated ones, and each lm shape whose files are in --lm-data)\n"
         "  --iters=K          timed iterations per repetition (default 10; %d repetitions)\n"
         "  --lm-data=DIR      trained-model data: DIR/<shape>/{e,c,targets}.npy from bench/lm_data.py\n"
         "                     (default %s)\n"
-        "Benchmarks are named <impl>/<mode>/<shape>; see bench/README.md.\n\n",
+        "Benchmarks are named <impl>/<mode>/<shape>; see bench/README.md.\n",
         known_shapes().c_str(), kRepetitions, kDefaultLmData);
+    std::printf("generated shapes (bf16, mean reduction, seed %llu):  name N D V data\n",
+                static_cast<unsigned long long>(kSeed));
+    for (const GeneratedShape& g : kGeneratedShapes)
+      std::printf("  %-12s %6lld %5lld %6lld  %s\n", g.name, static_cast<long long>(g.n), static_cast<long long>(g.d),
+                  static_cast<long long>(g.v), to_string(g.data));
+    std::printf("trained-model shapes (N, D, V from the files):  name, then the lm_data.py --only that writes it\n");
+    for (const LmShape& l : kLmShapes) std::printf("  %-12s %s\n", l.name, l.dataset);
+    std::printf("\n");
   }
   g_iterations = flags.iterations;
   // Registered before Initialize, so that --benchmark_list_tests and --help work without a GPU.

@@ -13,7 +13,24 @@ Two named datasets, made independently (`--only NAME` makes one):
           statistics of this model sit next to the llama3 benchmark shape
           (D = 4096, V = 128256) with the same vocabulary size.
 
-For each dataset it writes into OUT/<name>/ (default OUT = /tmp/cce-lm-data):
+lm128k also comes at four points of its training, the same held-out rows
+exported from the same run (no second training) after 0 (the untrained
+model), 30, 100 and 300 of its 800 steps, as lm128k_s0, lm128k_s30,
+lm128k_s100 and lm128k_s300: the softmax sharpens as the model learns, and
+with it what a filtered backward can drop. `--only lm128k` writes all five.
+The rule (snapshot_steps): a planned step k is exported when k <= --steps; a
+training shorter than 300 steps (--steps) exports only the steps it reaches
+(--steps 120: s0, s30, s100), says so in its log and in stats.json
+("snapshots"), and removes the arrays of a snapshot it does not reach left in
+OUT by an earlier, longer run. A snapshot is taken before the update of its
+step, under torch.no_grad() with the model in eval mode (the RNG states forked
+and restored, the model back in train mode): the final model is the one a
+run without snapshots trains (up to the variation listed under Determinism).
+lr and warm-up follow the full run's schedule: s30 is inside the 100-step
+warm-up.
+
+For each dataset it writes into OUT/<name>/ (default OUT = /tmp/cce-lm-data),
+and for each snapshot into OUT/<name>_s<k>/:
 
   e.npy        float32 [N, D]: held-out hidden states after the last norm,
                exactly the matrix the classifier multiplies
@@ -30,7 +47,8 @@ GEMM reads) and stored as float32, the convention of the C++ stages' --save.
 N = 8192 rows by default (--n): the positions of ceil(N/seq) windows of seq
 tokens spread evenly over the held-out token stream, in window order.
 The stages read them with --load OUT/<name>; build/bench/cce_bench reads them
-as the shapes lm32k and lm128k (--lm-data=OUT), bench/peers.py too (--lm-data).
+as the shapes lm32k, lm128k and lm128k_s0 ... lm128k_s300 (--lm-data=OUT),
+bench/peers.py too (--lm-data).
 
 The corpus. Python files of the standard library (sysconfig's "stdlib", its
 site-packages left out), of every site-packages directory (sysconfig's
@@ -66,11 +84,14 @@ Progress lines carry the elapsed seconds (flushed; PYTHONUNBUFFERED not needed).
 
 stats.json (and its copy) holds: the model (layers, width, heads, parameters),
 the vocabulary (size asked, size used, sentencepiece options), the corpus
-(files, bytes, train/held-out split, digest), the training (steps, batch, seq,
-lr, seed, seconds, final train loss, a loss curve), the model's held-out loss
-in bf16 autocast (nats per token, --eval-tokens tokens), and the softmax
-statistics of the exported rows, computed in float64 on the GPU from the
-bf16-rounded E and C, in chunks of rows:
+(files, bytes, train/held-out split, digest), the training (steps of the run,
+"step": the steps the exported model had, batch, seq, lr, seed, seconds of
+training up to that step, the last train loss logged up to it, the loss curve
+up to it), the model's held-out loss in bf16 autocast (nats per token,
+--eval-tokens tokens), a snapshot's "snapshot" (of, step, the steps planned
+and exported, the rule) or the final model's "snapshots" (the same list),
+and the softmax statistics of the exported rows, computed in float64 on the
+GPU from the bf16-rounded E and C, in chunks of rows:
   loss, entropy, max_prob     means over the rows (nats)
   entries_ge_2^-12            mean number of entries per row with p >= 2^-12
   k_mean_prob_below_2^-12     the first rank k at which the mean (over rows)
@@ -106,8 +127,9 @@ Time. Each dataset is made in one command that stays well within 10 minutes on
 one H100 (the estimate printed up front assumes 200 TFLOP/s; stats.json
 records the seconds actually spent):
 
-    python3 bench/lm_data.py --out /tmp/cce-lm-data --only lm32k     # estimate: ~3 min
-    python3 bench/lm_data.py --out /tmp/cce-lm-data --only lm128k    # estimate: ~6 min
+    python3 bench/lm_data.py --out /tmp/cce-lm-data --only lm32k     # estimate: ~3 min (measured 142 s)
+    python3 bench/lm_data.py --out /tmp/cce-lm-data --only lm128k    # estimate: ~6 min (measured 183 s
+                                                                     # before the snapshots: ~5 s more each, est.)
     python3 bench/lm_data.py --out /tmp/cce-lm-data                  # both, one after the other
 
 Requirements: PyTorch with a CUDA GPU, numpy, sentencepiece; no internet.
@@ -151,10 +173,14 @@ DEFAULT_OUT = "/tmp/cce-lm-data"
 DEFAULT_STATS_DIR = os.path.join(ROOT, "docs", "lm_data")
 
 # Per-dataset defaults; --vocab-<name>, --layers, --width, --heads, --steps and --lr override them.
+# "snapshots": the training steps at which the model is also exported, as <name>_s<step> (snapshot_steps).
 DATASETS = {
-    "lm32k": {"vocab": 32000, "layers": 6, "width": 768, "heads": 12, "steps": 3000, "lr": 6e-4},
-    "lm128k": {"vocab": 128000, "layers": 6, "width": 2048, "heads": 16, "steps": 800, "lr": 3e-4},
+    "lm32k": {"vocab": 32000, "layers": 6, "width": 768, "heads": 12, "steps": 3000, "lr": 6e-4, "snapshots": ()},
+    "lm128k": {"vocab": 128000, "layers": 6, "width": 2048, "heads": 16, "steps": 800, "lr": 3e-4,
+               "snapshots": (0, 30, 100, 300)},
 }
+SNAPSHOT_RULE = ("the model after k optimizer steps of this run (k = 0: untrained), for each planned k with "
+                 "k <= steps; a planned k past the last step is not exported")
 EPS_EXPONENTS = (8, 10, 12, 14, 16)
 TILE_ROWS = 128
 TILE_COLS = (128, 256)
@@ -276,6 +302,59 @@ def dataset_names(args):
     return [args.only] if args.only else list(DATASETS)
 
 
+def snapshot_name(name, step):
+    """The shape name of a dataset's model after `step` training steps: lm128k, 30 -> lm128k_s30."""
+    return "%s_s%d" % (name, step)
+
+
+def snapshot_steps(planned, steps):
+    """The steps at which a training of `steps` steps exports a snapshot: each planned k with 0 <= k <= steps,
+    sorted, once (k = steps is the final model; a k past the last step does not exist and is left out)."""
+    return sorted({int(k) for k in planned if 0 <= k <= steps})
+
+
+def training_events(steps, snapshots):
+    """The training loop's order: ("snapshot", k) before the update of step k, i.e. the model after k updates
+    (k = 0: untrained), ("train", step) for the update of step `step`; a snapshot at k == steps comes after the
+    last update. snapshots: from snapshot_steps."""
+    wanted = set(snapshots)
+    for step in range(steps):
+        if step in wanted:
+            yield ("snapshot", step)
+        yield ("train", step)
+    if steps in wanted:
+        yield ("snapshot", steps)
+
+
+def shape_names(name=None):
+    """Every shape lm_data.py writes (of one dataset, or of all): the dataset itself, then its snapshots."""
+    out = []
+    for dataset, cfg in DATASETS.items():
+        if name is None or dataset == name:
+            out += [dataset] + [snapshot_name(dataset, k) for k in cfg["snapshots"]]
+    return out
+
+
+ARRAY_FILES = ("e.npy", "c.npy", "targets.npy", "stats.json")
+
+
+def remove_stale_snapshots(out, name, steps):
+    """Removes the files of the snapshots OUT/<name>_s<k>/ that this run will not write (a k past its last step):
+    left from an earlier, longer run they would pass for this model's. Only the files lm_data.py writes, and the
+    folder when it is then empty. Returns the paths removed."""
+    removed = []
+    for k in steps:
+        folder = os.path.join(out, snapshot_name(name, k))
+        for fname in ARRAY_FILES:
+            path = os.path.join(folder, fname)
+            if os.path.isfile(path):
+                os.remove(path)
+                removed.append(path)
+        if os.path.isdir(folder) and not os.listdir(folder):
+            os.rmdir(folder)
+    return removed
+
+
 def model_config(args, name):
     """The settings of one dataset: per-dataset defaults, overridden by the flags."""
     cfg = dict(DATASETS[name])
@@ -313,7 +392,11 @@ def estimate_seconds(args, name):
     setup = 20.0                                    # importing torch, CUDA start-up, model initialization
     train = train_flops(cfg, cfg["vocab"], args.batch, args.seq, cfg["steps"]) / (ASSUMED_TFLOPS * 1e12)
     export = 10.0 + 20.0 * args.n * cfg["vocab"] / (8192 * 128000)  # held-out passes, float64 statistics, files
-    parts = {"corpus": corpus, "tokenizer": tokenizer, "setup": setup, "training": train, "export_and_stats": export}
+    # Each snapshot: a held-out pass, the statistics and the files (lm128k's c.npy is 1 GB) during the training.
+    snaps = len(snapshot_steps(cfg["snapshots"], cfg["steps"]))
+    snapshots = snaps * (2.0 + 4.0 * args.n * cfg["vocab"] / (8192 * 128000))
+    parts = {"corpus": corpus, "tokenizer": tokenizer, "setup": setup, "training": train, "export_and_stats": export,
+             "snapshots": snapshots}
     return sum(parts.values()), parts
 
 
@@ -875,6 +958,15 @@ def make_dataset(torch, np, spm, args, name, corpus, device, log):
     os.makedirs(folder, exist_ok=True)
     started = time.time()
     total_est, parts = estimate_seconds(args, name)
+    snaps = snapshot_steps(cfg["snapshots"], cfg["steps"])
+    if cfg["snapshots"]:
+        left_out = [k for k in cfg["snapshots"] if k not in snaps]
+        log("snapshots: %s (the model after %s of %d steps)%s"
+            % (", ".join(snapshot_name(name, k) for k in snaps) or "none", ", ".join(map(str, snaps)), cfg["steps"],
+               "; not %s: the training has only %d steps" % (", ".join(snapshot_name(name, k) for k in left_out),
+                                                            cfg["steps"]) if left_out else ""))
+        for path in remove_stale_snapshots(args.out, name, left_out):
+            log("removed %s (left from an earlier run with more steps)" % path)
 
     sp, vocab_info = train_tokenizer(spm, corpus, cfg["vocab"], args.threads, args.seed, folder, log)
     vocab = sp.get_piece_size()
@@ -922,19 +1014,203 @@ def make_dataset(torch, np, spm, args, name, corpus, device, log):
         "lr %g (estimate for the whole dataset: %.1f min on an H100)"
         % (cfg["layers"], cfg["width"], cfg["heads"], vocab, "tied" if cfg["tied"] else "untied", params / 1e6, steps,
            args.batch, args.seq, cfg["lr"], total_est / 60))
+    held_dev = torch.from_numpy(held_ids.astype(np.int64)).to(device)
+
+    def windows(count):
+        starts = torch.tensor(window_starts(len(held_ids), count, span), device=device)
+        return held_dev[starts[:, None] + offsets[None, :]]
+
+    def held_out_pass():
+        """The model's held-out loss as trained (bf16 autocast) and the rows to export, under torch.no_grad()
+        (the caller puts the model in eval mode). Returns (loss, tokens, E, targets, C) on the device."""
+        eval_loss = eval_count = 0.0
+        with torch.no_grad():
+            all_eval = windows(eval_windows)
+            for s in range(0, eval_windows, args.batch):
+                w = all_eval[s:s + args.batch]
+                with autocast:
+                    logits = model(w[:, :-1])
+                eval_loss += float(F.cross_entropy(logits.float().reshape(-1, vocab), w[:, 1:].reshape(-1),
+                                                   reduction="sum"))
+                eval_count += w[:, 1:].numel()
+                del logits
+            export = windows(export_windows)
+            rows = []
+            for s in range(0, export_windows, args.batch):
+                w = export[s:s + args.batch]
+                with autocast:
+                    h = model.hidden(w[:, :-1])
+                rows.append(h.to(torch.bfloat16).float().reshape(-1, cfg["width"]))
+            e = torch.cat(rows)[:args.n].contiguous()
+            t = export[:, 1:].reshape(-1)[:args.n].contiguous()
+            c = model.classifier().detach().to(torch.bfloat16).float().contiguous()
+        return eval_loss / eval_count, int(eval_count), e, t, c
+
+    def warning_texts(caught):
+        texts = []
+        for w in caught:
+            text = str(w.message).splitlines()[0][:300] if str(w.message) else w.category.__name__
+            if text not in texts:
+                texts.append(text)
+        return texts
+
+    def training_info(step, seconds, curve_so_far, last_lr):
+        """stats.json's "training": the run's settings, and the model exported: after `step` of its steps."""
+        points = [p for p in curve_so_far if p[0] <= step]
+        return {
+            "steps": steps, "step": step, "batch": args.batch, "seq": args.seq,
+            "tokens": steps * args.batch * args.seq, "tokens_at_step": step * args.batch * args.seq,
+            "lr": cfg["lr"], "warmup": warmup, "schedule": "linear warm-up, cosine to 0.1 lr",
+            "lr_last_step": last_lr,
+            "optimizer": "AdamW betas (0.9, 0.95), weight decay 0.1 on matrices, clip 1.0",
+            "seed": args.seed, "device": str(device), "autocast": "bf16", "seconds": round(seconds, 1),
+            "final_train_loss": points[-1][1] if points else None, "loss_curve": points,
+        }
+
+    statuses = []
+
+    def write_export(out_name, e, t, c, heldout_loss, eval_count, training, warned, extra):
+        """Statistics, the three arrays and stats.json of one exported model, into OUT/<out_name>/ (and the copy
+        <out_name>.json in --stats-dir). extra: fields added to the report ("snapshot" or "snapshots")."""
+        out_folder = os.path.join(args.out, out_name)
+        os.makedirs(out_folder, exist_ok=True)
+        t0 = time.time()
+        stats = softmax_stats_torch(torch, e, c, t)
+        stats_seconds = time.time() - t0
+        sorted_kept = stats["kept_frac"]["sorted"]["128x128"]
+        log("%s: softmax statistics (float64, %.1f s): loss %.4f, entropy %.3f, max p %.3f, %.1f entries >= 2^-12; "
+            "kept tiles 128x128 sorted at 2^-12: %.2f%% (natural order %.2f%%)"
+            % (out_name, stats_seconds, stats["loss"], stats["entropy"], stats["max_prob"],
+               stats["entries_ge_2^-12"], 100 * sorted_kept["2^-12"],
+               100 * stats["kept_frac"]["natural"]["128x128"]["2^-12"]))
+
+        e_host, c_host, t_host = e.cpu().numpy(), c.cpu().numpy(), t.cpu().numpy().astype(np.int64)
+        for fname, array in (("e.npy", e_host), ("c.npy", c_host), ("targets.npy", t_host)):
+            path = os.path.join(out_folder, fname)
+            with open(path + ".tmp", "wb") as f:
+                np.save(f, array)
+            os.replace(path + ".tmp", path)
+
+        check = None
+        if args.check_stats:
+            reference = softmax_stats_numpy(e_host, c_host, t_host)
+            diffs = compare_stats(stats, reference)
+            check = {"numpy_reference": "agrees" if not diffs else "differs",
+                     "differences": [[p, a, b] for p, a, b in diffs[:20]]}
+            log("%s: --check-stats: the NumPy reference %s"
+                % (out_name, "agrees" if not diffs else "DIFFERS: %s" % diffs[:5]))
+
+        report = {
+            "dataset": out_name,
+            "schema": 2,
+            "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "host_name": socket.gethostname(),
+            "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+            "commit": git_commit(),
+            "software": software_versions(torch, np, spm, device),
+            "corpus": dict(corpus.info, train_tokens=int(len(train_ids)), heldout_tokens=int(len(held_ids))),
+            "vocabulary": vocab_info,
+            "model": {
+                "layers": cfg["layers"], "width": cfg["width"], "heads": cfg["heads"],
+                "head_dim": cfg["width"] // cfg["heads"], "mlp": 4 * cfg["width"], "norm": "RMSNorm (eps 1e-5)",
+                "positions": "learned", "activation": "GELU (tanh)", "biases": False,
+                "classifier": "tied to the token embedding" if cfg["tied"] else "untied (its own weight)",
+                "params": int(params),
+                "params_blocks": int(param_counts(vocab, cfg["layers"], cfg["width"], args.seq, cfg["tied"])[1]),
+            },
+            "training": training,
+            "heldout_loss_model": {"loss": heldout_loss, "tokens": eval_count, "windows": eval_windows,
+                                   "precision": "bf16 autocast, as trained"},
+            "export": {
+                "n": int(e.shape[0]), "d": int(e.shape[1]), "v": int(c.shape[0]),
+                "folder": os.path.abspath(out_folder), "step": training["step"],
+                "rows": "positions of %d windows of %d tokens spread evenly over the held-out stream, in order"
+                        % (export_windows, args.seq),
+                "rounding": "bf16 (round to nearest even), stored as float32",
+                "ignored_targets": int((t_host < 0).sum()),
+            },
+            "softmax_stats": dict(stats, precision="float64 from the bf16-rounded E and C",
+                                  seconds=round(stats_seconds, 2),
+                                  tile_rule={"kept_frac": "a tile is kept when a non-target entry has p >= eps "
+                                                          "(the target handled apart)",
+                                             "kept_frac_stage07_rule": "a tile is kept when an entry has "
+                                                                       "|p - onehot| >= eps (stages/07_filter_sort)",
+                                             "sorted": "vocabulary by descending C_j . mean(E rows)",
+                                             "natural": "vocabulary in token-id order"}),
+            "determinism": {
+                "settings": ["python, numpy and torch seeded with --seed", "model initialized on the CPU",
+                             "batch offsets from a CPU torch.Generator seeded with --seed + 1",
+                             "torch.use_deterministic_algorithms(True, warn_only=True)",
+                             "CUBLAS_WORKSPACE_CONFIG=%s" % os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+                             "torch.backends.cudnn.benchmark = False",
+                             "sentencepiece: every line, no sampling; set_random_generator_seed(--seed)",
+                             "snapshots during training: torch.no_grad(), eval mode, the RNG states forked "
+                             "and restored (torch.random.fork_rng), back to train mode"],
+                "may_vary": ["the corpus: the files installed on the machine (compare corpus.sha256)",
+                             "the attention backward of the SDPA kernel PyTorch picks (some accumulate with atomics)",
+                             "bf16 autocast GEMM results across GPUs, cuBLAS versions and heuristics",
+                             "PyTorch, cuBLAS and sentencepiece versions"],
+                "warnings_during_training": warned,
+            },
+            "estimate_seconds": {k: round(v, 1) for k, v in parts.items()},
+        }
+        report.update(extra)
+        report["seconds"] = round(time.time() - started, 1)
+        if check is not None:
+            report["check_stats"] = check
+        write_json(os.path.join(out_folder, "stats.json"), report)
+        if args.stats_dir:
+            write_json(os.path.join(args.stats_dir, out_name + ".json"), report)
+        log("wrote %s/{e,c,targets}.npy and stats.json%s (%.1f s since the start of %s)"
+            % (out_folder, " (copy: %s)" % os.path.join(args.stats_dir, out_name + ".json") if args.stats_dir else "",
+               report["seconds"], name))
+        statuses.append(EXIT_CHECK_FAILED if check is not None and check["numpy_reference"] != "agrees" else EXIT_OK)
+
     curve = []
-    warned = []
     import warnings
     t_train = time.time()
     running = torch.zeros((), device=device)
     running_n = 0
     last_loss = float("nan")
+    last_lr = None
+    snapshot_seconds = 0.0
+    # A snapshot must not change the training: no gradients, the RNG states forked (nothing in it draws random
+    # numbers, but the rule is then explicit), and the model back in train mode.
+    fork_devices = [torch.cuda.current_device()] if device.type == "cuda" else []
+
+    def snapshot(step, caught):
+        nonlocal snapshot_seconds
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.time()
+        train_seconds_so_far = t0 - t_train - snapshot_seconds
+        out_name = snapshot_name(name, step)
+        log("snapshot %s: the model after %d of %d steps" % (out_name, step, steps))
+        model.eval()
+        try:
+            with torch.random.fork_rng(devices=fork_devices):
+                heldout_loss, eval_count, e, t, c = held_out_pass()
+        finally:
+            model.train()
+        log("%s: held-out loss %.4f nats over %d tokens (bf16 autocast)" % (out_name, heldout_loss, eval_count))
+        write_export(out_name, e, t, c, heldout_loss, eval_count,
+                     training_info(step, train_seconds_so_far, curve, last_lr), warning_texts(caught),
+                     {"snapshot": {"of": name, "step": step, "steps": steps, "steps_planned": list(cfg["snapshots"]),
+                                   "exported": [snapshot_name(name, k) for k in snaps],
+                                   "rule": SNAPSHOT_RULE}})
+        del e, t, c
+        snapshot_seconds += time.time() - t0
+
     model.train()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for step in range(steps):
+        for kind, step in training_events(steps, snaps):
+            if kind == "snapshot":
+                snapshot(step, caught)
+                continue
+            last_lr = lr_at(step, steps, warmup, cfg["lr"])
             for group in opt.param_groups:
-                group["lr"] = lr_at(step, steps, warmup, cfg["lr"])
+                group["lr"] = last_lr
             window = train_dev[all_starts[step][:, None] + offsets[None, :]]
             x, y = window[:, :-1], window[:, 1:]
             with autocast:
@@ -956,140 +1232,26 @@ def make_dataset(torch, np, spm, args, name, corpus, device, log):
                 left = done / (step + 1) * (steps - step - 1)
                 log("train step %d/%d loss %.4f lr %.2e (%.1f s, about %.0f s left)"
                     % (step + 1, steps, last_loss, opt.param_groups[0]["lr"], done, left))
-        for w in caught:
-            text = str(w.message).splitlines()[0][:300] if str(w.message) else w.category.__name__
-            if text not in warned:
-                warned.append(text)
+        warned = warning_texts(caught)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    train_seconds = time.time() - t_train
+    train_seconds = time.time() - t_train - snapshot_seconds
 
     # Held-out: the model's loss as trained (bf16 autocast), and the rows to export.
     model.eval()
-    held_dev = torch.from_numpy(held_ids.astype(np.int64)).to(device)
-
-    def windows(count):
-        starts = torch.tensor(window_starts(len(held_ids), count, span), device=device)
-        return held_dev[starts[:, None] + offsets[None, :]]
-
-    eval_loss = eval_count = 0.0
-    with torch.no_grad():
-        all_eval = windows(eval_windows)
-        for s in range(0, eval_windows, args.batch):
-            w = all_eval[s:s + args.batch]
-            with autocast:
-                logits = model(w[:, :-1])
-            eval_loss += float(F.cross_entropy(logits.float().reshape(-1, vocab), w[:, 1:].reshape(-1),
-                                               reduction="sum"))
-            eval_count += w[:, 1:].numel()
-            del logits
-        export = windows(export_windows)
-        rows = []
-        for s in range(0, export_windows, args.batch):
-            w = export[s:s + args.batch]
-            with autocast:
-                h = model.hidden(w[:, :-1])
-            rows.append(h.to(torch.bfloat16).float().reshape(-1, cfg["width"]))
-        e = torch.cat(rows)[:args.n].contiguous()
-        t = export[:, 1:].reshape(-1)[:args.n].contiguous()
-        c = model.classifier().detach().to(torch.bfloat16).float().contiguous()
-    heldout_loss = eval_loss / eval_count
+    heldout_loss, eval_count, e, t, c = held_out_pass()
     log("held-out loss %.4f nats over %d tokens (bf16 autocast); exporting E [%d, %d], C [%d, %d]"
         % (heldout_loss, eval_count, e.shape[0], e.shape[1], c.shape[0], c.shape[1]))
     del model, opt, train_dev
-
-    t0 = time.time()
-    stats = softmax_stats_torch(torch, e, c, t)
-    stats_seconds = time.time() - t0
-    sorted_kept = stats["kept_frac"]["sorted"]["128x128"]
-    log("softmax statistics (float64, %.1f s): loss %.4f, entropy %.3f, max p %.3f, %.1f entries >= 2^-12; "
-        "kept tiles 128x128 sorted at 2^-12: %.2f%% (natural order %.2f%%)"
-        % (stats_seconds, stats["loss"], stats["entropy"], stats["max_prob"], stats["entries_ge_2^-12"],
-           100 * sorted_kept["2^-12"], 100 * stats["kept_frac"]["natural"]["128x128"]["2^-12"]))
-
-    e_host, c_host, t_host = e.cpu().numpy(), c.cpu().numpy(), t.cpu().numpy().astype(np.int64)
-    for fname, array in (("e.npy", e_host), ("c.npy", c_host), ("targets.npy", t_host)):
-        path = os.path.join(folder, fname)
-        with open(path + ".tmp", "wb") as f:
-            np.save(f, array)
-        os.replace(path + ".tmp", path)
-
-    check = None
-    if args.check_stats:
-        reference = softmax_stats_numpy(e_host, c_host, t_host)
-        diffs = compare_stats(stats, reference)
-        check = {"numpy_reference": "agrees" if not diffs else "differs",
-                 "differences": [[p, a, b] for p, a, b in diffs[:20]]}
-        log("--check-stats: the NumPy reference %s" % ("agrees" if not diffs else "DIFFERS: %s" % diffs[:5]))
-
-    report = {
-        "dataset": name,
-        "schema": 1,
-        "created": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "host_name": socket.gethostname(),
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-        "commit": git_commit(),
-        "software": software_versions(torch, np, spm, device),
-        "corpus": dict(corpus.info, train_tokens=int(len(train_ids)), heldout_tokens=int(len(held_ids))),
-        "vocabulary": vocab_info,
-        "model": {
-            "layers": cfg["layers"], "width": cfg["width"], "heads": cfg["heads"],
-            "head_dim": cfg["width"] // cfg["heads"], "mlp": 4 * cfg["width"], "norm": "RMSNorm (eps 1e-5)",
-            "positions": "learned", "activation": "GELU (tanh)", "biases": False,
-            "classifier": "tied to the token embedding" if cfg["tied"] else "untied (its own weight)",
-            "params": int(params),
-            "params_blocks": int(param_counts(vocab, cfg["layers"], cfg["width"], args.seq, cfg["tied"])[1]),
-        },
-        "training": {
-            "steps": steps, "batch": args.batch, "seq": args.seq, "tokens": steps * args.batch * args.seq,
-            "lr": cfg["lr"], "warmup": warmup, "schedule": "linear warm-up, cosine to 0.1 lr",
-            "optimizer": "AdamW betas (0.9, 0.95), weight decay 0.1 on matrices, clip 1.0",
-            "seed": args.seed, "device": str(device), "autocast": "bf16", "seconds": round(train_seconds, 1),
-            "final_train_loss": last_loss, "loss_curve": curve,
-        },
-        "heldout_loss_model": {"loss": heldout_loss, "tokens": int(eval_count), "windows": eval_windows,
-                               "precision": "bf16 autocast, as trained"},
-        "export": {
-            "n": int(e.shape[0]), "d": int(e.shape[1]), "v": int(c.shape[0]), "folder": os.path.abspath(folder),
-            "rows": "positions of %d windows of %d tokens spread evenly over the held-out stream, in order"
-                    % (export_windows, args.seq),
-            "rounding": "bf16 (round to nearest even), stored as float32",
-            "ignored_targets": int((t_host < 0).sum()),
-        },
-        "softmax_stats": dict(stats, precision="float64 from the bf16-rounded E and C", seconds=round(stats_seconds, 2),
-                              tile_rule={"kept_frac": "a tile is kept when a non-target entry has p >= eps "
-                                                      "(the target handled apart)",
-                                         "kept_frac_stage07_rule": "a tile is kept when an entry has "
-                                                                   "|p - onehot| >= eps (stages/07_filter_sort)",
-                                         "sorted": "vocabulary by descending C_j . mean(E rows)",
-                                         "natural": "vocabulary in token-id order"}),
-        "determinism": {
-            "settings": ["python, numpy and torch seeded with --seed", "model initialized on the CPU",
-                         "batch offsets from a CPU torch.Generator seeded with --seed + 1",
-                         "torch.use_deterministic_algorithms(True, warn_only=True)",
-                         "CUBLAS_WORKSPACE_CONFIG=%s" % os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
-                         "torch.backends.cudnn.benchmark = False",
-                         "sentencepiece: every line, no sampling; set_random_generator_seed(--seed)"],
-            "may_vary": ["the corpus: the files installed on the machine (compare corpus.sha256)",
-                         "the attention backward of the SDPA kernel PyTorch picks (some accumulate with atomics)",
-                         "bf16 autocast GEMM results across GPUs, cuBLAS versions and heuristics",
-                         "PyTorch, cuBLAS and sentencepiece versions"],
-            "warnings_during_training": warned,
-        },
-        "estimate_seconds": {k: round(v, 1) for k, v in parts.items()},
-        "seconds": round(time.time() - started, 1),
-    }
-    if check is not None:
-        report["check_stats"] = check
-    write_json(os.path.join(folder, "stats.json"), report)
-    if args.stats_dir:
-        write_json(os.path.join(args.stats_dir, name + ".json"), report)
-    log("wrote %s/{e,c,targets}.npy and stats.json%s in %.1f s"
-        % (folder, " (copy: %s)" % os.path.join(args.stats_dir, name + ".json") if args.stats_dir else "",
-           report["seconds"]))
-    if check is not None and check["numpy_reference"] != "agrees":
-        return EXIT_CHECK_FAILED
-    return EXIT_OK
+    training = training_info(steps, train_seconds, curve, last_lr)
+    training["final_train_loss"] = last_loss
+    training["snapshot_seconds"] = round(snapshot_seconds, 1)
+    extra = {}
+    if cfg["snapshots"]:
+        extra["snapshots"] = {"steps_planned": list(cfg["snapshots"]), "steps": snaps,
+                              "exported": [snapshot_name(name, k) for k in snaps], "rule": SNAPSHOT_RULE}
+    write_export(name, e, t, c, heldout_loss, eval_count, training, warned, extra)
+    return max(statuses)
 
 
 class InputProblem(Exception):

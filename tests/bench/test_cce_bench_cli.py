@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """CPU test of cce_bench's command line: the benchmark names it registers (read
-with --benchmark_list_tests, which needs no GPU), the trained-model shapes
-(lm32k, lm128k) read from --lm-data, and its own flags' errors. Nothing here
-runs a benchmark. Standard library only (the .npy files are written by hand).
+with --benchmark_list_tests, which needs no GPU), the generated shapes
+(gemma2_flat after gemma2), the trained-model shapes (lm32k, lm128k and
+lm128k's snapshots lm128k_s0 ... lm128k_s300) read from --lm-data, and its
+own flags' errors. Nothing here runs a benchmark. Standard library only (the
+.npy files are written by hand).
 
     python3 tests/bench/test_cce_bench_cli.py build/bench/cce_bench
 """
@@ -16,7 +18,9 @@ import tempfile
 import unittest
 
 BENCH = None  # set from the command line
-NAME = re.compile(r"^(cublas_floor|stage\d\d_[a-z0-9_]+)/(loss|loss_grad)/([a-z0-9]+)"
+GENERATED = ["small", "gpt2", "llama3", "gemma2", "gemma2_flat"]
+LM_SHAPES = ["lm32k", "lm128k", "lm128k_s0", "lm128k_s30", "lm128k_s100", "lm128k_s300"]
+NAME = re.compile(r"^(cublas_floor|stage\d\d_[a-z0-9_]+)/(loss|loss_grad)/([a-z0-9_]+)"
                   r"/iterations:(\d+)/repeats:5/manual_time$")
 
 
@@ -80,7 +84,7 @@ class CceBenchCli(unittest.TestCase):
     def test_every_shape_by_default_in_order(self):
         with tempfile.TemporaryDirectory() as empty:  # no trained-model data there
             names = listed(f"--lm-data={empty}")
-        self.assertEqual(shapes_of(names), ["small", "gpt2", "llama3", "gemma2"])
+        self.assertEqual(shapes_of(names), GENERATED)
 
     def test_trained_model_shapes_from_their_files(self):
         with tempfile.TemporaryDirectory() as lm:
@@ -88,7 +92,7 @@ class CceBenchCli(unittest.TestCase):
             # By default: the generated shapes, then the lm shapes whose files are there, silently.
             proc = run("--benchmark_list_tests", f"--lm-data={lm}")
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            self.assertEqual(shapes_of(proc.stdout.split()), ["small", "gpt2", "llama3", "gemma2", "lm32k"])
+            self.assertEqual(shapes_of(proc.stdout.split()), GENERATED + ["lm32k"])
             self.assertEqual(proc.stderr, "")
             names = listed("--shapes=lm32k", "--lm-data", lm)
             keys = [f"{NAME.match(n).group(1)}/{NAME.match(n).group(2)}" for n in names]
@@ -111,6 +115,46 @@ class CceBenchCli(unittest.TestCase):
             self.assertIn("lm128k skipped:", proc.stderr)
             self.assertIn("N differs", proc.stderr)
 
+    def test_gemma2_flat_is_a_generated_shape(self):
+        names = listed("--shapes=gemma2_flat")
+        self.assertEqual(shapes_of(names), ["gemma2_flat"])
+        keys = [f"{NAME.match(n).group(1)}/{NAME.match(n).group(2)}" for n in names]
+        self.assertEqual(keys[:2], ["cublas_floor/loss", "cublas_floor/loss_grad"])
+        self.assertEqual(keys, [f"{NAME.match(n).group(1)}/{NAME.match(n).group(2)}" for n in listed("--shapes=gemma2")])
+        # Needs no files, whatever --lm-data holds; canonical order: right after gemma2.
+        with tempfile.TemporaryDirectory() as empty:
+            proc = run("--benchmark_list_tests", "--shapes=gemma2_flat,small,gemma2", f"--lm-data={empty}")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stderr, "")
+        self.assertEqual(shapes_of(proc.stdout.split()), ["small", "gemma2", "gemma2_flat"])
+
+    def test_lm128k_snapshots_from_their_files(self):
+        with tempfile.TemporaryDirectory() as lm:
+            for k, name in enumerate(["lm128k_s0", "lm128k_s100", "lm128k"]):
+                write_lm_shape(lm, name, 6 + k, 4, 10)
+            # By default: the ones whose files are there, in the canonical order (lm128k, then its snapshots).
+            proc = run("--benchmark_list_tests", f"--lm-data={lm}")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(proc.stderr, "")
+            self.assertEqual(shapes_of(proc.stdout.split()), GENERATED + ["lm128k", "lm128k_s0", "lm128k_s100"])
+            # Each read from its own folder: asked for alone, it runs alone.
+            self.assertEqual(shapes_of(listed("--shapes=lm128k_s100", f"--lm-data={lm}")), ["lm128k_s100"])
+            # Asked for but missing: the command named is the dataset's, which writes the snapshots too.
+            proc = run("--benchmark_list_tests", "--shapes=lm128k_s300,lm128k_s30,lm128k_s0", f"--lm-data={lm}")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(shapes_of(proc.stdout.split()), ["lm128k_s0"])
+            lines = proc.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 2, proc.stderr)
+            self.assertIn("cce_bench: lm128k_s30 skipped:", lines[0])
+            self.assertIn("cce_bench: lm128k_s300 skipped:", lines[1])
+            for line in lines:
+                self.assertIn(f"(write it with python3 bench/lm_data.py --out {lm} --only lm128k)", line)
+
+    def test_help_lists_every_shape(self):
+        proc = run("--help")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("shapes to run, of: " + ", ".join(GENERATED + LM_SHAPES) + "\n", proc.stdout)
+
     def test_shapes_and_iters(self):
         names = listed("--shapes", "gemma2,gpt2", "--iters=3")
         shapes = {NAME.match(n).group(3) for n in names}
@@ -124,7 +168,9 @@ class CceBenchCli(unittest.TestCase):
 
     def test_bad_flags(self):
         for args, fragment in [
-            (["--shapes=small,bogus"], "unknown shape 'bogus' (known: small, gpt2, llama3, gemma2, lm32k, lm128k)"),
+            (["--shapes=small,bogus"], "unknown shape 'bogus' (known: " + ", ".join(GENERATED + LM_SHAPES) + ")"),
+            (["--shapes=lm128k_s50"], "unknown shape 'lm128k_s50'"),
+            (["--shapes=gemma2_random"], "unknown shape 'gemma2_random'"),
             (["--shapes=lm32k", "--lm-data=/nonexistent/cce-lm-data"], "no shape left to run"),
             (["--lm-data="], "--lm-data expects a directory"),
             (["--lm-data"], "--lm-data needs a value"),

@@ -8,7 +8,11 @@
 - its statistics functions on hand-made examples (NumPy): the kept-tile
   fraction with the target handled apart and with stage 07's rule, in the
   natural and the sorted vocabulary order, entropy, max probability, counts;
-- the small pure helpers (held-out split, windows, vocabulary step-down).
+- the small pure helpers (held-out split, windows, vocabulary step-down);
+- lm128k's snapshots: which training steps are exported (snapshot_steps, on
+  fake training lengths), where the training loop takes them
+  (training_events), the shape names, and the removal of a snapshot a shorter
+  run does not reach.
 
 When PyTorch is importable, the GPU statistics code (softmax_stats_torch) is
 also compared with the NumPy reference on the CPU; otherwise that test is
@@ -153,6 +157,82 @@ class Helpers(unittest.TestCase):
             total, parts = lm_data.estimate_seconds(args, name)
             self.assertGreater(parts["training"], 60)
             self.assertLess(total, 8 * 60, (name, parts))  # the 10-minute command, with a margin
+
+
+class Snapshots(unittest.TestCase):
+    PLANNED = lm_data.DATASETS["lm128k"]["snapshots"]
+
+    def test_planned_steps(self):
+        self.assertEqual(tuple(self.PLANNED), (0, 30, 100, 300))
+        self.assertEqual(tuple(lm_data.DATASETS["lm32k"]["snapshots"]), ())
+        # The default training reaches every planned step.
+        self.assertEqual(lm_data.snapshot_steps(self.PLANNED, lm_data.DATASETS["lm128k"]["steps"]), [0, 30, 100, 300])
+
+    def test_export_step_rule(self):
+        # The steps that exist: k <= steps (k = steps is the final model); 0, the untrained model, always.
+        for steps, expected in [(800, [0, 30, 100, 300]), (301, [0, 30, 100, 300]), (300, [0, 30, 100, 300]),
+                                (299, [0, 30, 100]), (120, [0, 30, 100]), (100, [0, 30, 100]), (99, [0, 30]),
+                                (30, [0, 30]), (29, [0]), (1, [0])]:
+            with self.subTest(steps=steps):
+                self.assertEqual(lm_data.snapshot_steps(self.PLANNED, steps), expected)
+        self.assertEqual(lm_data.snapshot_steps((300, 0, 30, 0, -1), 400), [0, 30, 300])  # sorted, once, k >= 0
+        self.assertEqual(lm_data.snapshot_steps((), 800), [])
+
+    def test_training_loop_order(self):
+        # A fake training of 120 steps: the snapshot of step k comes after exactly k updates; 300 never comes.
+        snaps = lm_data.snapshot_steps(self.PLANNED, 120)
+        events = list(lm_data.training_events(120, snaps))
+        self.assertEqual([step for kind, step in events if kind == "train"], list(range(120)))
+        taken = [(step, sum(1 for kind, _ in events[:i] if kind == "train"))
+                 for i, (kind, step) in enumerate(events) if kind == "snapshot"]
+        self.assertEqual(taken, [(0, 0), (30, 30), (100, 100)])
+        self.assertEqual(events[0], ("snapshot", 0))  # the untrained model, before the first update
+        # A snapshot at the last step comes after the last update.
+        events = list(lm_data.training_events(30, lm_data.snapshot_steps(self.PLANNED, 30)))
+        self.assertEqual(events[-2:], [("train", 29), ("snapshot", 30)])
+        self.assertEqual(len(events), 32)
+        self.assertEqual(list(lm_data.training_events(3, [])), [("train", 0), ("train", 1), ("train", 2)])
+
+    def test_shape_names(self):
+        self.assertEqual(lm_data.snapshot_name("lm128k", 30), "lm128k_s30")
+        self.assertEqual(lm_data.shape_names("lm128k"),
+                         ["lm128k", "lm128k_s0", "lm128k_s30", "lm128k_s100", "lm128k_s300"])
+        self.assertEqual(lm_data.shape_names("lm32k"), ["lm32k"])
+        self.assertEqual(lm_data.shape_names(), ["lm32k"] + lm_data.shape_names("lm128k"))
+
+    def test_stale_snapshots_are_removed(self):
+        with tempfile.TemporaryDirectory() as out:
+            def make(name, files):
+                os.makedirs(os.path.join(out, name), exist_ok=True)
+                for f in files:
+                    with open(os.path.join(out, name, f), "w") as fh:
+                        fh.write("x")
+            make("lm128k_s300", ["e.npy", "c.npy", "targets.npy", "stats.json"])
+            make("lm128k_s100", ["e.npy", "notes.txt"])
+            make("lm128k_s30", ["e.npy", "c.npy", "targets.npy", "stats.json"])
+            removed = lm_data.remove_stale_snapshots(out, "lm128k", [100, 300])
+            self.assertEqual(sorted(os.path.relpath(p, out) for p in removed),
+                             sorted([os.path.join("lm128k_s300", f) for f in lm_data.ARRAY_FILES]
+                                    + [os.path.join("lm128k_s100", "e.npy")]))
+            self.assertFalse(os.path.exists(os.path.join(out, "lm128k_s300")))  # emptied, then removed
+            self.assertEqual(os.listdir(os.path.join(out, "lm128k_s100")), ["notes.txt"])  # not ours: kept
+            self.assertEqual(len(os.listdir(os.path.join(out, "lm128k_s30"))), 4)  # a step this run writes
+            self.assertEqual(lm_data.remove_stale_snapshots(out, "lm128k", [100, 300]), [])
+
+    def test_estimate_counts_the_snapshots(self):
+        args = lm_data.parse_args([])
+        self.assertGreater(lm_data.estimate_seconds(args, "lm128k")[1]["snapshots"], 0)
+        self.assertEqual(lm_data.estimate_seconds(args, "lm32k")[1]["snapshots"], 0)
+        fewer = lm_data.parse_args(["--steps", "50"])
+        self.assertLess(lm_data.estimate_seconds(fewer, "lm128k")[1]["snapshots"],
+                        lm_data.estimate_seconds(args, "lm128k")[1]["snapshots"])
+
+    def test_help_describes_them(self):
+        proc = run("--help")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for text in ("lm128k_s0", "lm128k_s300", "--only lm128k` writes all five", "k <= --steps",
+                     "torch.no_grad()"):
+            self.assertIn(text, proc.stdout)
 
 
 class Statistics(unittest.TestCase):
