@@ -143,6 +143,8 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
             !no_grouping_, parse_backward_plan(plan_flag_), slab_columns_flag_};
   }
   PlanChoice plan_choice() const { return ran_; }  // of the last backward
+  const std::string& plan_flag() const { return plan_flag_; }
+  void fix_plan(BackwardPlan plan) { plan_flag_ = to_string(plan); }  // in place of --plan
   // The dense plan's backward is exact; the sparse one leaves out what stage 09's does.
   GradientApproximation gradient_approximation() const override;
   // A fixed eps in place of the automatic one (what --drop-eps sets).

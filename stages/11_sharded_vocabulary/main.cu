@@ -67,6 +67,9 @@ int run(int argc, char** argv) {
   if (drop_stage.dropped_mass_flag_set())
     throw InputError("--dropped-mass: the shards keep one fixed eps (--drop-eps; default 2^-8), stage 10's automatic eps "
                      "would differ from shard to shard");
+  if (drop_stage.plan_flag() != "sparse" && parser.was_set("plan"))
+    throw InputError("--plan: the shards run stage 10's sparse plan (its dense plan is not sharded)");
+  drop_stage.fix_plan(s10::BackwardPlan::kSparse);  // for the shards and for --compare-single
 
   Problem p = f.problem();
   GeneratorOptions gen = f.generator();
@@ -101,10 +104,7 @@ int run(int argc, char** argv) {
   // One fixed eps for every shard (and for --compare-single): stage 10's
   // automatic eps, chosen from each shard's statistics, would differ between them.
   if (drop_stage.automatic_eps(p.dtype)) drop_stage.fix_drop_eps(s08::default_drop_eps(p.dtype));
-  // The sparse backward on every shard: stage 10's dense plan is not in this stage's memory model.
-  s10::DropSettings shard_drop = drop_stage.settings(p.dtype);
-  shard_drop.plan = s10::BackwardPlan::kSparse;
-  const ShardOptions options{shard_drop, [&](const Problem& shard) { return drop_stage.plan_for(shard); }};
+  const ShardOptions options{drop_stage.settings(p.dtype), [&](const Problem& shard) { return drop_stage.plan_for(shard); }};
   ShardedVocabulary sharded(p, inputs, upstream.values, gpus, options);
   cudaDeviceProp prop{};
   CCE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
