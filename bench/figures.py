@@ -11,10 +11,15 @@ threshold sweeps (docs/drop_eps_sweep*.json). Writes:
   time_memory.png     loss+grad time and peak memory of every implementation with a backward (the cuBLAS
                       floor, the stages, the peers) at gemma2 and lm32k
   gradient_error.png  dE and dC relative L2 error of each stage with a backward, eager PyTorch's as lines,
-                      at gemma2 and the trained-model shapes
+                      at gemma2, gemma2_flat, lm32k and lm128k
   eps_sweep.png       stage 10: the share of tiles kept and the dE and dC errors against the threshold eps,
                       with and without the tail correction, one column per shape of the sweeps; the star
                       and eager PyTorch's lines from the run the sweeps were made beside (SWEEP_BENCH)
+  training_sweep.png  lm128k during its training (the shapes lm128k_s0 ... lm128k_s300, then lm128k): loss+grad
+                      time of stage 10, the cuBLAS floor and each peer against the training step (top), and
+                      stage 10's kept share of the pairs, its eps and its plan (bottom); the steps and held-out
+                      losses from docs/lm_data/lm128k*.json. The plan is not a counter of the files: dense
+                      where more than a third of the pairs are kept (kDenseAboveKept, plan_per_batch.h)
 
 Needs matplotlib (python3-matplotlib: /usr/bin/python3 has it where scripts/install-deps.sh ran). Exit status 1,
 with a one-line message, when a JSON file it needs is missing or malformed, or matplotlib is missing.
@@ -35,7 +40,11 @@ TIME_SHAPES = ("gemma2", "lm32k")              # figure 1
 # eager lines come from these files, not from the tables' newest run (its lm32k model is another one).
 SWEEP_BENCH = ("bench_peers_stage08.json", "bench_peers_stage08_lm32k.json", "bench_stage08.json",
                "bench_stage08_lm32k.json")
-ERROR_SHAPES = rt.SUMMARY_SHAPES               # figure 2: those present
+ERROR_SHAPES = ("gemma2", "gemma2_flat", "lm32k", "lm128k")  # figure 2: those present
+SWEEP_MODEL = "lm128k"                         # figure 4: its training snapshots lm128k_sK, then the final model
+SWEEP_IMPLS = ("cublas_floor", "stage10_plan_per_batch", "peer_torch_compile", "peer_torch_eager", "peer_cce",
+               "peer_liger")
+DENSE_ABOVE_KEPT = 1.0 / 3.0                   # kDenseAboveKept in stages/10_plan_per_batch/plan_per_batch.h
 PEER_LABELS = {"peer_torch_eager": "PyTorch eager", "peer_torch_compile": "torch.compile",
                "peer_cce": "Cut Cross-Entropy", "peer_cce_nofilter": "CCE, no filter",
                "peer_cce_exact": "CCE, exact", "peer_liger": "Liger-Kernel"}
@@ -63,7 +72,8 @@ def kind(impl):
 
 
 def load_bench(paths):
-    """(the selected {key: values dict}, {shape: (N, D, V)}, the GPU names) of the benchmark files."""
+    """(the selected {key: values dict}, {shape: (N, D, V)}, the GPU names, {key: (min ms, max ms)} where the file
+    keeps the fastest and slowest repetition) of the benchmark files."""
     loaded = []
     for path in paths:
         try:
@@ -78,7 +88,8 @@ def load_bench(paths):
     for path, context, _ in loaded:
         gpus[path] = context.get("gpu_name") or context.get("gpu") or "GPU not recorded"
     values = {key: r.values() for key, r in merged.items() if r.values()}
-    return values, dims, {gpus[r.source] for r in merged.values()}
+    spreads = {key: r.spread() for key, r in merged.items() if r.values() and r.spread()}
+    return values, dims, {gpus[r.source] for r in merged.values()}, spreads
 
 
 def load_sweeps(paths):
@@ -115,7 +126,8 @@ def gpu_words(gpus):
 
 def shape_title(shape, dims):
     size = f"N={dims[0]}, D={dims[1]}, V={dims[2]}" if dims else "size not recorded"
-    return f"{shape} ({size}, {'trained-model' if rt.is_trained(shape) else 'generated'} data)"
+    words = rt.data_words(shape).replace("a trained model's data", "trained-model data")
+    return f"{shape} ({size}, {words})"
 
 
 def save(fig, out, name):
@@ -210,7 +222,7 @@ def figure_gradient_error(plt, values, dims, gpus, out):
         for k, stage in enumerate(stages):
             v = values.get((stage, "loss_grad", shape))
             if v is None:
-                ax.text(k, lo * 1.15, "not\nmeasured", ha="center", va="bottom", fontsize=8, color="0.3")
+                ax.text(k, lo * 1.15, "not\nrun", ha="center", va="bottom", fontsize=8, color="0.3")
                 continue
             for off, metric in ((-width / 2, "dE"), (width / 2, "dC")):
                 ax.bar(k + off, v[f"{metric}_rel_err"], width, color=COLORS[metric])
@@ -300,6 +312,87 @@ def figure_eps_sweep(plt, sweeps, sweep_gpus, values, out):
     return path
 
 
+def load_training_steps(model):
+    """[(shape, step, held-out loss)] of the model's snapshots and the final model, in training order, from
+    docs/lm_data/<shape>.json (training.step; heldout_loss_model.loss)."""
+    out = []
+    for shape in [s for s in rt.LM_SHAPES if (rt.snapshot_of(s) or (None,))[0] == model] + [model]:
+        path = os.path.join(rt.ROOT, "docs", "lm_data", shape + ".json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            out.append((shape, int(data["training"]["step"]), float(data["heldout_loss_model"]["loss"])))
+        except OSError as e:
+            raise Fault(f"cannot read {path}: {e.strerror or e}")
+        except (ValueError, KeyError, TypeError) as e:
+            raise Fault(f"{path}: no training.step or heldout_loss_model.loss ({e!r})")
+    return out
+
+
+def figure_training_sweep(plt, values, spreads, dims, gpus, steps, out):
+    shapes = [s for s, _, _ in steps]
+    missing = [f"{i} at {s}" for s in shapes for i in SWEEP_IMPLS if (i, "loss_grad", s) not in values]
+    if missing:
+        raise Fault("training_sweep.png needs loss_grad cases the benchmark files lack: " + ", ".join(missing))
+    x = [step for _, step, _ in steps]
+    fig, (ax_t, ax_k) = plt.subplots(2, 1, figsize=(10, 8.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    styles = {"cublas_floor": dict(color=COLORS["floor"], ls="--", marker="s"),
+              "stage10_plan_per_batch": dict(color=COLORS["stage"], ls="-", marker="o", lw=2.4, ms=7),
+              "peer_torch_compile": dict(color="C1", ls="-", marker="^"),
+              "peer_torch_eager": dict(color="C3", ls=":", marker="v"),
+              "peer_cce": dict(color="C2", ls="-.", marker="D"),
+              "peer_liger": dict(color="C4", ls=":", marker="P")}
+    for impl in SWEEP_IMPLS:
+        ys = [values[(impl, "loss_grad", s)]["ms"] for s in shapes]
+        name = "cuBLAS floor (4 GEMMs)" if impl == "cublas_floor" else "stage 10" if kind(impl) == "stage" \
+            else label(impl)
+        ax_t.plot(x, ys, label=name, **{"lw": 1.5, "ms": 5, **styles[impl]})
+        span = [spreads.get((impl, "loss_grad", s)) for s in shapes]
+        if all(span):  # the fastest and slowest repetition, as whiskers
+            ax_t.errorbar(x, ys, yerr=[[y - lo for y, (lo, _) in zip(ys, span)], [hi - y for y, (_, hi) in zip(ys, span)]],
+                          fmt="none", ecolor=styles[impl]["color"], elinewidth=1, capsize=3)
+        if impl == "stage10_plan_per_batch":
+            floor = [values[("cublas_floor", "loss_grad", s)]["ms"] for s in shapes]
+            for xi, yi, fi in zip(x, ys, floor):  # above the point where it is above the floor, else below
+                ax_t.annotate(f"{yi:.1f} ms", (xi, yi), xytext=(0, 9 if yi > fi else -15), textcoords="offset points",
+                              ha="center", fontsize=8, color=COLORS["stage"], fontweight="bold")
+    ax_t.set_ylim(0, 1.32 * max(values[(i, "loss_grad", s)]["ms"] for i in SWEEP_IMPLS for s in shapes))  # room for the legend
+    ax_t.set_ylabel("loss + gradient time, ms\n(median; whiskers: fastest and slowest repetition)")
+    ax_t.grid(alpha=0.3)
+    ax_t.legend(loc="upper center", ncol=3, fontsize=9, framealpha=0.9)
+    kept = [values[("stage10_plan_per_batch", "loss_grad", s)] for s in shapes]
+    for xi, v in zip(x, kept):
+        dense = v["kept_frac"] > DENSE_ABOVE_KEPT
+        ax_k.bar(xi, 100 * v["kept_frac"], width=0.16 * max(xi, 30), color="C3" if dense else COLORS["stage"],
+                 alpha=0.85)
+        eps = f"$2^{{{v['drop_eps_log2']:.0f}}}$" if "drop_eps_log2" in v else ""
+        ax_k.annotate(f"dense plan\n{100 * v['kept_frac']:.0f}% kept, eps {eps}" if dense else
+                      f"sparse: {100 * v['kept_frac']:.1f}%, eps {eps}",
+                      (xi, 100 * v["kept_frac"]), xytext=(0, 4), textcoords="offset points", ha="center",
+                      va="bottom", fontsize=8)
+    ax_k.axhline(100 * DENSE_ABOVE_KEPT, color="0.3", ls="--", lw=1)
+    ax_k.text(math.sqrt(x[1] * x[2]), 100 * DENSE_ABOVE_KEPT + 2, "above a third kept: the dense plan",
+              ha="center", va="bottom", fontsize=8, color="0.3")
+    ax_k.set_ylim(0, 130)
+    ax_k.set_yticks([0, 20, 40, 60, 80, 100])
+    ax_k.set_ylabel("stage 10: pairs kept, %")
+    ax_k.grid(axis="y", alpha=0.3)
+    ax_k.set_xscale("symlog", linthresh=30, linscale=0.6)
+    ax_k.set_xlim(-8, x[-1] * 1.35)
+    ax_k.set_xticks(x, [f"{step}" + (" (final)" if s == SWEEP_MODEL else "") + f"\nheld-out loss {loss:.2f}"
+                        for s, step, loss in steps], fontsize=8)
+    ax_k.minorticks_off()
+    ax_k.set_xlabel(f"training step of the {SWEEP_MODEL} model (symmetric log scale); its held-out loss, nats")
+    size = dims.get(SWEEP_MODEL)
+    size = f" (N={size[0]}, D={size[1]}, V={size[2]})" if size else ""
+    fig.suptitle(f"Stage 10, the cuBLAS floor and the peers while the {SWEEP_MODEL} model trains{size}\n"
+                 f"loss + gradient in bf16 on {gpu_words(gpus)}", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    path = save(fig, out, "training_sweep.png")
+    plt.close(fig)
+    return path
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="The PNG figures of docs/results.md from the committed JSON files.")
     parser.add_argument("--bench", nargs="+", metavar="JSON",
@@ -313,8 +406,9 @@ def main(argv=None):
         sweeps = args.sweeps or sorted(glob.glob(os.path.join(rt.ROOT, "docs", "drop_eps_sweep*.json")))
         if not sweeps:
             raise Fault(f"cannot read {os.path.join(rt.ROOT, 'docs', 'drop_eps_sweep*.json')}: no such file")
-        values, dims, gpus = load_bench(args.bench or rt.default_paths())
-        sweep_values, _, _ = load_bench([os.path.join(rt.ROOT, "docs", name) for name in SWEEP_BENCH])
+        values, dims, gpus, spreads = load_bench(args.bench or rt.default_paths())
+        steps = load_training_steps(SWEEP_MODEL)
+        sweep_values, _, _, _ = load_bench([os.path.join(rt.ROOT, "docs", name) for name in SWEEP_BENCH])
         sweep_data, sweep_gpus = load_sweeps(sweeps)
         try:
             import matplotlib
@@ -326,7 +420,8 @@ def main(argv=None):
         os.makedirs(args.out, exist_ok=True)
         written = [figure_time_memory(plt, values, dims, gpus, args.out),
                    figure_gradient_error(plt, values, dims, gpus, args.out),
-                   figure_eps_sweep(plt, sweep_data, sweep_gpus, sweep_values, args.out)]
+                   figure_eps_sweep(plt, sweep_data, sweep_gpus, sweep_values, args.out),
+                   figure_training_sweep(plt, values, spreads, dims, gpus, steps, args.out)]
     except Fault as e:
         print(f"figures.py: error: {e}", file=sys.stderr)
         return 1

@@ -10,10 +10,12 @@ and bench/peers.py's, written in the same schema) whose benchmarks are named <im
 impl is cublas_floor, stageNN_name or peer_*, mode is loss or loss_grad. The implementations, the stages
 among them, come from the files: a new stage appears without a change here. Writes three blocks:
 
-  summary   one table: every implementation at gemma2 and at the trained-model shapes (lm32k, lm128k)
-            present: loss+grad time, its spread (min-max of the repetitions where the file has them,
-            "n/a" where it has only aggregates; and the standard deviation), peak memory, dE and dC
-            error, then the loss alone; a footnote says which file each column comes from.
+  summary   one table: every implementation measured at gemma2, gemma2_flat and the trained-model shapes
+            (lm32k, lm128k's training snapshots lm128k_s0 ... lm128k_s300, lm128k) present: loss+grad
+            time, its spread (min-max of the repetitions where the file has them, "n/a" where it has only
+            aggregates; and the standard deviation), peak memory, dE and dC error, then the loss alone; an
+            implementation with no case at a shape has no row there; a footnote says which file each
+            column comes from.
   tables    one table per shape (the generated shapes, then the trained-model ones), the same footnote.
   appendix  the run context of each file (GPU, date, commit, versions, clocks), local paths left out.
 
@@ -43,7 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "bench_peers.json",
          "bench_peers_lm128k.json", "bench_peers_lm32k.json", "bench_peers_stage08.json",
          "bench_peers_stage08_lm32k.json", "bench_stage08.json", "bench_stage08_lm32k.json",
-         "bench_ladder_h100_43de66b.json", "bench_ladder_lm_h100_43de66b.json", "bench_peers_ladder_lm_h100.json")
+         "bench_ladder_h100_43de66b.json", "bench_ladder_lm_h100_43de66b.json", "bench_peers_ladder_lm_h100.json",
+         "bench_h100_79c303f.json", "bench_peers_h100_79c303f.json")
 BLOCKS = ("summary", "tables", "appendix")
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
@@ -54,9 +57,14 @@ SHAPES = {  # name -> (N, D, V), in table order
     "gpt2": (20480, 768, 50257),
     "llama3": (8192, 4096, 128256),
     "gemma2": (8192, 2304, 256000),
+    "gemma2_flat": (8192, 2304, 256000),  # gemma2's shape on flat random data (an untrained model's softmax)
 }
-LM_SHAPES = ("lm32k", "lm128k")  # trained-model data: N, D, V from the context's cce_shapes
-SUMMARY_SHAPES = ("gemma2",) + LM_SHAPES  # those of them present in the files
+FLAT_SHAPES = ("gemma2_flat",)
+# Trained-model data (bench/lm_data.py), N, D, V from the context's cce_shapes: lm32k, then lm128k's model at
+# training steps 0, 30, 100 and 300 (lm128k_sK), in training order, then the final lm128k model.
+LM_SHAPES = ("lm32k", "lm128k_s0", "lm128k_s30", "lm128k_s100", "lm128k_s300", "lm128k")
+SUMMARY_SHAPES = ("gemma2", "gemma2_flat") + LM_SHAPES  # those of them present in the files
+SNAPSHOT = re.compile(r"^(lm\w+?)_s(\d+)$")  # lm128k_s30: lm128k's model at training step 30
 SHAPE_IN_CONTEXT = re.compile(r"([A-Za-z0-9_]+) N=(\d+) D=(\d+) V=(\d+)")
 PEER_ORDER = ["peer_torch_eager", "peer_torch_compile", "peer_cce", "peer_cce_nofilter", "peer_cce_exact",
               "peer_liger"]
@@ -253,6 +261,22 @@ def is_trained(shape):
     return shape in LM_SHAPES
 
 
+def snapshot_of(shape):
+    """(model, step) for a training snapshot's shape (lm128k_s30 -> ("lm128k", 30)), else None."""
+    m = SNAPSHOT.match(shape)
+    return (m.group(1), int(m.group(2))) if m and is_trained(shape) else None
+
+
+def data_words(shape):
+    """What a shape's inputs are, in a few words."""
+    snap = snapshot_of(shape)
+    if snap:
+        return f"{snap[0]}'s model after {snap[1]} training steps"
+    if is_trained(shape):
+        return "a trained model's data"
+    return "flat random data" if shape in FLAT_SHAPES else "generated data"
+
+
 def shape_order(shape):
     names = list(SHAPES) + list(LM_SHAPES)
     return (names.index(shape), shape) if shape in names else (len(names), shape)
@@ -315,8 +339,14 @@ def fmt_sd(x):
 
 def shape_title(shape, dims):
     size = f"N={dims[0]}, D={dims[1]}, V={dims[2]}" if dims else ""
+    snap = snapshot_of(shape)
+    if snap:
+        return (f"{shape} ({snap[0]}'s model after {snap[1]} training steps, bench/lm_data.py"
+                + (f": {size})" if size else ")"))
     if is_trained(shape):
         return f"{shape} (trained model, bench/lm_data.py" + (f": {size})" if size else ")")
+    if shape in FLAT_SHAPES:
+        return f"{shape} (" + (f"{size}, " if size else "") + "flat random data)"
     return f"{shape}" + (f" ({size})" if size else "")
 
 
@@ -402,8 +432,7 @@ def summary_lines(merged, dims):
         for impl in impls:
             loss, grad = merged.get((impl, "loss", shape)), merged.get((impl, "loss_grad", shape))
             if loss is None and grad is None:
-                lines.append(f"| {shape} | {impl} | not measured |" + f" {DASH} |" * 7)
-                continue
+                continue  # not measured at this shape: no row
             lv = (loss.values() if loss is not None else None) or {}
             gv = (grad.values() if grad is not None else None) or {}
             if grad is None:
@@ -419,7 +448,7 @@ def summary_lines(merged, dims):
             lines.append("| " + " | ".join(row) + " |")
     sizes = "; ".join(f"`{s}`: "
                       + (f"N={dims[s][0]}, D={dims[s][1]}, V={dims[s][2]}" if s in dims else "size not recorded")
-                      + (", a trained model's data" if is_trained(s) else ", generated data") for s in shapes)
+                      + f", {data_words(s)}" for s in shapes)
     peers = [p for p in PEER_ORDER if p in impls] + [p for p in impls if p.startswith("peer_") and p not in PEER_ORDER]
     lines += [
         "",
@@ -427,8 +456,8 @@ def summary_lines(merged, dims):
         f" slowest repetition, {NA} where the file keeps only aggregates (median, mean, standard deviation); sd: the"
         " standard deviation over the repetitions; MB: peak device memory beyond the inputs (outputs included);"
         " dE, dC err: relative L2 error against an fp32 computation from the same bf16 inputs; loss ms and loss MB:"
-        f" the forward alone. {DASH}: not this mode (no backward) or no value; not measured: no run of it at"
-        " that shape." + (" Peers: " + "; ".join(f"{p}: {PEER_NAMES.get(p, p)}" for p in peers) + "." if peers else ""),
+        f" the forward alone. {DASH}: not this mode (no backward) or no value; not measured: no run of it in"
+        " that mode at that shape; an implementation with no row at a shape has no run there." + (" Peers: " + "; ".join(f"{p}: {PEER_NAMES.get(p, p)}" for p in peers) + "." if peers else ""),
         "",
         "**Sources.** " + ". ".join(sources_line(merged, s, impls, f"`{s}`") for s in shapes) + ".",
     ]
@@ -454,7 +483,8 @@ LEGEND = [
     " cuBLAS floor's of the same shape and mode in the same run (the floor row of a table may come from another"
     " run: see its Sources; – where the file records none); dE/dC err are relative L2 errors against an fp32"
     " computation from the same bf16 inputs; kept tiles (where shown) is the share of backward tiles stage 07 keeps"
-    " after filtering, or stages 08–10 recompute. See bench/README.md.",
+    " after filtering, or stages 08–10 recompute (100% where stage 10 ran its dense plan, which recomputes every"
+    " pair with cuBLAS once more than a third are kept). See bench/README.md.",
 ]
 
 HEADER = ("| implementation | loss ms | loss MB | loss+grad ms | loss+grad MB | × floor (loss) | × floor (loss+grad) "

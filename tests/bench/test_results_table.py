@@ -7,8 +7,10 @@ at gemma2 as plain repetitions, without aggregates), on small files written here
 stage), and on the committed docs/results.md and docs/*.json: the summary comes first, every number in it is
 the newest file's value (its min–max spread too: shown where that file has min and max aggregates, as the
 ladder's files do, "n/a" where it has neither them nor the repetitions), no quantity has two values, the file
-is what the generator writes, the run contexts come last without local paths. bench/figures.py: one-line exit 1 on a missing JSON file; with matplotlib
-(/usr/bin/python3 usually has it; skipped without) the three PNGs, each under 300 kB. Standard library only.
+is what the generator writes, the run contexts come last without local paths; the new shapes (gemma2_flat right
+after gemma2, lm128k's training snapshots in training order before lm128k) in the summary and the tables.
+bench/figures.py: one-line exit 1 on a missing JSON file; with matplotlib (/usr/bin/python3 usually has it; skipped
+without) the four PNGs, each under 300 kB. Standard library only.
 
     python3 tests/bench/test_results_table.py
 """
@@ -32,6 +34,7 @@ FIXTURE = os.path.join(HERE, "fixture.json")
 DOCS = os.path.join(ROOT, "docs")
 RESULTS_MD = os.path.join(DOCS, "results.md")
 BLOCKS = ("summary", "tables", "appendix")
+FIGURE_NAMES = ("time_memory.png", "gradient_error.png", "eps_sweep.png", "training_sweep.png")
 
 SUMMARY_HEADER = ("| shape | implementation | loss+grad ms | min–max ms | sd ms | loss+grad MB | dE err | dC err "
                   "| loss ms | loss MB |")
@@ -39,15 +42,17 @@ SUMMARY_ROWS = [
     SUMMARY_HEADER,
     "| gemma2 | cublas_floor | not measured | – | – | – | – | – | 13.90 | 4194 |",
     "| gemma2 | stage01_materialized | skipped | – | – | – | – | – | – | – |",
-    "| gemma2 | stage06_fused_backward | not measured | – | – | – | – | – | – | – |",
     # Plain repetitions, no aggregates: the median, the fastest and slowest, and their standard deviation.
     "| gemma2 | stage10_plan_per_batch | 20.10 | 19.80–20.40 | 0.300 | 1397 | 2.90e-03 | 2.80e-03 "
     "| – | – |",
     # Aggregates only: no min-max; sd where the file has a stddev aggregate.
     "| lm32k | cublas_floor | 2.500 | n/a | n/a | 600.0 | – | – | – | – |",
     "| lm32k | stage07_filter_sort | 4.000 | n/a | 0.045 | 80.9 | 3.50e-03 | 4.70e-03 | – | – |",
-    "| lm32k | stage10_plan_per_batch | not measured | – | – | – | – | – | – | – |",
 ]
+# An implementation with no case at a shape has no summary row there (stage 06 is measured at lm32k only,
+# stage 10 at gemma2 only).
+SUMMARY_ABSENT = ["| gemma2 | stage06_fused_backward |", "| lm32k | stage10_plan_per_batch |", "not measured | – | – |"
+                  " – | – | – | – | – | – |"]
 ROWS_SMALL = [
     "| cublas_floor | 0.412 | 262.1 | 1.650 | 428.5 | 1.00 | 1.00 | – | – |",
     "| stage01_materialized | 1.234 | 524.3 | 3.456 | 690.0 | 2.99 | 2.09 | 3.10e-03 | 2.70e-03 |",
@@ -218,6 +223,8 @@ class Generator(unittest.TestCase):
                                    "- `fixture.json`: GPU **NVIDIA H100 80GB HBM3**, date 2025-03-04T10:11:12+00:00, "
                                    "commit `0123456789ab`; 12 of its 12 cases in the tables"])
         self.assertNotIn("| small |", out.split("### small")[0])  # the summary: gemma2 and the trained shapes only
+        for row in SUMMARY_ABSENT:
+            self.assertNotIn(row, out.split("### small")[0])
         self.assertNotIn("load_avg", out)          # the host CPU's context stays out
         self.assertNotIn("/tmp", out)              # and the local paths (cce_shapes' "(/tmp/...)")
         self.assertEqual(out.count("kept tiles |"), 2, out)  # only the tables with a kept_frac have the column
@@ -267,12 +274,13 @@ class Generator(unittest.TestCase):
             self.assertEqual(proc.returncode, 0, proc.stderr)
             self.assert_in_order(proc.stdout, [
                 "| gemma2 | stage10_plan_per_batch |",
-                "| gemma2 | stage10_some_new_idea | not measured |",
                 "| gemma2 | stage11_sharded_vocabulary | 10.50 | n/a | n/a | 768.2 |",
                 "| lm32k | stage10_some_new_idea | – | – | – | – | – | – | 0.500 | 0.30 |",
-                "| lm32k | stage11_sharded_vocabulary | not measured |",
                 "| stage11_sharded_vocabulary | – | – | 10.50 | 768.2 |",
                 "`later.json` (stage 11)"])
+            summary = proc.stdout.split("### small")[0]
+            self.assertNotIn("| gemma2 | stage10_some_new_idea |", summary)   # no case there: no row
+            self.assertNotIn("| lm32k | stage11_sharded_vocabulary |", summary)
 
     def test_peers_context_and_skips(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -315,6 +323,42 @@ class Generator(unittest.TestCase):
             self.assertEqual(proc.returncode, 0, proc.stderr)
             self.assert_in_order(proc.stdout, ["| gemma2 |", "| lm32k |", "| lm128k |", "### small", "### gemma2",
                                                "### lm32k", "### lm128k"])
+
+    def test_flat_data_and_training_snapshots(self):
+        """gemma2_flat comes right after gemma2, lm128k's snapshots in training order between lm32k and lm128k,
+        each in the summary with words for its data; the snapshots' size from the context's cce_shapes."""
+        with tempfile.TemporaryDirectory() as tmp:
+            shapes = ["lm128k", "lm128k_s300", "gemma2_flat", "lm128k_s0", "lm32k", "lm128k_s30", "gemma2",
+                      "lm128k_s100"]  # out of order on purpose
+            context = {"gpu_name": "G", "date": "2030-01-02T00:00:00Z",
+                       "cce_shapes": "gemma2_flat N=8192 D=2304 V=256000 (random data), lm32k N=8192 D=768 V=32000, "
+                                     + ", ".join(f"lm128k{s} N=4096 D=2048 V=128000 (/tmp/x/lm128k{s})"
+                                                 for s in ("", "_s0", "_s30", "_s100", "_s300"))}
+            path = write_json(tmp, "run.json", context,
+                              [median_entry(f"stage10_plan_per_batch/loss_grad/{s}", 10.0 + k, peak_MB=700.0,
+                                            kept_frac=1.0 if s in ("gemma2_flat", "lm128k_s0") else 0.1)
+                               for k, s in enumerate(shapes)])
+            proc = run(path)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            out = proc.stdout
+            summary, tables = out.split("### ")[0], out.split("### ", 1)[1]
+            order = ["gemma2", "gemma2_flat", "lm32k", "lm128k_s0", "lm128k_s30", "lm128k_s100", "lm128k_s300",
+                     "lm128k"]
+            self.assert_in_order(summary, [f"| {s} | stage10_plan_per_batch | {10.0 + shapes.index(s):.2f} |"
+                                           for s in order])
+            self.assert_in_order(summary, ["`gemma2_flat`: N=8192, D=2304, V=256000, flat random data",
+                                           "`lm128k_s0`: N=4096, D=2048, V=128000, lm128k's model after 0 training "
+                                           "steps", "`lm128k_s300`: N=4096, D=2048, V=128000, lm128k's model after "
+                                           "300 training steps", "`lm128k`: N=4096, D=2048, V=128000, a trained "
+                                           "model's data"])
+            self.assert_in_order("### " + tables, [
+                "### gemma2 (N=8192, D=2304, V=256000)", "### gemma2_flat (N=8192, D=2304, V=256000, flat random data)",
+                "### lm32k (trained model, bench/lm_data.py: N=8192, D=768, V=32000)",
+                "### lm128k_s0 (lm128k's model after 0 training steps, bench/lm_data.py: N=4096, D=2048, V=128000)",
+                "| stage10_plan_per_batch | – | – | 13.00 | 700.0 | – | – | – | – | 100.0% |",
+                "### lm128k_s30 (", "### lm128k_s100 (", "### lm128k_s300 (",
+                "### lm128k (trained model, bench/lm_data.py: N=4096, D=2048, V=128000)"])
+            self.assertNotIn("/tmp", out)
 
     def test_update_replaces_only_the_marked_blocks(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -421,7 +465,7 @@ class CommittedResults(unittest.TestCase):
         self.assertFalse(re.search(r"^## ", self.text[appendix:], re.M), "a section after the run contexts")
         for name in BLOCKS:
             self.assertNotIn("/tmp/", block(self.text, name))
-        for name in ("time_memory.png", "gradient_error.png", "eps_sweep.png"):
+        for name in FIGURE_NAMES:
             self.assertIn(f"(figures/{name})", self.text)
             self.assertTrue(os.path.isfile(os.path.join(DOCS, "figures", name)), name)
             self.assertLess(os.path.getsize(os.path.join(DOCS, "figures", name)), 300 * 1024, name)
@@ -429,9 +473,12 @@ class CommittedResults(unittest.TestCase):
     def test_every_summary_number_is_the_newest_files(self):
         rows = table_rows(block(self.text, "summary"), "| shape | implementation |")
         self.assertGreater(len(rows), 10)
-        shapes = {r[0] for r in rows}
-        self.assertIn("gemma2", shapes)
-        self.assertIn("lm32k", shapes)
+        # gemma2, gemma2_flat and every trained-model shape of the files, in that order.
+        self.assertEqual(list(dict.fromkeys(r[0] for r in rows)),
+                         ["gemma2", "gemma2_flat", "lm32k", "lm128k_s0", "lm128k_s30", "lm128k_s100", "lm128k_s300",
+                          "lm128k"])
+        self.assertFalse([r for r in rows if r[2] == "not measured" and r[8] == "–"],
+                         "a summary row for an implementation not measured at its shape")
         checked, spread_from = 0, set()
         for shape, impl, grad_ms, span, sd, grad_mb, de, dc, loss_ms, loss_mb in rows:
             for mode, cells in (("loss_grad", [("ms", "ms", grad_ms), ("mb", "peak_MB", grad_mb),
@@ -509,7 +556,7 @@ class Figures(unittest.TestCase):
                 self.assertIn("no_such", lines[0])
                 self.assertEqual(os.listdir(tmp), [])
 
-    def test_the_three_pngs(self):
+    def test_the_four_pngs(self):
         python = next((p for p in (sys.executable, "/usr/bin/python3") if os.path.exists(p) and subprocess.run(
             [p, "-c", "import matplotlib"], capture_output=True).returncode == 0), None)
         if python is None:
@@ -517,7 +564,7 @@ class Figures(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             proc = run("--out", tmp, script=FIGURES, python=python)
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            for name in ("time_memory.png", "gradient_error.png", "eps_sweep.png"):
+            for name in FIGURE_NAMES:
                 path = os.path.join(tmp, name)
                 with open(path, "rb") as f:
                     head = f.read(24)
