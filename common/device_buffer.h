@@ -38,24 +38,34 @@ class DeviceBuffer {
   explicit DeviceBuffer(size_t count) : count_(count) {
     if (count_ > 0) ptr_ = static_cast<T*>(AllocationTracker::allocate(count_ * sizeof(T)));
   }
+  // Someone else's device memory (a PyTorch tensor's), seen as a buffer: not
+  // counted by the tracker and never freed here.
+  static DeviceBuffer borrow(T* ptr, size_t count) {
+    DeviceBuffer b;
+    b.ptr_ = ptr, b.count_ = count, b.owned_ = false;
+    return b;
+  }
   ~DeviceBuffer() { reset(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   DeviceBuffer(DeviceBuffer&& other) noexcept
-      : ptr_(std::exchange(other.ptr_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+      : ptr_(std::exchange(other.ptr_, nullptr)), count_(std::exchange(other.count_, 0)),
+        owned_(std::exchange(other.owned_, true)) {}
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     if (this != &other) {
       reset();
       ptr_ = std::exchange(other.ptr_, nullptr);
       count_ = std::exchange(other.count_, 0);
+      owned_ = std::exchange(other.owned_, true);
     }
     return *this;
   }
 
   void reset() {
-    if (ptr_ != nullptr) AllocationTracker::release(ptr_, count_ * sizeof(T));
+    if (ptr_ != nullptr && owned_) AllocationTracker::release(ptr_, count_ * sizeof(T));
     ptr_ = nullptr;
     count_ = 0;
+    owned_ = true;
   }
   T* get() const { return ptr_; }
   size_t size() const { return count_; }
@@ -64,6 +74,7 @@ class DeviceBuffer {
  private:
   T* ptr_ = nullptr;
   size_t count_ = 0;
+  bool owned_ = true;
 };
 
 // Fills `bytes` bytes at `ptr` with 0xFF: every float and bf16 then reads as NaN,

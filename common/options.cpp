@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
 
 #include "common/check.h"
 
@@ -43,9 +42,9 @@ void OptionParser::add_int(const std::string& name, int64_t* target, const std::
                       [name, target](const std::string& v) { *target = parse_int(name, v); }});
 }
 void OptionParser::add_double(const std::string& name, double* target, const std::string& help) {
-  std::ostringstream def;
-  def << *target;
-  options_.push_back({name, help, "number", def.str(),
+  char def[32];
+  std::snprintf(def, sizeof def, "%g", *target);  // what std::ostream prints by default
+  options_.push_back({name, help, "number", def,
                       [name, target](const std::string& v) { *target = parse_double(name, v); }});
 }
 void OptionParser::add_string(const std::string& name, std::string* target, const std::string& help) {

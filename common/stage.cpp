@@ -29,6 +29,17 @@ std::vector<float> download_values(const DeviceBuffer<uint8_t>& buffer, Dtype dt
   return values;
 }
 
+DeviceInputs DeviceInputs::borrow(const Problem& problem, const void* e, const void* c, const int64_t* targets) {
+  DeviceInputs d;
+  d.problem = problem;
+  const size_t element = problem.element_bytes();
+  // The stages read these buffers only: const is restored at every use.
+  d.e = DeviceBuffer<uint8_t>::borrow(static_cast<uint8_t*>(const_cast<void*>(e)), problem.n * problem.d * element);
+  d.c = DeviceBuffer<uint8_t>::borrow(static_cast<uint8_t*>(const_cast<void*>(c)), problem.v * problem.d * element);
+  d.targets = DeviceBuffer<int64_t>::borrow(const_cast<int64_t*>(targets), problem.n);
+  return d;
+}
+
 DeviceInputs DeviceInputs::upload(const Problem& problem, const HostInputs& inputs) {
   validate_inputs(problem, inputs);
   DeviceInputs d;

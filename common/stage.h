@@ -39,6 +39,9 @@ struct DeviceInputs {
   DeviceBuffer<int64_t> targets;
 
   static DeviceInputs upload(const Problem& problem, const HostInputs& inputs);
+  // The caller's device memory, borrowed (not copied, not freed): E [N,D] and
+  // C [V,D] in the problem's dtype, targets [N] int64 (python/: PyTorch's tensors).
+  static DeviceInputs borrow(const Problem& problem, const void* e, const void* c, const int64_t* targets);
   size_t bytes() const { return e.bytes() + c.bytes() + targets.bytes(); }
 };
 

@@ -1,0 +1,133 @@
+// The stages behind a C interface, for python/cce_stages (ctypes): a caller
+// hands device pointers (a PyTorch tensor's data_ptr) and a stream; the stage
+// runs on them in place, exactly as its executable does on uploaded inputs.
+//
+// Why a C interface and ctypes: nothing here is compiled against PyTorch, so
+// a machine without it builds everything, any PyTorch version loads the same
+// library, and the op's Python side (torch.library.custom_op, its fake and
+// its autograd) is plain Python. Errors come back as a status and one line.
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "common/options.h"
+#include "common/stage.h"
+#include "common/stage_table.h"
+
+namespace {
+
+using namespace cce;
+
+constexpr int kOk = 0, kFailed = 1, kBadInput = 2;
+
+int fail(int status, const std::string& what, char* error, int error_len) {
+  if (error != nullptr && error_len > 0) {
+    std::strncpy(error, what.c_str(), static_cast<size_t>(error_len) - 1);
+    error[error_len - 1] = '\0';
+  }
+  return status;
+}
+
+template <class Body>
+int guarded(char* error, int error_len, Body&& body) {
+  try {
+    body();
+    return kOk;
+  } catch (const InputError& e) {
+    return fail(kBadInput, e.what(), error, error_len);
+  } catch (const std::exception& e) {
+    return fail(kFailed, e.what(), error, error_len);
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// The problem as the caller states it (dtype: 0 fp32, 1 bf16; reduction: 0 mean, 1 sum, 2 none).
+struct CceProblem {
+  int64_t n, d, v;
+  int32_t dtype, reduction;
+  float softcap;  // 0: off
+  int64_t ignore_index;
+};
+
+// The stage table's names, comma-separated, and whether each has a backward ("name:1").
+int cce_stage_names(char* out, int out_len) {
+  std::string names;
+  for (StageFactory factory : all_stages()) {
+    const std::unique_ptr<Stage> stage = factory();
+    names += (names.empty() ? "" : ",") + stage->name() + (stage->has_backward() ? ":1" : ":0");
+  }
+  if (static_cast<int>(names.size()) >= out_len) return kFailed;
+  std::memcpy(out, names.c_str(), names.size() + 1);
+  return kOk;
+}
+
+// A stage of the table by name, with its flags as on its command line ("--plan sparse").
+void* cce_stage_new(const char* name, const char* flags, char* error, int error_len) {
+  Stage* made = nullptr;
+  const int status = guarded(error, error_len, [&] {
+    for (StageFactory factory : all_stages()) {
+      std::unique_ptr<Stage> stage = factory();
+      if (stage->name() != name) continue;
+      std::vector<std::string> words = {stage->name()};
+      std::string word;
+      for (const char* p = flags; p != nullptr && *p != '\0'; ++p) {
+        if (*p == ' ') {
+          if (!word.empty()) words.push_back(word), word.clear();
+        } else {
+          word += *p;
+        }
+      }
+      if (!word.empty()) words.push_back(word);
+      std::vector<char*> argv;
+      for (std::string& w : words) argv.push_back(w.data());
+      OptionParser parser(stage->name());
+      stage->add_options(parser);
+      if (!parser.parse(static_cast<int>(argv.size()), argv.data())) throw InputError("--help is not a stage flag here");
+      stage->validate_options();
+      made = stage.release();
+      return;
+    }
+    throw InputError(std::string("no stage named '") + name + "'");
+  });
+  return status == kOk ? made : nullptr;
+}
+
+void cce_stage_delete(void* stage) { delete static_cast<Stage*>(stage); }
+
+// Loss and LSE; with de and dc, then the gradient for this upstream gradient
+// ([1] for mean and sum, [N] for none), the forward told that a backward
+// follows. Every pointer is the caller's device memory, used in place.
+int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const void* c, const int64_t* targets,
+            const float* upstream, float* loss, float* lse, void* de, void* dc, void* stream, char* error,
+            int error_len) {
+  return guarded(error, error_len, [&] {
+    Stage& stage = *static_cast<Stage*>(stage_handle);
+    Problem p;
+    p.n = problem->n, p.d = problem->d, p.v = problem->v;
+    if (problem->dtype != 0 && problem->dtype != 1) throw InputError("dtype must be 0 (fp32) or 1 (bf16)");
+    if (problem->reduction < 0 || problem->reduction > 2) throw InputError("reduction must be 0, 1 or 2");
+    p.dtype = problem->dtype == 1 ? Dtype::kBFloat16 : Dtype::kFloat32;
+    p.reduction = static_cast<Reduction>(problem->reduction);
+    p.softcap = problem->softcap;
+    p.ignore_index = problem->ignore_index;
+    p.validate();
+    const bool backward = de != nullptr || dc != nullptr;
+    if (backward && (de == nullptr || dc == nullptr || upstream == nullptr))
+      throw InputError("a gradient needs dE, dC and the upstream gradient");
+    if (backward && !stage.has_backward()) throw InputError("stage " + stage.name() + " has no backward");
+    const DeviceInputs in = DeviceInputs::borrow(p, e, c, targets);
+    const auto s = static_cast<cudaStream_t>(stream);
+    stage.expect_backward(backward);
+    stage.forward(in, loss, lse, s);
+    if (backward) stage.backward(in, lse, upstream, de, dc, s);
+  });
+}
+
+}  // extern "C"

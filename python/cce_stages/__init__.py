@@ -1,0 +1,220 @@
+"""cce_stages: the repository's stages as a PyTorch op.
+
+    import cce_stages                      # PYTHONPATH=build/python
+    loss = cce_stages.linear_cross_entropy(e, c, targets)          # the final stage
+    loss.backward()                        # dE into e.grad, dC into c.grad (tied weights add up)
+
+linear_cross_entropy(e, c, targets, *, ignore_index=-100, reduction="mean", softcap=None,
+                     stage=FINAL_STAGE, flags="") computes
+loss_i = LSE_j(C_j·E_i) − C_{t_i}·E_i without the [N, V] logits, on the caller's tensors in place
+(e [N, D] and c [V, D] bf16 or fp32 on one GPU, contiguous; targets [N] int64), on PyTorch's
+current stream. `stage` is any name of the stage table (stage_names()); `flags` its command-line
+flags ("--plan sparse").
+
+How the gradient is made (every op is a torch.library.custom_op with a fake, so
+torch.compile(fullgraph=True) traces a model that calls it):
+  - reduction "mean" or "sum": the forward computes the loss and the gradient for an upstream
+    gradient of 1 at once (one call of the stage: its forward, then its backward); autograd's
+    backward scales them by the upstream gradient, a scalar.
+  - reduction "none": the per-token upstream gradient is known only in the backward, so the
+    forward computes the loss alone and the backward runs the stage again, forward and backward,
+    with that upstream gradient.
+Each call is whole (the stage keeps no state between calls), so several forwards before their
+backwards (gradient accumulation) are fine.
+
+Left out for now: the stages' scratch comes from their own cudaMalloc, not PyTorch's caching
+allocator (it stays allocated between calls, per stage object); a frozen classifier
+(c.requires_grad False) still pays for dC, which is then dropped.
+"""
+import ctypes
+import os
+
+import torch
+
+FINAL_STAGE = "10_plan_per_batch"
+_ERROR_BYTES = 1024
+_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
+_REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}
+
+
+class _Problem(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int64), ("d", ctypes.c_int64), ("v", ctypes.c_int64), ("dtype", ctypes.c_int32),
+                ("reduction", ctypes.c_int32), ("softcap", ctypes.c_float), ("ignore_index", ctypes.c_int64)]
+
+
+def _load_library():
+    path = os.environ.get("CCE_CAPI_LIBRARY") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                              "libcce_capi.so")
+    if not os.path.exists(path):
+        raise ImportError("cce_stages: %s is not there; build the repository (cmake --build build) and import "
+                          "from build/python, or set CCE_CAPI_LIBRARY" % path)
+    lib = ctypes.CDLL(path)
+    lib.cce_stage_names.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    lib.cce_stage_new.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    lib.cce_stage_new.restype = ctypes.c_void_p
+    lib.cce_stage_delete.argtypes = [ctypes.c_void_p]
+    p = ctypes.c_void_p
+    lib.cce_run.argtypes = [p, ctypes.POINTER(_Problem), p, p, p, p, p, p, p, p, p, ctypes.c_char_p, ctypes.c_int]
+    return lib
+
+
+_lib = _load_library()
+_stages = {}  # (device, stage, flags) -> stage handle, kept for the process
+
+
+def stage_names(with_backward=False):
+    """The stage table's names, in order (with_backward: only those with a backward)."""
+    out = ctypes.create_string_buffer(4096)
+    if _lib.cce_stage_names(out, len(out)) != 0:
+        raise RuntimeError("cce_stages: the stage names do not fit")
+    pairs = [item.rsplit(":", 1) for item in out.value.decode().split(",")]
+    return [name for name, backward in pairs if backward == "1" or not with_backward]
+
+
+def _stage(device, name, flags):
+    key = (device, name, flags)
+    if key not in _stages:
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        with torch.cuda.device(device):
+            handle = _lib.cce_stage_new(name.encode(), flags.encode(), error, _ERROR_BYTES)
+        if not handle:
+            raise ValueError("cce_stages: " + error.value.decode())
+        _stages[key] = handle
+    return _stages[key]
+
+
+def _check(e, c, targets, reduction):
+    """One-line errors for bad input, from the tensors' metadata (torch.compile traces through it)."""
+    if not (isinstance(e, torch.Tensor) and isinstance(c, torch.Tensor) and isinstance(targets, torch.Tensor)):
+        raise TypeError("cce_stages: e, c and targets must be tensors")
+    if e.dim() != 2 or c.dim() != 2 or targets.dim() != 1:
+        raise ValueError("cce_stages: e must be [N, D], c [V, D] and targets [N]; got %s, %s, %s"
+                         % (tuple(e.shape), tuple(c.shape), tuple(targets.shape)))
+    if e.shape[1] != c.shape[1] or targets.shape[0] != e.shape[0]:
+        raise ValueError("cce_stages: shapes disagree: e %s, c %s, targets %s"
+                         % (tuple(e.shape), tuple(c.shape), tuple(targets.shape)))
+    if e.dtype not in _DTYPES or c.dtype != e.dtype:
+        raise TypeError("cce_stages: e and c must both be bfloat16 or both float32; got %s and %s" % (e.dtype, c.dtype))
+    if targets.dtype != torch.int64:
+        raise TypeError("cce_stages: targets must be int64, got %s" % targets.dtype)
+    if not (e.is_cuda and c.device == e.device and targets.device == e.device):
+        raise ValueError("cce_stages: e, c and targets must be on one CUDA device; got %s, %s, %s"
+                         % (e.device, c.device, targets.device))
+    if reduction not in _REDUCTIONS:
+        raise ValueError("cce_stages: reduction must be mean, sum or none, not %r" % (reduction,))
+
+
+def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap, with_grad):
+    """One call of the stage: loss (and LSE); with_grad: then dE, dC for `upstream`."""
+    e, c, targets = e.contiguous(), c.contiguous(), targets.contiguous()
+    n, v = e.shape[0], c.shape[0]
+    if n > 0:  # inside the op, where a synchronization does not break a compiled graph
+        bad = ((targets < 0) | (targets >= v)) & (targets != ignore_index)
+        if bool(bad.any()):
+            raise ValueError("cce_stages: target %d is outside [0, %d) and is not ignore_index (%d)"
+                             % (int(targets[bad][0]), v, ignore_index))
+    per_token = reduction == "none"
+    loss = torch.empty((n,) if per_token else (), device=e.device, dtype=torch.float32)
+    lse = torch.empty((n,), device=e.device, dtype=torch.float32)
+    de = torch.empty_like(e) if with_grad else None
+    dc = torch.empty_like(c) if with_grad else None
+    if n == 0:  # nothing to compute: the stages refuse N = 0
+        loss.zero_()
+        if with_grad:
+            de.zero_(), dc.zero_()
+        return loss, de, dc
+    problem = _Problem(n, e.shape[1], v, _DTYPES[e.dtype], _REDUCTIONS[reduction], float(softcap),
+                       int(ignore_index))
+    error = ctypes.create_string_buffer(_ERROR_BYTES)
+    if with_grad:
+        upstream = upstream.to(device=e.device, dtype=torch.float32).contiguous()
+    ptr = lambda t: ctypes.c_void_p(t.data_ptr()) if t is not None else None  # noqa: E731
+    with torch.cuda.device(e.device):
+        handle = _stage(e.device.index, stage, flags)
+        stream = ctypes.c_void_p(torch.cuda.current_stream(e.device).cuda_stream)
+        status = _lib.cce_run(handle, ctypes.byref(problem), ptr(e), ptr(c), ptr(targets),
+                              ptr(upstream) if with_grad else None, ptr(loss), ptr(lse), ptr(de), ptr(dc), stream,
+                              error, _ERROR_BYTES)
+    if status == 2:
+        raise ValueError("cce_stages: " + error.value.decode())
+    if status != 0:
+        raise RuntimeError("cce_stages: " + error.value.decode())
+    return loss, de, dc
+
+
+# ---- the ops ----
+
+@torch.library.custom_op("cce_stages::loss_and_grad", mutates_args=())
+def _loss_and_grad(e: torch.Tensor, c: torch.Tensor, targets: torch.Tensor, stage: str, flags: str, reduction: str,
+                   ignore_index: int, softcap: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ones = torch.ones((), device=e.device, dtype=torch.float32)
+    return _run(e, c, targets, ones, stage, flags, reduction, ignore_index, softcap, True)
+
+
+@_loss_and_grad.register_fake
+def _(e, c, targets, stage, flags, reduction, ignore_index, softcap):
+    return e.new_empty((), dtype=torch.float32), torch.empty_like(e), torch.empty_like(c)
+
+
+@torch.library.custom_op("cce_stages::loss", mutates_args=())
+def _loss(e: torch.Tensor, c: torch.Tensor, targets: torch.Tensor, stage: str, flags: str, reduction: str,
+          ignore_index: int, softcap: float) -> torch.Tensor:
+    return _run(e, c, targets, None, stage, flags, reduction, ignore_index, softcap, False)[0]
+
+
+@_loss.register_fake
+def _(e, c, targets, stage, flags, reduction, ignore_index, softcap):
+    return e.new_empty((e.shape[0],) if reduction == "none" else (), dtype=torch.float32)
+
+
+@torch.library.custom_op("cce_stages::grad", mutates_args=())
+def _grad(e: torch.Tensor, c: torch.Tensor, targets: torch.Tensor, upstream: torch.Tensor, stage: str, flags: str,
+          reduction: str, ignore_index: int, softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    _, de, dc = _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap, True)
+    return de, dc
+
+
+@_grad.register_fake
+def _(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap):
+    return torch.empty_like(e), torch.empty_like(c)
+
+
+def _setup_loss_and_grad(ctx, inputs, output):
+    _, de, dc = output
+    ctx.save_for_backward(de, dc)
+
+
+def _backward_loss_and_grad(ctx, g_loss, g_de, g_dc):
+    de, dc = ctx.saved_tensors
+    g = g_loss.to(torch.float32)
+    return (de * g).to(de.dtype), (dc * g).to(dc.dtype), None, None, None, None, None, None
+
+
+_loss_and_grad.register_autograd(_backward_loss_and_grad, setup_context=_setup_loss_and_grad)
+
+
+def _setup_loss(ctx, inputs, output):
+    e, c, targets, stage, flags, reduction, ignore_index, softcap = inputs
+    ctx.save_for_backward(e, c, targets)
+    ctx.settings = (stage, flags, reduction, ignore_index, softcap)
+
+
+def _backward_loss(ctx, g_loss):
+    e, c, targets = ctx.saved_tensors
+    de, dc = _grad(e, c, targets, g_loss.to(torch.float32), *ctx.settings)
+    return de, dc, None, None, None, None, None, None
+
+
+_loss.register_autograd(_backward_loss, setup_context=_setup_loss)
+
+
+def linear_cross_entropy(e, c, targets, *, ignore_index=-100, reduction="mean", softcap=None, stage=FINAL_STAGE,
+                         flags=""):
+    """The cross-entropy of the logits e·cᵀ against targets, without the logits (see the module's docstring)."""
+    _check(e, c, targets, reduction)
+    cap = 0.0 if softcap is None else float(softcap)
+    wants_grad = torch.is_grad_enabled() and (e.requires_grad or c.requires_grad)
+    if wants_grad and reduction != "none":
+        loss, _, _ = _loss_and_grad(e, c, targets, stage, flags, reduction, int(ignore_index), cap)
+        return loss
+    return _loss(e, c, targets, stage, flags, reduction, int(ignore_index), cap)

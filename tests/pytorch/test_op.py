@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""The stages as a PyTorch op (python/cce_stages) against torch autograd in float64.
+
+    python3 tests/pytorch/test_op.py BUILD_PYTHON_DIR CASE
+
+CASE is one of:
+  stages      every stage of the table at an odd shape (N=77, D=100, V=1129), fp32 and bf16, each
+              reduction, softcap 30 or none, 10% of the targets ignored, a random upstream gradient:
+              loss, dE, dC against float64 autograd on the same (rounded) inputs
+  tied        c tied to an embedding that the model also uses: its gradient adds up; a frozen c
+              (requires_grad False) gives no c.grad; two forwards before their backwards
+  compile     torch.library.opcheck on the three ops, and a model compiled with fullgraph=True
+  bad_input   a wrong shape, dtype, device, target out of range, stage name or flag: one clear
+              Python exception each, never a crash
+Exit status: 0 passed, 1 failed, 77 skipped (no PyTorch, no CUDA GPU, or the library not built).
+"""
+import os
+import sys
+
+SKIP = 77
+
+
+def skip(why):
+    print("SKIPPED: " + why)
+    sys.exit(SKIP)
+
+
+if len(sys.argv) != 3:
+    print(__doc__)
+    sys.exit(2)
+try:
+    import torch
+except ImportError:
+    skip("PyTorch is not installed for " + sys.executable)
+if not torch.cuda.is_available():
+    skip("no CUDA GPU for PyTorch")
+sys.path.insert(0, sys.argv[1])
+try:
+    import cce_stages
+except ImportError as e:
+    skip(str(e))
+
+failures = []
+
+
+def expect(condition, what):
+    print(("ok    " if condition else "FAIL  ") + what)
+    if not condition:
+        failures.append(what)
+
+
+def rel_l2(x, ref):
+    x, ref = x.double(), ref.double()
+    return float((x - ref).norm() / ref.norm().clamp_min(1e-300))
+
+
+def reference(e, c, t, upstream, reduction, ignore_index, softcap):
+    """loss, dE, dC in float64 autograd on the same values."""
+    e64 = e.detach().double().requires_grad_(True)
+    c64 = c.detach().double().requires_grad_(True)
+    z = e64 @ c64.T
+    if softcap:
+        z = softcap * torch.tanh(z / softcap)
+    loss = torch.nn.functional.cross_entropy(z, t, ignore_index=ignore_index, reduction=reduction)
+    if reduction == "mean" and bool((t == ignore_index).all()):
+        loss = z.sum() * 0.0
+    (loss * upstream.double()).sum().backward()
+    return loss.detach(), e64.grad, c64.grad
+
+
+def inputs(n, d, v, dtype, seed, ignore_fraction=0.1, ignore_index=-100):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    e = torch.randn(n, d, device="cuda", generator=g) * 2.0
+    c = torch.randn(v, d, device="cuda", generator=g) / d ** 0.5
+    t = torch.randint(0, v, (n,), device="cuda", generator=g)
+    t[torch.rand(n, device="cuda", generator=g) < ignore_fraction] = ignore_index
+    return e.to(dtype), c.to(dtype), t
+
+
+# Tolerances (relative L2 against float64 on the same inputs). fp32: the stages' arithmetic is
+# fp32 throughout, and stages 07 and 08 drop or filter below 2^-28, 2^-12 (07's filter in fp32 is
+# its eps, far below this data's entries); bf16: S is rounded to bf16 before its products
+# (about 2^-9 per element), and the drop stages leave out what they document.
+TOLERANCE = {torch.float32: (1e-5, 1e-4), torch.bfloat16: (1e-4, 2e-2)}  # (loss, gradients)
+# This data's softmax is nearly flat, where stages 08 and 09's fixed eps (2^-8) drops every tile
+# and stage 07's filter much: the op is checked with their exact settings (what they leave out is
+# their own tests' subject).
+EXACT_FLAGS = {"07_filter_sort": "--no-filter", "08_drop_before_recompute": "--keep-all",
+               "09_deterministic_products": "--keep-all"}
+
+
+def case_stages():
+    n, d, v = 77, 100, 1129
+    for name in cce_stages.stage_names():
+        backward = name in cce_stages.stage_names(with_backward=True)
+        for dtype in (torch.float32, torch.bfloat16):
+            for reduction, softcap in (("mean", None), ("sum", 30.0), ("none", None)):
+                e, c, t = inputs(n, d, v, dtype, seed=7)
+                upstream = torch.rand(n if reduction == "none" else (), device="cuda") + 0.5
+                ee = e.clone().requires_grad_(backward)
+                cc = c.clone().requires_grad_(backward)
+                loss = cce_stages.linear_cross_entropy(ee, cc, t, reduction=reduction, softcap=softcap, stage=name,
+                                                      flags=EXACT_FLAGS.get(name, ""))
+                ref_loss, ref_de, ref_dc = reference(e, c, t, upstream, reduction, -100, softcap)
+                tol_loss, tol_grad = TOLERANCE[dtype]
+                what = "%s %s %s%s" % (name, str(dtype).split(".")[1], reduction, " softcap" if softcap else "")
+                expect(rel_l2(loss.detach(), ref_loss) <= tol_loss, "%s: loss (rel L2 %.2e)" % (what, rel_l2(loss.detach(), ref_loss)))
+                if not backward:
+                    continue
+                (loss * upstream).sum().backward()
+                expect(ee.grad is not None and ee.grad.dtype == dtype and rel_l2(ee.grad, ref_de) <= tol_grad,
+                       "%s: dE (rel L2 %.2e)" % (what, rel_l2(ee.grad, ref_de)))
+                expect(cc.grad is not None and rel_l2(cc.grad, ref_dc) <= tol_grad,
+                       "%s: dC (rel L2 %.2e)" % (what, rel_l2(cc.grad, ref_dc)))
+
+
+def case_tied():
+    n, d, v = 77, 100, 1129
+    torch.manual_seed(3)
+    emb = torch.nn.Embedding(v, d, device="cuda")
+    tokens = torch.randint(0, v, (n,), device="cuda")
+    targets = torch.randint(0, v, (n,), device="cuda")
+    proj = torch.randn(d, d, device="cuda") / d ** 0.5
+    # The model: hidden = emb(tokens) @ proj, classifier tied to emb.weight.
+    def loss_of(ce):
+        h = emb(tokens) @ proj
+        return ce(h, emb.weight, targets)
+    ours = loss_of(lambda h, w, t: cce_stages.linear_cross_entropy(h, w, t))
+    ours.backward()
+    got = emb.weight.grad.clone()
+    emb.weight.grad = None
+    ref = loss_of(lambda h, w, t: torch.nn.functional.cross_entropy(h @ w.T, t))
+    ref.backward()
+    expect(rel_l2(got, emb.weight.grad) <= 1e-4, "tied weights: the embedding's gradient adds both uses (rel L2 %.2e)"
+           % rel_l2(got, emb.weight.grad))
+    # A frozen classifier: no c.grad, e.grad right.
+    e, c, t = inputs(n, d, v, torch.float32, seed=4)
+    ee = e.clone().requires_grad_(True)
+    loss = cce_stages.linear_cross_entropy(ee, c, t)
+    loss.backward()
+    _, ref_de, _ = reference(e, c, t, torch.ones(()), "mean", -100, None)
+    expect(c.grad is None and rel_l2(ee.grad, ref_de) <= 1e-4, "frozen classifier: no c.grad, dE right")
+    # Two forwards, then their backwards (gradient accumulation): each call is whole.
+    e2, c2, t2 = inputs(n, d, v, torch.float32, seed=5)
+    a = e.clone().requires_grad_(True)
+    b = e2.clone().requires_grad_(True)
+    la = cce_stages.linear_cross_entropy(a, c, t, reduction="none")
+    lb = cce_stages.linear_cross_entropy(b, c2, t2, reduction="none")
+    (la.sum() + 2.0 * lb.sum()).backward()
+    _, ra, _ = reference(e, c, t, torch.ones(n, device="cuda"), "none", -100, None)
+    _, rb, _ = reference(e2, c2, t2, torch.full((n,), 2.0, device="cuda"), "none", -100, None)
+    expect(rel_l2(a.grad, ra) <= 1e-4 and rel_l2(b.grad, rb) <= 1e-4,
+           "two forwards before their backwards: each gradient its own")
+
+
+def case_compile():
+    n, d, v = 77, 100, 1129
+    e, c, t = inputs(n, d, v, torch.float32, seed=9)
+    settings = (cce_stages.FINAL_STAGE, "", "mean", -100, 0.0)
+    ops = torch.ops.cce_stages
+    for name, args in (("loss_and_grad", (e.clone().requires_grad_(True), c.clone().requires_grad_(True), t) + settings),
+                       ("loss", (e.clone().requires_grad_(True), c.clone().requires_grad_(True), t) + settings),
+                       ("grad", (e, c, t, torch.ones((), device="cuda")) + settings)):
+        try:
+            torch.library.opcheck(getattr(ops, name).default, args)
+            expect(True, "opcheck cce_stages::%s" % name)
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            expect(False, "opcheck cce_stages::%s: %s" % (name, str(exc).splitlines()[0]))
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(d, d, device="cuda")
+            self.classifier = torch.nn.Parameter(c.clone())
+
+        def forward(self, x, targets):
+            return cce_stages.linear_cross_entropy(self.proj(x), self.classifier, targets)
+
+    model = Head()
+    eager_loss = model(e, t)
+    eager_loss.backward()
+    eager_grad = model.classifier.grad.clone()
+    model.zero_grad()
+    compiled = torch.compile(model, fullgraph=True)
+    loss = compiled(e, t)
+    loss.backward()
+    expect(torch.allclose(loss, eager_loss, rtol=1e-5, atol=0) and
+           rel_l2(model.classifier.grad, eager_grad) <= 1e-4,
+           "torch.compile(fullgraph=True): same loss and gradient as eager")
+
+
+def case_bad_input():
+    n, d, v = 77, 100, 1129
+    e, c, t = inputs(n, d, v, torch.float32, seed=1, ignore_fraction=0.0)
+    cases = [
+        ("e not 2-D", lambda: cce_stages.linear_cross_entropy(e[0], c, t), ValueError),
+        ("D disagrees", lambda: cce_stages.linear_cross_entropy(e[:, :50], c, t), ValueError),
+        ("dtypes differ", lambda: cce_stages.linear_cross_entropy(e, c.bfloat16(), t), TypeError),
+        ("float16", lambda: cce_stages.linear_cross_entropy(e.half(), c.half(), t), TypeError),
+        ("targets int32", lambda: cce_stages.linear_cross_entropy(e, c, t.int()), TypeError),
+        ("on the CPU", lambda: cce_stages.linear_cross_entropy(e.cpu(), c.cpu(), t.cpu()), ValueError),
+        ("target out of range", lambda: cce_stages.linear_cross_entropy(e, c, torch.full_like(t, v)), ValueError),
+        ("unknown reduction", lambda: cce_stages.linear_cross_entropy(e, c, t, reduction="avg"), ValueError),
+        ("unknown stage", lambda: cce_stages.linear_cross_entropy(e, c, t, stage="99_nothing"), ValueError),
+        ("bad stage flag", lambda: cce_stages.linear_cross_entropy(e, c, t, flags="--plan fast"), ValueError),
+        ("ignore_index in range", lambda: cce_stages.linear_cross_entropy(e, c, t, ignore_index=3), ValueError),
+    ]
+    for what, call, kind in cases:
+        try:
+            call()
+            expect(False, "%s: no exception" % what)
+        except kind as exc:
+            line = str(exc)
+            expect(line.startswith("cce_stages: ") and "\n" not in line, "%s: %s" % (what, line))
+        except Exception as exc:  # noqa: BLE001
+            expect(False, "%s: %s instead of %s: %s" % (what, type(exc).__name__, kind.__name__, exc))
+
+
+CASES = {"stages": case_stages, "tied": case_tied, "compile": case_compile, "bad_input": case_bad_input}
+if sys.argv[2] not in CASES:
+    print("unknown case %s (choose from %s)" % (sys.argv[2], ", ".join(CASES)))
+    sys.exit(2)
+CASES[sys.argv[2]]()
+print("%d failed" % len(failures) if failures else "PASSED")
+sys.exit(1 if failures else 0)
