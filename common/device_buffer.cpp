@@ -10,6 +10,10 @@ namespace {
 constexpr int kMaxDevices = 64;
 std::atomic<size_t> g_current[kMaxDevices];
 std::atomic<size_t> g_peak[kMaxDevices];
+std::atomic<bool> g_allocated{false};  // any allocation yet (the source is fixed from then on)
+AllocationTracker::AllocateFn g_source_allocate = nullptr;
+AllocationTracker::ReleaseFn g_source_release = nullptr;
+std::atomic<bool> g_source_detached{false};
 
 int device_index(int device) {
   if (device < 0) cudaGetDevice(&device);  // the current device (0 when that call fails: nothing was allocated)
@@ -30,7 +34,14 @@ int device_of(const void* ptr) {
 void* AllocationTracker::allocate(size_t bytes) {
   const int device = device_index(-1);
   void* ptr = nullptr;
-  cudaError_t status = cudaMalloc(&ptr, bytes);
+  g_allocated = true;
+  if (g_source_allocate != nullptr) {
+    ptr = g_source_allocate(bytes, device);
+    if (ptr == nullptr)
+      throw CudaError("the host program's allocator gave no memory for " + std::to_string(bytes) + " bytes on GPU " +
+                      std::to_string(device));
+  }
+  cudaError_t status = ptr != nullptr ? cudaSuccess : cudaMalloc(&ptr, bytes);
   if (status != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error so later calls work
     throw CudaError("cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(status) +
@@ -48,9 +59,18 @@ void AllocationTracker::release(void* ptr, size_t bytes) {
   const int device = device_of(ptr);
   // A destructor must not throw: a failing cudaFree here means the context is
   // already broken, and the call that broke it has reported that.
-  cudaFree(ptr);
+  if (g_source_release == nullptr) cudaFree(ptr);
+  else if (!g_source_detached) g_source_release(ptr, device);
   g_current[device].fetch_sub(bytes);
 }
+
+void AllocationTracker::set_source(AllocateFn allocate, ReleaseFn release) {
+  if (g_allocated) throw InputError("the allocator can be set only before the first allocation");
+  if ((allocate == nullptr) != (release == nullptr)) throw InputError("an allocator needs both its functions");
+  g_source_allocate = allocate, g_source_release = release;
+}
+
+void AllocationTracker::detach_source() { g_source_detached = true; }
 
 size_t AllocationTracker::current_bytes(int device) { return g_current[device_index(device)].load(); }
 size_t AllocationTracker::peak_bytes(int device) { return g_peak[device_index(device)].load(); }

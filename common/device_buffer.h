@@ -29,6 +29,15 @@ class AllocationTracker {
   static size_t peak_bytes(int device = -1);
   // Starts a new measurement window on every device: peak := current.
   static void reset_peak();
+  // Where the memory comes from: cudaMalloc, unless a host program that owns
+  // the device memory hands in its own pair (python/: PyTorch's caching
+  // allocator). Only before the first allocation (throws InputError after).
+  using AllocateFn = void* (*)(size_t bytes, int device);
+  using ReleaseFn = void (*)(void* ptr, int device);
+  static void set_source(AllocateFn allocate, ReleaseFn release);
+  // From now on releases of the source's memory do nothing (the host program
+  // is shutting down and its allocator with it).
+  static void detach_source();
 };
 
 template <typename T>

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/device_buffer.h"
 #include "common/options.h"
 #include "common/stage.h"
 #include "common/stage_table.h"
@@ -100,6 +101,15 @@ void* cce_stage_new(const char* name, const char* flags, char* error, int error_
 }
 
 void cce_stage_delete(void* stage) { delete static_cast<Stage*>(stage); }
+
+// Every device buffer (the stages' scratch, cuBLAS's workspace) from the
+// caller's allocator; only before the first stage runs. detach: at the
+// caller's exit, releases become no-ops (its allocator is gone).
+int cce_set_allocator(AllocationTracker::AllocateFn allocate, AllocationTracker::ReleaseFn release, char* error,
+                      int error_len) {
+  return guarded(error, error_len, [&] { AllocationTracker::set_source(allocate, release); });
+}
+void cce_detach_allocator() { AllocationTracker::detach_source(); }
 
 // Loss and LSE; with de and dc, then the gradient for this upstream gradient
 // ([1] for mean and sum, [N] for none), the forward told that a backward

@@ -22,10 +22,11 @@ torch.compile(fullgraph=True) traces a model that calls it):
 Each call is whole (the stage keeps no state between calls), so several forwards before their
 backwards (gradient accumulation) are fine.
 
-Left out for now: the stages' scratch comes from their own cudaMalloc, not PyTorch's caching
-allocator (it stays allocated between calls, per stage object); a frozen classifier
+The stages' scratch comes from PyTorch's caching allocator (torch.cuda.memory_allocated counts it);
+each stage object keeps its scratch between calls. Left out for now: a frozen classifier
 (c.requires_grad False) still pays for dC, which is then dropped.
 """
+import atexit
 import ctypes
 import os
 
@@ -55,10 +56,30 @@ def _load_library():
     lib.cce_stage_delete.argtypes = [ctypes.c_void_p]
     p = ctypes.c_void_p
     lib.cce_run.argtypes = [p, ctypes.POINTER(_Problem), p, p, p, p, p, p, p, p, p, ctypes.c_char_p, ctypes.c_int]
+    lib.cce_set_allocator.argtypes = [_ALLOCATE, _RELEASE, ctypes.c_char_p, ctypes.c_int]
     return lib
 
 
+# The stages' scratch (and cuBLAS's workspace) from PyTorch's caching allocator, on the current
+# stream: torch.cuda.memory_allocated() counts it, and a later PyTorch allocation can reuse it.
+_ALLOCATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_RELEASE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int)
+
+
+def _torch_allocate(nbytes, device):
+    return torch.cuda.caching_allocator_alloc(nbytes, device, torch.cuda.current_stream(device))
+
+
+def _torch_release(ptr, device):
+    torch.cuda.caching_allocator_delete(ptr)
+
+
+_allocate_callback, _release_callback = _ALLOCATE(_torch_allocate), _RELEASE(_torch_release)  # kept alive
 _lib = _load_library()
+_error = ctypes.create_string_buffer(_ERROR_BYTES)
+if _lib.cce_set_allocator(_allocate_callback, _release_callback, _error, _ERROR_BYTES) != 0:
+    raise ImportError("cce_stages: " + _error.value.decode())
+atexit.register(_lib.cce_detach_allocator)
 _stages = {}  # (device, stage, flags) -> stage handle, kept for the process
 
 

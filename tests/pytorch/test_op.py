@@ -10,6 +10,7 @@ CASE is one of:
   tied        c tied to an embedding that the model also uses: its gradient adds up; a frozen c
               (requires_grad False) gives no c.grad; two forwards before their backwards
   compile     torch.library.opcheck on the three ops, and a model compiled with fullgraph=True
+  memory      the stages' scratch comes from PyTorch's caching allocator (memory_allocated counts it)
   bad_input   a wrong shape, dtype, device, target out of range, stage name or flag: one clear
               Python exception each, never a crash
 Exit status: 0 passed, 1 failed, 77 skipped (no PyTorch, no CUDA GPU, or the library not built).
@@ -216,7 +217,21 @@ def case_bad_input():
             expect(False, "%s: %s instead of %s: %s" % (what, type(exc).__name__, kind.__name__, exc))
 
 
-CASES = {"stages": case_stages, "tied": case_tied, "compile": case_compile, "bad_input": case_bad_input}
+def case_memory():
+    # A stage object not used before at this shape: its first call allocates its scratch.
+    n, d, v = 300, 64, 5000
+    e, c, t = inputs(n, d, v, torch.bfloat16, seed=2)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    loss = cce_stages.linear_cross_entropy(e, c, t, stage="01_materialized", flags="")
+    torch.cuda.synchronize()
+    grown = torch.cuda.memory_allocated() - before - loss.numel() * loss.element_size()
+    logits = n * v * 4  # stage 01's scratch: the fp32 logits
+    expect(grown >= logits, "stage 01's logits (%d bytes) are in PyTorch's allocator: memory_allocated grew by %d"
+           % (logits, grown))
+
+
+CASES = {"stages": case_stages, "memory": case_memory, "tied": case_tied, "compile": case_compile, "bad_input": case_bad_input}
 if sys.argv[2] not in CASES:
     print("unknown case %s (choose from %s)" % (sys.argv[2], ", ".join(CASES)))
     sys.exit(2)
