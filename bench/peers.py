@@ -9,6 +9,10 @@ Implementations (the "impl" part of each benchmark name):
   peer_cce             cut_cross_entropy.linear_cross_entropy(E, C, t, impl="cce")
   peer_cce_nofilter    the same with filter_eps=None (no gradient filtering)
   peer_cce_exact       impl="cce_exact" (only in cut-cross-entropy after 25.1.1)
+  stage10_plan_per_batch_op
+                       the final stage through its PyTorch op (python/cce_stages, from
+                       --cce-python, default build/python): beside cce_bench's
+                       stage10_plan_per_batch, the op's own overhead
   peer_liger           Liger-Kernel's fused linear cross-entropy (fp32 accumulation
                        of the weight gradient where the version has accum_dtype)
 A package that is missing is reported and its implementations skipped; an
@@ -127,6 +131,7 @@ IMPLS = [
     "peer_cce_nofilter",
     "peer_cce_exact",
     "peer_liger",
+    "stage10_plan_per_batch_op",
 ]
 MODES = ["loss", "loss_grad"]
 SEED = 1234
@@ -172,6 +177,8 @@ def make_parser():
     p.add_argument("--reps", type=int, default=10, help="timed runs per case after %d warm-up runs; "
                    "the median is reported (default %%(default)s)" % WARMUP)
     p.add_argument("--out", default="docs/bench_peers.json", help="JSON output file (default %(default)s)")
+    p.add_argument("--cce-python", default="build/python",
+                   help="where the build put python/cce_stages (for stage10_plan_per_batch_op; default %(default)s)")
     p.add_argument("--floor-json", default=None,
                    help="the C++ benchmark's JSON: adds floor_ratio = time / cublas_floor/<mode>/<shape> median")
     return p
@@ -483,9 +490,14 @@ def rel_l2(torch, x, ref_host, rows=8192):
     return math.sqrt(num / den) if den > 0 else float("nan")
 
 
-def peer_functions(torch, F, log):
+def peer_functions(torch, F, log, cce_python="build/python"):
     """{impl: function(E, C, t) -> loss, or None} and {impl: reason it is skipped}."""
     funcs, skipped = {}, {}
+    op, why = stage_op_function(cce_python)
+    if op is None:
+        skipped["stage10_plan_per_batch_op"] = why
+    else:
+        funcs["stage10_plan_per_batch_op"] = op
 
     def torch_eager(e, c, t):
         logits = e @ c.T
@@ -527,6 +539,19 @@ def peer_functions(torch, F, log):
         funcs["peer_liger"] = liger
         log("peer_liger: " + why)
     return funcs, skipped
+
+
+def stage_op_function(cce_python):
+    """The final stage through python/cce_stages as f(E, C, t) -> loss, or (None, why it is skipped)."""
+    if not os.path.isdir(os.path.join(cce_python, "cce_stages")):
+        return None, "no cce_stages package under --cce-python %s (build the repository first): skipped" % cce_python
+    if cce_python not in sys.path:
+        sys.path.insert(0, cce_python)
+    try:
+        import cce_stages
+    except Exception as exc:  # ImportError, or a library that does not load
+        return None, "cce_stages failed to import (%s: %s): skipped" % (type(exc).__name__, exc)
+    return (lambda e, c, t: cce_stages.linear_cross_entropy(e, c, t, stage="10_plan_per_batch")), ""
 
 
 def liger_function(torch):
@@ -690,7 +715,7 @@ def main(argv=None):
     def log(msg):
         print(msg, flush=True)
 
-    funcs, skipped_impls = peer_functions(torch, F, log)
+    funcs, skipped_impls = peer_functions(torch, F, log, args.cce_python)
     for impl in args.impls:
         if impl in skipped_impls:
             log("%s: %s" % (impl, skipped_impls[impl]))
