@@ -952,6 +952,45 @@ def lr_at(step, steps, warmup, peak):
     return peak * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
 
 
+def make_optimizer(torch, model, lr, device):
+    """The training's optimizer: AdamW, betas (0.9, 0.95), weight decay 0.1 on the matrices (parameters of
+    2 dimensions) and none on the rest; fused on a CUDA device."""
+    decay = [p for p in model.parameters() if p.dim() == 2]
+    no_decay = [p for p in model.parameters() if p.dim() != 2]
+    adam_args = {"lr": lr, "betas": (0.9, 0.95)}
+    if device.type == "cuda":
+        adam_args["fused"] = True
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                             **adam_args)
+
+
+def batch_starts(torch, length, span, steps, batch, seed, device):
+    """The training batches: [steps, batch] offsets of windows of span tokens in a stream of length tokens,
+    drawn at once from a CPU generator seeded with seed (a host-to-device copy per step would wait for the GPU
+    each time); window i of step k is stream[starts[k, i] : starts[k, i] + span]."""
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed)
+    return torch.randint(0, length - span + 1, (steps, batch), generator=gen).to(device)
+
+
+def heldout_mean_loss(torch, model, windows, batch, vocab, autocast):
+    """The model's mean loss (nats per token) on windows [count, seq + 1] of held-out tokens, batch windows at
+    a time, as trained (autocast), PyTorch's cross-entropy on the float logits; under torch.no_grad() (the
+    caller puts the model in eval mode). Returns (loss, tokens)."""
+    F = torch.nn.functional
+    eval_loss = eval_count = 0.0
+    with torch.no_grad():
+        for s in range(0, windows.shape[0], batch):
+            w = windows[s:s + batch]
+            with autocast:
+                logits = model(w[:, :-1])
+            eval_loss += float(F.cross_entropy(logits.float().reshape(-1, vocab), w[:, 1:].reshape(-1),
+                                               reduction="sum"))
+            eval_count += w[:, 1:].numel()
+            del logits
+    return eval_loss / eval_count, int(eval_count)
+
+
 def make_dataset(torch, np, spm, args, name, corpus, device, log):
     cfg = model_config(args, name)
     folder = os.path.join(args.out, name)
@@ -992,18 +1031,9 @@ def make_dataset(torch, np, spm, args, name, corpus, device, log):
     model = build_model(torch, vocab, cfg["layers"], cfg["width"], cfg["heads"], args.seq, cfg["tied"])
     params = sum(p.numel() for p in model.parameters())
     model.to(device)
-    decay = [p for p in model.parameters() if p.dim() == 2]
-    no_decay = [p for p in model.parameters() if p.dim() != 2]
-    adam_args = {"lr": cfg["lr"], "betas": (0.9, 0.95)}
-    if device.type == "cuda":
-        adam_args["fused"] = True
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            **adam_args)
+    opt = make_optimizer(torch, model, cfg["lr"], device)
     train_dev = torch.from_numpy(train_ids.astype(np.int64)).to(device)
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(args.seed + 1)
-    # Every step's offsets at once: a host-to-device copy per step would wait for the GPU each time.
-    all_starts = torch.randint(0, len(train_ids) - span + 1, (cfg["steps"], args.batch), generator=gen).to(device)
+    all_starts = batch_starts(torch, len(train_ids), span, cfg["steps"], args.batch, args.seed + 1, device)
     offsets = torch.arange(span, device=device)
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     F = torch.nn.functional
@@ -1023,17 +1053,8 @@ def make_dataset(torch, np, spm, args, name, corpus, device, log):
     def held_out_pass():
         """The model's held-out loss as trained (bf16 autocast) and the rows to export, under torch.no_grad()
         (the caller puts the model in eval mode). Returns (loss, tokens, E, targets, C) on the device."""
-        eval_loss = eval_count = 0.0
         with torch.no_grad():
-            all_eval = windows(eval_windows)
-            for s in range(0, eval_windows, args.batch):
-                w = all_eval[s:s + args.batch]
-                with autocast:
-                    logits = model(w[:, :-1])
-                eval_loss += float(F.cross_entropy(logits.float().reshape(-1, vocab), w[:, 1:].reshape(-1),
-                                                   reduction="sum"))
-                eval_count += w[:, 1:].numel()
-                del logits
+            eval_loss, eval_count = heldout_mean_loss(torch, model, windows(eval_windows), args.batch, vocab, autocast)
             export = windows(export_windows)
             rows = []
             for s in range(0, export_windows, args.batch):
@@ -1044,7 +1065,7 @@ def make_dataset(torch, np, spm, args, name, corpus, device, log):
             e = torch.cat(rows)[:args.n].contiguous()
             t = export[:, 1:].reshape(-1)[:args.n].contiguous()
             c = model.classifier().detach().to(torch.bfloat16).float().contiguous()
-        return eval_loss / eval_count, int(eval_count), e, t, c
+        return eval_loss, eval_count, e, t, c
 
     def warning_texts(caught):
         texts = []
