@@ -265,11 +265,8 @@ def make_parser():
     p.add_argument("--eval-tokens", type=positive_int, default=131072,
                    help="held-out tokens for the model's held-out loss (default %(default)s)")
     p.add_argument("--seed", type=nonnegative_int, default=1234, help="seed of everything (default %(default)s)")
-    p.add_argument("--threads", type=positive_int, default=os.cpu_count() or 1,
-                   help="CPU threads for sentencepiece and torch (default: the cores, %(default)s)")
+    add_machine_options(p, "smoke tests with tiny sizes only")
     p.add_argument("--log-every", type=positive_int, help="steps between progress lines (default: steps/20)")
-    p.add_argument("--allow-cpu", action="store_true",
-                   help="run on the CPU when there is no CUDA device (smoke tests with tiny sizes only)")
     p.add_argument("--check-stats", action="store_true",
                    help="also compute the statistics with the NumPy reference (small N*V only); exit 1 on a mismatch")
     return p
@@ -1067,14 +1064,6 @@ def make_dataset(torch, np, spm, args, name, corpus, device, log):
             c = model.classifier().detach().to(torch.bfloat16).float().contiguous()
         return eval_loss, eval_count, e, t, c
 
-    def warning_texts(caught):
-        texts = []
-        for w in caught:
-            text = str(w.message).splitlines()[0][:300] if str(w.message) else w.category.__name__
-            if text not in texts:
-                texts.append(text)
-        return texts
-
     def training_info(step, seconds, curve_so_far, last_lr):
         """stats.json's "training": the run's settings, and the model exported: after `step` of its steps."""
         points = [p for p in curve_so_far if p[0] <= step]
@@ -1275,6 +1264,51 @@ def make_dataset(torch, np, spm, args, name, corpus, device, log):
     return max(statuses)
 
 
+def warning_texts(caught):
+    """The distinct first lines of caught warnings (at most 300 characters each), in order."""
+    texts = []
+    for w in caught:
+        text = str(w.message).splitlines()[0][:300] if str(w.message) else w.category.__name__
+        if text not in texts:
+            texts.append(text)
+    return texts
+
+
+def add_machine_options(p, cpu_use):
+    """--threads and --allow-cpu, shared with bench/train_compare.py; cpu_use says what the CPU is good for."""
+    p.add_argument("--threads", type=positive_int, default=os.cpu_count() or 1,
+                   help="CPU threads for sentencepiece and torch (default: the cores, %(default)s)")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="run on the CPU when there is no CUDA device (%s)" % cpu_use)
+
+
+def import_torch(allow_cpu, cpu_use):
+    """(torch, None), or (None, why to skip): PyTorch missing, or no CUDA device without --allow-cpu.
+    Sets CUBLAS_WORKSPACE_CONFIG first: cuBLAS picks deterministic workspaces only when it is set
+    before CUDA starts (shared with bench/train_compare.py)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    try:
+        import torch
+    except ImportError as exc:
+        return None, "PyTorch not found (%s): run this on a GPU machine with PyTorch" % exc
+    if not torch.cuda.is_available() and not allow_cpu:
+        return None, ("PyTorch %s sees no CUDA device (--allow-cpu %s)" % (getattr(torch, "__version__", "?"), cpu_use))
+    return torch, None
+
+
+def import_numpy_and_sentencepiece():
+    """(numpy, sentencepiece, None), or (None, None, why to skip)."""
+    try:
+        import numpy as np
+    except ImportError as exc:
+        return None, None, "NumPy not found (%s)" % exc
+    try:
+        import sentencepiece as spm
+    except ImportError as exc:
+        return None, None, "sentencepiece not found (%s)" % exc
+    return np, spm, None
+
+
 class InputProblem(Exception):
     """A problem with the arguments found only once the data is there: one line, exit status 2."""
 
@@ -1313,23 +1347,12 @@ def skip(message):
 
 def main(argv=None):
     args = parse_args(argv)
-    # Before CUDA starts: cuBLAS picks deterministic workspaces only when this is set first.
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    try:
-        import torch
-    except ImportError as exc:
-        return skip("PyTorch not found (%s): run this on a GPU machine with PyTorch" % exc)
-    if not torch.cuda.is_available() and not args.allow_cpu:
-        return skip("PyTorch %s sees no CUDA device (--allow-cpu runs tiny smoke tests on the CPU)"
-                    % getattr(torch, "__version__", "?"))
-    try:
-        import numpy as np
-    except ImportError as exc:
-        return skip("NumPy not found (%s)" % exc)
-    try:
-        import sentencepiece as spm
-    except ImportError as exc:
-        return skip("sentencepiece not found (%s)" % exc)
+    torch, why = import_torch(args.allow_cpu, "runs tiny smoke tests on the CPU")
+    if torch is None:
+        return skip(why)
+    np, spm, why = import_numpy_and_sentencepiece()
+    if np is None:
+        return skip(why)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     names = dataset_names(args)

@@ -99,6 +99,7 @@ ROOT = os.path.dirname(HERE)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 import lm_data  # noqa: E402  (imports neither torch nor numpy at import time)
+from peers import package_version  # noqa: E402  (the same: torch only when a benchmark runs)
 
 PROG = "train_compare.py"
 EXIT_OK = 0
@@ -249,10 +250,7 @@ def make_parser():
                    help="keep the runs of an existing --out made with the same settings; replace those run again")
     p.add_argument("--plot-only", metavar="JSON",
                    help="train nothing: print the summary of JSON and draw its figure (--figure)")
-    p.add_argument("--threads", type=lm_data.positive_int, default=os.cpu_count() or 1,
-                   help="CPU threads for sentencepiece and torch (default %(default)s)")
-    p.add_argument("--allow-cpu", action="store_true",
-                   help="run on the CPU when there is no CUDA device (torch runs at tiny sizes only)")
+    lm_data.add_machine_options(p, "torch runs at tiny sizes only")
     return p
 
 
@@ -875,27 +873,6 @@ class Trainer:
                 run["peak_memory_MB"] = round(torch.cuda.max_memory_allocated() / 1e6, 1)
 
 
-def warning_texts(caught):
-    texts = []
-    for w in caught:
-        text = str(w.message).splitlines()[0][:300] if str(w.message) else w.category.__name__
-        if text not in texts:
-            texts.append(text)
-    return texts
-
-
-def package_version(dist, module):
-    try:
-        from importlib import metadata
-        return metadata.version(dist)
-    except Exception:
-        pass
-    try:
-        return getattr(__import__(module), "__version__", "unknown")
-    except Exception:
-        return "missing"
-
-
 def error(message):
     print("%s: error: %s" % (PROG, message), file=sys.stderr)
     return EXIT_BAD_INPUT
@@ -924,15 +901,9 @@ def main(argv=None):
         if why:
             return error("--merge: %s cannot be merged: %s" % (out_path, why))
 
-    # Before CUDA starts: cuBLAS picks deterministic workspaces only when this is set first (as lm_data.py).
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    try:
-        import torch
-    except ImportError as exc:
-        return skip("PyTorch not found (%s): run this on a GPU machine with PyTorch" % exc)
-    if not torch.cuda.is_available() and not args.allow_cpu:
-        return skip("PyTorch %s sees no CUDA device (--allow-cpu runs the torch runs on the CPU, for smoke tests)"
-                    % getattr(torch, "__version__", "?"))
+    torch, why = lm_data.import_torch(args.allow_cpu, "runs the torch runs on the CPU, for smoke tests")
+    if torch is None:
+        return skip(why)
     kinds = [k for k, _ in args.run_list]
     if not torch.cuda.is_available():
         others = [run_id(k, i) for k, i in args.run_list if k != "torch"]
@@ -950,14 +921,9 @@ def main(argv=None):
                          % (args.cce_python, type(exc).__name__, (str(exc).strip().splitlines() or [""])[0],
                             ",".join(run_id(k, i) for k, i in args.run_list
                                      if RUN_KINDS[k]["needs"] == "cce_stages")))
-    try:
-        import numpy as np
-    except ImportError as exc:
-        return skip("NumPy not found (%s)" % exc)
-    try:
-        import sentencepiece as spm
-    except ImportError as exc:
-        return skip("sentencepiece not found (%s)" % exc)
+    np, spm, why = lm_data.import_numpy_and_sentencepiece()
+    if np is None:
+        return skip(why)
     cce_lce, cce_reason = None, None
     if "cce" in kinds:
         try:
@@ -1089,7 +1055,7 @@ def main(argv=None):
                 run.update(status="failed", reason="%s: %s" % (type(exc).__name__,
                                                                (str(exc).strip().splitlines() or [""])[0]))
                 log("%s: FAILED after %d steps: %s" % (run["id"], run["steps_done"], run["reason"]))
-            run["warnings"] = warning_texts(caught)
+            run["warnings"] = lm_data.warning_texts(caught)
         run["seconds"] = round(time.time() - t0, 1)
         if device.type == "cuda":
             torch.cuda.empty_cache()
