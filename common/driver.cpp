@@ -19,10 +19,10 @@ std::string format_mb(size_t bytes) {
 
 namespace {
 
-struct CommonFlags : ProblemFlags {
+struct CommonFlags : ProblemFlags, FileFlags {
   int64_t iters = 10;
-  std::string upstream, load, save;
-  bool backward = false, check = false, save_large = false;
+  std::string upstream;
+  bool backward = false, check = false;
 };
 
 // Without --save-large, --save refuses to write more than this: at the
@@ -84,8 +84,8 @@ std::string describe_files(const std::vector<SavedFile>& files) {
   return text;
 }
 
-// Refuses, before any data is made or loaded, a --save that would write more
-// than kSaveLimitBytes without --save-large.
+}  // namespace
+
 void check_save_size(const std::string& dir, const Problem& p, bool backward, bool save_large, bool loaded) {
   std::vector<SavedFile> files = inputs_to_save(p);
   for (auto& f : outputs_to_save(p, backward)) files.push_back(f);
@@ -101,6 +101,8 @@ void check_save_size(const std::string& dir, const Problem& p, bool backward, bo
                      "); pass --save-large to write more than 1 GB" + (loaded ? "" : ", or choose smaller --n/--d/--v"));
 }
 
+namespace {
+
 // --save into the --load directory would replace the user's inputs with the
 // ones this run used (bf16-rounded with the default --dtype).
 void check_save_is_not_load(const std::string& load, const std::string& save) {
@@ -112,6 +114,8 @@ void check_save_is_not_load(const std::string& load, const std::string& save) {
     throw InputError("--save " + save + " is the --load directory: saving there would overwrite its inputs " +
                      "(bf16-rounded with --dtype bf16); save to another directory");
 }
+
+}  // namespace
 
 void save_inputs_and_upstream(const std::string& program, const std::string& dir, const Problem& p,
                               const HostInputs& inputs, const std::vector<float>& upstream) {
@@ -132,6 +136,23 @@ void save_outputs(const std::string& program, const std::string& dir, const Prob
               dir.c_str());
 }
 
+void add_file_options(OptionParser& parser, FileFlags* f) {
+  parser.add_string("load", &f->load, "read e.npy, c.npy, targets.npy (and dloss.npy if present) from this directory");
+  parser.add_string("save", &f->save, "write the inputs, dloss.npy and loss/lse/de/dc .npy to this directory");
+  parser.add_flag("save-large", &f->save_large, "let --save write more than 1 GB");
+}
+
+void validate_file_flags(const OptionParser& parser, const FileFlags& f) {
+  if (!f.load.empty() && (parser.was_set("n") || parser.was_set("d") || parser.was_set("v") || parser.was_set("data")))
+    throw InputError("--load takes N, D and V from the files: drop --n, --d, --v and --data");
+  if (!f.load.empty() && parser.was_set("ignore-frac"))
+    throw InputError("--ignore-frac applies to generated data; with --load, mark ignored tokens in targets.npy");
+  if (f.save_large && f.save.empty()) throw InputError("--save-large goes with --save DIR");
+  if (!f.load.empty() && !f.save.empty()) check_save_is_not_load(f.load, f.save);
+}
+
+namespace {
+
 int run(StageFactory factory, const std::string& program, int argc, char** argv) {
   std::unique_ptr<Stage> stage = factory();
   CommonFlags f;
@@ -143,9 +164,7 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
                     "(seeded U(0.5,1.5) per token, --reduction none); with --load, DIR/dloss.npy if present");
   parser.add_flag("check", &f.check, "compare with the double-precision CPU reference");
   parser.add_int("iters", &f.iters, "timed iterations (median reported); 0 = no timing");
-  parser.add_string("load", &f.load, "read e.npy, c.npy, targets.npy (and dloss.npy if present) from this directory");
-  parser.add_string("save", &f.save, "write the inputs, dloss.npy and loss/lse/de/dc .npy to this directory");
-  parser.add_flag("save-large", &f.save_large, "let --save write more than 1 GB");
+  add_file_options(parser, &f);
   stage->add_options(parser);
   if (!parser.parse(argc, argv)) return kExitOk;
   stage->validate_options();
@@ -155,12 +174,7 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
   if (f.iters < 0) throw InputError("--iters must be >= 0");
   if (f.backward && !stage->has_backward())
     throw InputError("--backward: stage " + stage->name() + " computes the forward only (the backward comes in stage 06)");
-  if (!f.load.empty() && (parser.was_set("n") || parser.was_set("d") || parser.was_set("v") || parser.was_set("data")))
-    throw InputError("--load takes N, D and V from the files: drop --n, --d, --v and --data");
-  if (!f.load.empty() && parser.was_set("ignore-frac"))
-    throw InputError("--ignore-frac applies to generated data; with --load, mark ignored tokens in targets.npy");
-  if (f.save_large && f.save.empty()) throw InputError("--save-large goes with --save DIR");
-  if (!f.load.empty() && !f.save.empty()) check_save_is_not_load(f.load, f.save);
+  validate_file_flags(parser, f);
   validate_upstream_mode(f.upstream, p);
   p.validate();
   if (f.load.empty()) validate_generator_options(p, gen);

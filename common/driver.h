@@ -20,6 +20,8 @@ constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitSkipped = 77;  // ctest's SKIP_RETURN_CODE
 
+struct HostOutputs;  // common/runner.h
+
 int run_stage_main(StageFactory factory, int argc, char** argv);
 
 // The problem's flags (--n --d --v --dtype --seed --data --ignore-frac
@@ -33,6 +35,25 @@ struct ProblemFlags {
   GeneratorOptions generator() const;  // for generate_inputs
 };
 void add_problem_options(OptionParser& parser, ProblemFlags* flags);
+
+// --load DIR, --save DIR and --save-large, for drivers of their own (stage 11)
+// that read and write the same .npy files as every stage executable.
+struct FileFlags {
+  std::string load, save;
+  bool save_large = false;
+};
+void add_file_options(OptionParser& parser, FileFlags* flags);
+// What --load and --save refuse before any data is read: shape, --data or
+// --ignore-frac flags beside --load, --save-large without --save, --save into
+// the --load directory.
+void validate_file_flags(const OptionParser& parser, const FileFlags& flags);
+// A --save of more than 1 GB without --save-large (loaded: the shape came
+// from --load's files, so smaller --n/--d/--v is no advice).
+void check_save_size(const std::string& dir, const Problem& problem, bool backward, bool save_large, bool loaded);
+// --save's files: the inputs and dloss.npy, then loss, LSE (and dE, dC).
+void save_inputs_and_upstream(const std::string& program, const std::string& dir, const Problem& problem,
+                              const HostInputs& inputs, const std::vector<float>& upstream);
+void save_outputs(const std::string& program, const std::string& dir, const Problem& problem, const HostOutputs& out);
 
 // The report lines every driver prints: the loss ("  loss  ..."), and each
 // comparison with its first mismatches.

@@ -1,6 +1,7 @@
 // stage11_sharded_vocabulary: see README.md beside this file.
-//   stage11_sharded_vocabulary [problem flags of every stage] [--gpus P] [--backward] [--check]
-//       [--compare-single] [--iters K] [--json FILE] [--skip-missing-gpus] [stage 10's flags]
+//   stage11_sharded_vocabulary [problem flags of every stage] [--load DIR] [--save DIR] [--save-large]
+//       [--gpus P] [--backward] [--check] [--compare-single] [--iters K] [--json FILE] [--skip-missing-gpus]
+//       [stage 10's flags]
 // Its own driver: the stage table's interface holds the inputs on one GPU,
 // this stage's live on P (E everywhere, C in shards).
 #include <cstdio>
@@ -8,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/driver.h"
+#include "common/npy.h"
 #include "common/runner.h"
 #include "common/upstream.h"
 #include "stages/11_sharded_vocabulary/sharded_vocabulary.h"
@@ -15,7 +17,7 @@
 namespace cce::s11 {
 namespace {
 
-struct Flags : ProblemFlags {
+struct Flags : ProblemFlags, FileFlags {
   int64_t gpus = 0, iters = 10;
   std::string upstream, json;
   bool backward = false, check = false, compare_single = false, skip_missing = false;
@@ -61,9 +63,11 @@ int run(int argc, char** argv) {
                   "also run stage 10 on GPU 0 alone: loss and LSE compared, and its time beside this one's");
   parser.add_int("iters", &f.iters, "timed steps (median reported); 0 = no timing");
   parser.add_string("json", &f.json, "write the measurements to this file");
+  add_file_options(parser, &f);
   drop_stage.add_options(parser);
   if (!parser.parse(argc, argv)) return kExitOk;
   drop_stage.validate_options();
+  validate_file_flags(parser, f);
   if (drop_stage.dropped_mass_flag_set())
     throw InputError("--dropped-mass: the shards keep one fixed eps (--drop-eps; default 2^-8), stage 10's automatic eps "
                      "would differ from shard to shard");
@@ -75,10 +79,23 @@ int run(int argc, char** argv) {
   GeneratorOptions gen = f.generator();
   if (f.iters < 0) throw InputError("--iters must be >= 0");
   validate_upstream_mode(f.upstream, p);
+  // With --load the shape comes from the files' headers, so that the shard
+  // count is checked against it before the data is read.
+  if (!f.load.empty()) peek_inputs(f.load, &p.n, &p.d, &p.v);
   p.validate();
-  validate_generator_options(p, gen);
+  if (f.load.empty()) validate_generator_options(p, gen);
   if (f.gpus < 0) throw InputError("--gpus must be at least 1, or 0 for every GPU here (got " + std::to_string(f.gpus) + ")");
   if (f.gpus > 0) validate_shard_count(p, f.gpus);
+  if (!f.save.empty()) check_save_size(f.save, p, f.backward, f.save_large, !f.load.empty());
+  // Inputs are read before the GPU probe, as every stage executable does: a
+  // bad file is bad input on any machine.
+  HostInputs inputs;
+  std::string source = std::string(to_string(gen.mode)) + " data, seed " + std::to_string(f.seed);
+  if (!f.load.empty()) {
+    inputs = load_inputs(f.load, p);
+    source = "loaded from " + f.load;
+  }
+  const Upstream upstream = choose_upstream(f.upstream, p, f.load, gen.seed);
 
   std::string why;
   const GpuState gpu = probe_gpu(&why);
@@ -99,8 +116,7 @@ int run(int argc, char** argv) {
   }
   validate_shards(p, gpus, present);
 
-  const HostInputs inputs = generate_inputs(p, gen);
-  const Upstream upstream = choose_upstream(f.upstream, p, "", gen.seed);
+  if (f.load.empty()) inputs = generate_inputs(p, gen);
   // One fixed eps for every shard (and for --compare-single): stage 10's
   // automatic eps, chosen from each shard's statistics, would differ between them.
   if (drop_stage.automatic_eps(p.dtype)) drop_stage.fix_drop_eps(s08::default_drop_eps(p.dtype));
@@ -108,8 +124,8 @@ int run(int argc, char** argv) {
   ShardedVocabulary sharded(p, inputs, upstream.values, gpus, options);
   cudaDeviceProp prop{};
   CCE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s  %s  (%s data, seed %lld)  on %d x %s\n", program.c_str(), p.describe().c_str(),
-              to_string(gen.mode), static_cast<long long>(f.seed), gpus, prop.name);
+  std::printf("%s  %s  (%s)  on %d x %s\n", program.c_str(), p.describe().c_str(), source.c_str(), gpus, prop.name);
+  if (!f.save.empty()) save_inputs_and_upstream(program, f.save, p, inputs, upstream.values);
   for (int g = 0; g < gpus; ++g)
     std::printf("  shard %d      GPU %d: rows [%lld, %lld) of C\n", g, g, static_cast<long long>(sharded.shard(g).begin),
                 static_cast<long long>(sharded.shard(g).end));
@@ -162,6 +178,7 @@ int run(int argc, char** argv) {
                              : single.time_forward_ms(static_cast<int>(f.iters));
   }
   if (f.check || f.compare_single) std::printf("  check        %s\n", status == kExitOk ? "PASSED" : "FAILED");
+  if (!f.save.empty()) save_outputs(program, f.save, p, out);
 
   double step_ms = 0.0, nccl_ms = 0.0;
   if (f.iters > 0) {
@@ -183,7 +200,7 @@ int run(int argc, char** argv) {
     if (!json) throw InputError("--json " + f.json + ": cannot write this file");
     json << "{\n  \"stage\": \"11_sharded_vocabulary\",\n  \"gpu\": \"" << prop.name << "\",\n  \"gpus\": " << gpus
          << ",\n  \"problem\": \"" << p.describe() << "\",\n  \"n\": " << p.n << ", \"d\": " << p.d << ", \"v\": " << p.v
-         << ",\n  \"data\": \"" << to_string(gen.mode) << "\",\n  \"backward\": " << (f.backward ? "true" : "false")
+         << ",\n  \"data\": \"" << (f.load.empty() ? to_string(gen.mode) : "loaded") << "\",\n  \"backward\": " << (f.backward ? "true" : "false")
          << ",\n  \"iters\": " << f.iters << ",\n  \"step_ms\": " << step_ms << ",\n  \"nccl_ms\": " << nccl_ms
          << ",\n  \"stage10_one_gpu_ms\": " << single_ms << ",\n  \"kept_tiles\": " << drop.kept_tiles
          << ", \"tiles\": " << drop.tiles << ",\n  \"peak_MB_per_gpu\": " << json_sizes(peaks)
