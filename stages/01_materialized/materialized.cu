@@ -22,6 +22,7 @@ __global__ void cross_entropy_rows_kernel(const float* __restrict__ logits, cons
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const float* z_row = logits + row * v;
+  // EXERCISE(the row's LSE and loss): a max pass, a Σexp(z − max) pass, then LSE and loss
   float row_max = -INFINITY;
   for (int64_t j = threadIdx.x; j < v; j += blockDim.x) row_max = fmaxf(row_max, apply_softcap(z_row[j], softcap));
   row_max = block_reduce_max(row_max, scratch);
@@ -34,6 +35,7 @@ __global__ void cross_entropy_rows_kernel(const float* __restrict__ logits, cons
     const int64_t t = targets[row];
     loss_per_token[row] = t == ignore_index ? 0.0f : row_lse - apply_softcap(z_row[t], softcap);
   }
+  // END EXERCISE
 }
 
 __device__ __forceinline__ float dlogit_value(float logit, int64_t j, int64_t target, float row_lse, float g,

@@ -18,19 +18,23 @@ struct OnlineSoftmax {
   float sum = 0.0f;
 
   __device__ __forceinline__ void add(float x) {
+    // EXERCISE(the online add): fold x into (max, sum); rescale sum when the max grows
     if (x > max) {
       sum = sum * __expf(max - x) + 1.0f;  // exp(−inf) = 0 for the first value
       max = x;
     } else {
       sum += __expf(x - max);
     }
+    // END EXERCISE
   }
 
   __device__ __forceinline__ void merge(const OnlineSoftmax& other) {
+    // EXERCISE(the merge rule): rescale both sums to the larger max; empty + empty stays empty
     const float m = fmaxf(max, other.max);
     if (m == -INFINITY) return;  // both empty
     sum = sum * __expf(max - m) + other.sum * __expf(other.max - m);
     max = m;
+    // END EXERCISE
   }
 
   __device__ __forceinline__ float lse() const { return max + logf(sum); }

@@ -83,6 +83,7 @@ __device__ __forceinline__ void fold_tile_into_rows(Frag& tile, RowStates<Frag>&
           if (col0 + Frag::col_of(c) == target) target_logit[row0 + tile_row] = tile.z(r, c);
       }
     }
+    // EXERCISE(the fold): the row's tile max, one rescale of its slot, then the exps added
     // The tile's row maximum, in four independent chains.
     float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
@@ -99,6 +100,7 @@ __device__ __forceinline__ void fold_tile_into_rows(Frag& tile, RowStates<Frag>&
     for (int c = 0; c < Frag::kCols; ++c) s[c % 4] += fast_exp2((tile.z(r, c) - new_max) * kLog2e);
     state.max = new_max;
     state.sum = (s[0] + s[1]) + (s[2] + s[3]);
+    // END EXERCISE
   }
 }
 

@@ -60,6 +60,7 @@ __global__ void __launch_bounds__(kDotThreads)
   // The whole warp leaves together (i and t are the same on every lane), so the
   // shuffles below stay full-warp; C is never indexed with ignore_index.
   if (t == ignore_index) return;
+  // EXERCISE(the partial dot and its atomic): this block's D slices, a warp sum, one atomicAdd
   const T* c_row = c + t * d;  // int64: t·D and i·D can exceed 2^31
   const T* e_row = e + i * d;
   float sum = 0.0f;
@@ -67,6 +68,7 @@ __global__ void __launch_bounds__(kDotThreads)
     sum += lane_partial_dot<T, kVec>(c_row, e_row, begin, min(begin + kSliceD, d), lane);
   sum = warp_reduce_sum(sum);
   if (lane == 0) atomicAdd(dot + i, sum);
+  // END EXERCISE
 }
 
 // 1d: grid (token blocks). The same warp per token walks all of D and is the

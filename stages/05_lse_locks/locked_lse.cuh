@@ -48,6 +48,7 @@ struct LockedLseEpilogue {
   // another SM's writes do not update).
   __device__ void end(const Unit& unit) {
     const OnlineSoftmax state = merge_row_states(states);
+    // EXERCISE(the lock protocol): lock and fence, merge the rows into p.lse, fence and unlock
     int* lock = &p.locks[(unit.token_block * Frag::kBM + Frag::team_row0()) / Frag::kTeamRows];
     if (Team::rank() == 0) {
       while (atomicCAS(lock, 0, 1) != 0) __nanosleep(64);
@@ -62,6 +63,7 @@ struct LockedLseEpilogue {
       asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
       atomicExch(lock, 0);
     }
+    // END EXERCISE
   }
 };
 

@@ -86,11 +86,13 @@ __device__ __forceinline__ void store_tile_gradient(Tile& tile, const RowGradien
       const int64_t position = col0 + tc;
       float s = 0.0f;
       if (position < v && rows.g[tr] != 0.0f) {
+        // EXERCISE(the S tile): u = (softmax − onehot)·softcap'(z); visit(u); s = g·u
         const float z = apply_softcap(tile.z(r, c), softcap);
         const float p = __expf(z - rows.lse[tr]);
         const float unscaled = (p - (vocab_of(position) == rows.target[tr] ? 1.0f : 0.0f)) * softcap_derivative(z, softcap);
         visit(unscaled);
         s = rows.g[tr] * unscaled;
+        // END EXERCISE
       }
       products.store_s(tr, tc, s);
     }

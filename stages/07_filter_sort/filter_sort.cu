@@ -98,11 +98,13 @@ __global__ void __launch_bounds__(256, 1)
   tile.template for_each_tile<kAligned>(e, n, row0, c, v, order, unit.tile_begin, unit.tile_end, d, shared_bytes,
                                         [](int64_t) {});
   Products products(shared_bytes);
+  // EXERCISE(the filter): store S over the sorted order; skip the tile if every |u| < eps
   bool keep = eps <= 0.0f;
   store_tile_gradient(
       tile, rows, col0, v, softcap, [&](int64_t position) { return order != nullptr ? order[position] : position; },
       products, [&](float unscaled) { keep |= fabsf(unscaled) >= eps; });
   if (!__syncthreads_or(keep)) return;  // also publishes S
+  // END EXERCISE
   if (threadIdx.x == 0) atomicAdd(kept_tiles, 1ull);
   products.template run<kAligned>(e, c, n, v, d, row0, col0, order, de_acc, dc_acc);
 }

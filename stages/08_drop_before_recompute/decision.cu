@@ -32,8 +32,10 @@ __global__ void decide_kernel(const uint32_t* __restrict__ stats, const float* _
     const int64_t place = b * blockDim.x + threadIdx.x;
     const int64_t row = place < n ? row_at(token_order, place) : n;
     bool needed = false;
+    // EXERCISE(the drop decision): does the row need the tile (its largest softmax entry ≥ eps)?
     if (row < n && grad_scale[row] != 0.0f)
       needed = keep_all || stats_max(stats[tile * n + row]) - lse[row] >= log_eps;
+    // END EXERCISE
     const bool any = __syncthreads_or(needed);
     if (threadIdx.x == 0) {
       keep[tile * token_blocks + b] = any ? 1 : 0;

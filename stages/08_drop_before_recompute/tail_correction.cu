@@ -39,6 +39,7 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
       const uint32_t packed = row_stats[i];
       const int64_t place = token_place != nullptr ? token_place[i] : i;
       const bool kept = flags[tile * token_blocks + place / tile_rows] != 0;
+      // EXERCISE(the tail correction): m = g·(the dropped softmax mass − the target's)·softcap'
       if (!kept && grad_scale[i] != 0.0f) {
         const float tile_max = stats_max(packed);
         m = stats_sum(packed) * __expf(tile_max - lse[i]);
@@ -46,6 +47,7 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
         // softcap' at the tile's largest logit stands for the tile's (an approximation).
         m = grad_scale[i] * fmaxf(m, 0.0f) * softcap_derivative(tile_max, softcap);
       }
+      // END EXERCISE
     }
     __syncthreads();  // the whole piece is read before any of it is overwritten
     if (i < n) mass[i] = from_float<T>(m);

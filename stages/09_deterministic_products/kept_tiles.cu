@@ -35,6 +35,7 @@ __global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* 
   for (int64_t b0 = 0; b0 < token_blocks; b0 += 32) {
     const int64_t b = b0 + lane;
     const bool kept = b < token_blocks && flags[tile * token_blocks + b] != 0;
+    // EXERCISE(the slot numbering): consecutive slots for kept pairs (a warp ballot), -1 for dropped
     const unsigned ballot = __ballot_sync(0xffffffffu, kept);
     const int mine = slot + __popc(ballot & ((1u << lane) - 1u));
     if (kept) {
@@ -43,6 +44,7 @@ __global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* 
     }
     if (b < token_blocks) slot_of[b * tiles + tile] = kept ? mine : -1;
     slot += __popc(ballot);
+    // END EXERCISE
   }
 }
 

@@ -118,6 +118,7 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab
       slab_gradient_kernel<false><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
           slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap);
     CCE_CHECK_LAUNCH();
+    // EXERCISE(the slab's two gradient GEMMs): dE += S·C_slab, dC_slab = Sᵀ·E (cuBLAS: column-major)
     // dE [N, D] (column-major [D, N]) += C_slabᵀ [D, columns] · Sᵀ [columns, N], in fp32.
     const float* beta = index == 0 ? &zero : &one;
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n, columns, &one, c_slab, type, d, slab, type,
@@ -126,6 +127,7 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab
     void* dc_slab = static_cast<unsigned char*>(dc) + first * p.d * element;
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, columns, n, &one, in.e.get(), type, d, slab,
                                   type, s_pitch, &zero, dc_slab, type, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    // END EXERCISE
   }
 }
 

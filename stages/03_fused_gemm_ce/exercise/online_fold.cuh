@@ -1,0 +1,118 @@
+// Exercise 03_fused_gemm_ce (README.md beside this file): generated from ../online_fold.cuh by
+// scripts/exercise.py; write the EXERCISE blocks.
+#include "common/exercise.h"
+// Stage 03's idea on the device: fold each logits tile into per-row
+// online-softmax states (stage 02's (max, sum)) the moment it is computed,
+// then forget the tile.
+//
+// The kRowSharers threads that hold pieces of a tile row each fold their
+// pieces into their own slot of a shared-memory block (RowStates), so no
+// thread waits for another until the end of a unit, when the slots of each
+// row are merged. (In registers the slots would cost the block-level
+// products 16 registers per thread that their accumulators cannot spare.)
+// Written once against the fragment interface of the tile engine
+// (common/tile/tile_mma_sync.cuh), these run under every tile product.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/device_math.cuh"
+#include "stages/02_online_softmax/online_softmax.cuh"
+
+namespace cce {
+
+// 2^x on the special-function unit (what __expf uses underneath).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <class Frag>
+struct RowStates {
+  static constexpr size_t kSharedBytes =
+      static_cast<size_t>(Frag::kBM) * Frag::kRowSharers * sizeof(OnlineSoftmax) + Frag::kBM * sizeof(int);
+  using Team = typename Frag::Team;
+  OnlineSoftmax* slots;  // [BM][kRowSharers]
+  int* targets;          // [BM]: t_i, or −1 for rows past N (never matches a column)
+
+  __device__ explicit RowStates(unsigned char* shared) {
+    slots = reinterpret_cast<OnlineSoftmax*>(shared);
+    targets = reinterpret_cast<int*>(shared + static_cast<size_t>(Frag::kBM) * Frag::kRowSharers *
+                                                  sizeof(OnlineSoftmax));
+  }
+  // Empty states for the team's rows and their targets (none recorded when
+  // all_targets is null: the LSE-only mode). Starts and ends with the team's
+  // barrier: the previous unit's merge is done reading the slots.
+  __device__ void init(const int64_t* __restrict__ all_targets, int64_t row0, int64_t n) {
+    constexpr int kSlots = Frag::kTeamRows * Frag::kRowSharers;
+    const int first = Frag::team_row0();
+    Team::sync();
+    for (int i = Team::rank(); i < kSlots; i += Team::size()) slots[first * Frag::kRowSharers + i] = OnlineSoftmax{};
+    for (int i = Team::rank(); i < Frag::kTeamRows; i += Team::size()) {
+      const int64_t row = row0 + first + i;
+      targets[first + i] = all_targets != nullptr && row < n ? static_cast<int>(all_targets[row]) : -1;  // V < 2^31
+    }
+    Team::sync();
+  }
+  __device__ OnlineSoftmax& slot(int tile_row) { return slots[tile_row * Frag::kRowSharers + Frag::sharer_index()]; }
+};
+
+// Folds one logits tile, rows [row0, row0+BM) × vocabulary [col0, col0+BN),
+// into the row states: masks columns past V (−inf), applies the softcap, and
+// records the target logit in target_logit [N] (when not null) as its column
+// passes. The tile's values are rewritten in place as the logits used.
+template <class Frag>
+__device__ __forceinline__ void fold_tile_into_rows(Frag& tile, RowStates<Frag>& states, int64_t row0, int64_t col0,
+                                                    int64_t v, float softcap, float* __restrict__ target_logit) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  if (softcap > 0.0f || col0 + Frag::kBN > v) {  // the common case (no softcap, a full tile) skips this
+#pragma unroll
+    for (int r = 0; r < Frag::kRows; ++r)
+#pragma unroll
+      for (int c = 0; c < Frag::kCols; ++c)
+        tile.z(r, c) = col0 + Frag::col_of(c) < v ? apply_softcap(tile.z(r, c), softcap) : -INFINITY;
+  }
+#pragma unroll
+  for (int r = 0; r < Frag::kRows; ++r) {
+    const int tile_row = Frag::row_of(r);
+    if (target_logit != nullptr) {
+      const int target = states.targets[tile_row];
+      if (target >= col0 && target < col0 + Frag::kBN) {  // rare: one tile per row holds the target
+#pragma unroll
+        for (int c = 0; c < Frag::kCols; ++c)
+          if (col0 + Frag::col_of(c) == target) target_logit[row0 + tile_row] = tile.z(r, c);
+      }
+    }
+    // EXERCISE(the fold): the row's tile max, one rescale of its slot, then the exps added
+    CCE_EXERCISE_MISSING("03_fused_gemm_ce", "the fold");
+    // END EXERCISE
+  }
+}
+
+// After a unit's last tile: the merged state of one row per team thread
+// (rank < kTeamRows: row team_row0() + rank of the tile). Starts with the
+// team's barrier.
+template <class Frag>
+__device__ __forceinline__ OnlineSoftmax merge_row_states(RowStates<Frag>& states) {
+  using Team = typename Frag::Team;
+  Team::sync();
+  OnlineSoftmax row_state;
+  if (Team::rank() < Frag::kTeamRows) {
+    const int tile_row = Frag::team_row0() + Team::rank();
+    for (int s = 0; s < Frag::kRowSharers; ++s) row_state.merge(states.slots[tile_row * Frag::kRowSharers + s]);
+  }
+  return row_state;
+}
+
+// The tile row whose merged state merge_row_states returned to this thread,
+// or −1 when the thread got none.
+template <class Frag>
+__device__ __forceinline__ int merged_row() {
+  using Team = typename Frag::Team;
+  return Team::rank() < Frag::kTeamRows ? Frag::team_row0() + Team::rank() : -1;
+}
+
+}  // namespace cce

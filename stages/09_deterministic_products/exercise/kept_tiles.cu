@@ -1,0 +1,267 @@
+// Exercise 09_deterministic_products (README.md beside this file): generated from ../kept_tiles.cu by
+// scripts/exercise.py; write the EXERCISE blocks.
+#include "common/exercise.h"
+// Stage 09's bookkeeping of stage 08's decision (the kept pairs' slots, each
+// token block's list of kept tiles, the dropped targets sorted by position)
+// and the recomputation of the kept tiles' S into their slots.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "common/check.h"
+#include "common/device_math.cuh"
+#include "common/radix_sort.cuh"
+#include "common/tile/tile_path.cuh"
+#include "common/token_reduction.h"
+#include "stages/06_fused_backward/backward_tile.cuh"
+#include "stages/09_deterministic_products/deterministic_products.h"
+#include "stages/09_deterministic_products/slot_space.cuh"
+
+namespace cce::s09 {
+namespace {
+
+
+constexpr int kThreads = 256;
+unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
+
+// Slots in tile order, then token block order: the order every later sum
+// follows. A warp per tile, 32 token blocks per step.
+__global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* __restrict__ offsets, int64_t tiles,
+                                  int64_t token_blocks, int* __restrict__ slot_block, int* __restrict__ slot_tile,
+                                  int* __restrict__ slot_of) {
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (tile >= tiles) return;
+  int slot = offsets[tile];
+  for (int64_t b0 = 0; b0 < token_blocks; b0 += 32) {
+    const int64_t b = b0 + lane;
+    const bool kept = b < token_blocks && flags[tile * token_blocks + b] != 0;
+    // EXERCISE(the slot numbering): consecutive slots for kept pairs (a warp ballot), -1 for dropped
+    CCE_EXERCISE_MISSING("09_deterministic_products", "the slot numbering");
+    // END EXERCISE
+  }
+}
+
+// dC's owners add the dropped targets' terms (stage 08's coefficients a_i,
+// nonzero exactly where t_i's tile is dropped for i's block) row by row:
+// the tokens sorted by target position, those without a term last, at
+// tiles·tile_cols (past every tile's positions).
+__global__ void target_key_kernel(const float* __restrict__ coefficient, const int64_t* __restrict__ position,
+                                  int64_t n, int64_t no_term_key, int* __restrict__ sort_key, int* __restrict__ token) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  sort_key[i] = static_cast<int>(coefficient[i] != 0.0f ? position[i] : no_term_key);
+  token[i] = static_cast<int>(i);
+}
+
+// off[T] = the first entry of the sorted target positions at or past T·tile_cols (T = 0..tiles).
+__global__ void tile_target_offsets_kernel(const int* __restrict__ sorted_position, int64_t n, int64_t tiles,
+                                           int64_t tile_cols, int* __restrict__ offsets) {
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tile > tiles) return;
+  offsets[tile] = lower_bound_index(sorted_position, 0, static_cast<int>(n), tile * tile_cols);
+}
+
+// Each token block's kept tiles, ascending: lists[b] = {count, tiles...}.
+__global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64_t tiles, int64_t token_blocks,
+                                        int* __restrict__ lists) {
+  __shared__ int warp_counts[32];
+  __shared__ int base;
+  const int64_t b = blockIdx.x;
+  int* list = lists + b * (tiles + 1);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (threadIdx.x == 0) base = 0;
+  __syncthreads();
+  for (int64_t t0 = 0; t0 < tiles; t0 += blockDim.x) {
+    const int64_t t = t0 + threadIdx.x;
+    const bool kept = t < tiles && flags[t * token_blocks + b] != 0;
+    const unsigned ballot = __ballot_sync(0xffffffffu, kept);
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    int before = base + __popc(ballot & ((1u << lane) - 1u));
+    for (int w = 0; w < warp; ++w) before += warp_counts[w];
+    if (kept) list[1 + before] = static_cast<int>(t);
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int w = 0; w < warps; ++w) base += warp_counts[w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) list[0] = base;
+}
+
+// One block per run of consecutive kept tiles of one token block (a few
+// tiles, so that the product's pipeline runs on from tile to tile): each
+// tile's logits are recomputed (columns are sorted positions, read from C
+// through the order), turned into S_ij = g_i·(p_ij − [j = t_i])·softcap'(z_ij)
+// (0 for rows without a gradient and past V) and written compactly to the
+// tile's slot (slot − first_slot in the chunk's slot space).
+// Two blocks per SM on wgmma (128 registers suffice); the mma.sync tiles
+// would spill at that bound.
+template <class Tile>
+constexpr int kRecomputeBlocksPerSm = std::is_same_v<Tile, TileProductWgmma> ? 2 : 1;
+
+template <class Tile, typename T, bool kAligned>
+__global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
+    recompute_kept_kernel(const T* __restrict__ e, const T* __restrict__ c, const int64_t* __restrict__ position,
+                          const float* __restrict__ lse, const float* __restrict__ grad_scale, int64_t n, int64_t d,
+                          int64_t v, float softcap, const int* __restrict__ order,
+                          const int* __restrict__ token_order, const int* __restrict__ slot_of, int64_t tiles,
+                          const int4* __restrict__ runs, int64_t first_slot, SlotSpace space) {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  RowGradientInputs<Tile> rows(shared_bytes + Tile::kSharedBytes);
+  const int4 run = runs[blockIdx.x];  // token block, first tile, end tile
+  const int64_t row0 = static_cast<int64_t>(run.x) * Tile::kBM;  // the block's first place in the token order
+  for (int i = threadIdx.x; i < Tile::kBM; i += blockDim.x) {  // the rows' inputs; rows.target: sorted positions
+    const int64_t row = row0 + i >= n ? -1 : token_order != nullptr ? token_order[row0 + i] : row0 + i;
+    rows.lse[i] = row >= 0 ? lse[row] : 0.0f;
+    rows.g[i] = row >= 0 ? grad_scale[row] : 0.0f;
+    rows.target[i] = row >= 0 ? static_cast<int>(position[row]) : -1;
+  }
+  __syncthreads();
+  Tile tile;
+  tile.template for_each_tile<kAligned>(e, n, row0, token_order, c, v, order, run.y, run.z, d, shared_bytes,
+                                        [&](int64_t col0) {
+    const int64_t slot = slot_of[static_cast<int64_t>(run.x) * tiles + col0 / Tile::kBN];
+    T* out = slot_tile<T>(space, slot - first_slot);
+#pragma unroll
+    for (int r = 0; r < Tile::kRows; ++r) {
+      // The row's inputs once (for the compiler, the stores below could alias shared memory).
+      const int tr = Tile::row_of(r);
+      const float g = rows.g[tr], row_lse = rows.lse[tr];
+      const int target = rows.target[tr];
+      auto s_of = [&](int cc) {
+        const int64_t pos = col0 + Tile::col_of(cc);
+        if (pos >= v || g == 0.0f) return 0.0f;
+        const float z = apply_softcap(tile.z(r, cc), softcap);
+        const float p = __expf(z - row_lse) - (pos == target ? 1.0f : 0.0f);
+        return g * p * softcap_derivative(z, softcap);
+      };
+      if constexpr (sizeof(T) == 2 && Tile::kColumnsShareLaneMod4) {
+        // m16n8 fragments: columns cc and cc + 1 (cc even) are adjacent, one 4-byte store.
+#pragma unroll
+        for (int cc = 0; cc < Tile::kCols; cc += 2)
+          *reinterpret_cast<__nv_bfloat162*>(out + tr * Tile::kBN + Tile::col_of(cc)) =
+              __floats2bfloat162_rn(s_of(cc), s_of(cc + 1));
+      } else {
+#pragma unroll
+        for (int cc = 0; cc < Tile::kCols; ++cc) out[tr * Tile::kBN + Tile::col_of(cc)] = from_float<T>(s_of(cc));
+      }
+    }
+  });
+}
+
+}  // namespace
+
+size_t target_sort_work_bytes(int64_t n) { return static_cast<size_t>(n) * 12 + radix_sort_pairs_temp_bytes<int>(n, false) + 256; }
+
+KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const BackwardBuffers& buffers,
+                            const float* lse, const BackwardChoice& choice, cudaStream_t stream) {
+  KeptTiles kept;
+  const float* grad_scale = buffers.grad_scale;
+  uint8_t* flags = buffers.keep;
+  int* counts = buffers.kept_counts;
+  int* offsets = counts + plan.tiles;
+  int* tiles_with_slots = offsets + plan.tiles + 1;
+  const s08::TileStatistics& forward = buffers.forward.kept;
+  const s08::DecisionInputs inputs{&forward, lse, grad_scale, choice.blocks};
+  s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, choice.eps, flags, counts, stream);
+  std::vector<int> host_counts(static_cast<size_t>(plan.tiles));
+  CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
+
+  // Meanwhile on the device: the targets of dropped tiles (coefficients, and
+  // the tokens sorted by target position, stable, for dC's owners) and each
+  // token block's list of kept tiles (dE's owners).
+  {
+    unsigned char* work = buffers.forward.work;  // free between forward and correction
+    int* key = reinterpret_cast<int*>(work);
+    int* token = key + p.n;
+    void* temp = token + p.n;
+    int* sorted = buffers.sorted_targets;
+    float* coefficient = buffers.target_coefficient;
+    s08::target_coefficients(p, s08::tile_grid(p), inputs, flags, coefficient, stream);
+    target_key_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(coefficient, forward.target_position, p.n,
+                                                                plan.tiles * plan.tile_cols, key, token);
+    CCE_CHECK_LAUNCH();
+    size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
+    CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
+                                                   static_cast<int>(p.n), 0, radix_key_bits(plan.tiles * plan.tile_cols),
+                                                   stream));
+    tile_target_offsets_kernel<<<blocks_for(plan.tiles + 1), kThreads, 0, stream>>>(sorted, p.n, plan.tiles,
+                                                                                   plan.tile_cols, sorted + 2 * p.n);
+    CCE_CHECK_LAUNCH();
+    fill_block_lists_kernel<<<static_cast<unsigned>(plan.token_blocks), kThreads, 0, stream>>>(
+        flags, plan.tiles, plan.token_blocks, buffers.block_lists);
+    CCE_CHECK_LAUNCH();
+  }
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  kept.offsets.assign(host_counts.size() + 1, 0);
+  for (size_t t = 0; t < host_counts.size(); ++t) {
+    kept.offsets[t + 1] = kept.offsets[t] + host_counts[t];
+    if (host_counts[t] > 0) kept.tiles_with_slots.push_back(static_cast<int>(t));
+  }
+  CCE_CUDA_CHECK(cudaMemcpyAsync(offsets, kept.offsets.data(), kept.offsets.size() * 4, cudaMemcpyHostToDevice,
+                                 stream));
+  if (!kept.tiles_with_slots.empty())
+    CCE_CUDA_CHECK(cudaMemcpyAsync(tiles_with_slots, kept.tiles_with_slots.data(), kept.tiles_with_slots.size() * 4,
+                                   cudaMemcpyHostToDevice, stream));
+  kept.block_lists.resize(static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)));
+  CCE_CUDA_CHECK(cudaMemcpyAsync(kept.block_lists.data(),
+                                 buffers.block_lists,
+                                 kept.block_lists.size() * 4, cudaMemcpyDeviceToHost, stream));
+  int* slots = buffers.slots;
+  const int64_t pairs = plan.tiles * plan.token_blocks;
+  fill_slots_kernel<<<blocks_for(plan.tiles * 32), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
+                                                                     slots, slots + pairs, slots + 2 * pairs);
+  CCE_CHECK_LAUNCH();
+  // The host vectors must outlive the copies: wait for them.
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return kept;
+}
+
+namespace {
+template <class F>
+void dispatch_recompute_kernel(const Problem& p, F&& f) {
+  dispatch_block_path(choose_block_path(p), [&](auto tile, auto element, auto aligned) {
+    using Tile = decltype(tile);
+    auto kernel = recompute_kept_kernel<Tile, decltype(element), decltype(aligned)::value>;
+    const size_t shared = Tile::kSharedBytes + RowGradientInputs<Tile>::kSharedBytes;
+    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    f(tile, element, kernel, shared);
+  });
+}
+}  // namespace
+
+int64_t recompute_resident_blocks(const Problem& p) {
+  int blocks = 0;
+  dispatch_recompute_kernel(p, [&](auto tile, auto, auto kernel, size_t shared) {
+    CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, decltype(tile)::kThreads, shared));
+  });
+  return std::max(1, blocks) * int64_t{multiprocessor_count()};
+}
+
+void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                          const float* lse, const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
+                          const SlotSpace& space, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const int64_t count = static_cast<int64_t>(runs.size()) / 4;
+  if (count == 0) return;
+  int* device_runs = buffers.recompute_runs;
+  // From pageable memory: the copy has read `runs` when it returns.
+  CCE_CUDA_CHECK(cudaMemcpyAsync(device_runs, runs.data(), runs.size() * 4, cudaMemcpyHostToDevice, stream));
+  const int* slot_arrays = buffers.slots;
+  const int64_t pairs = plan.tiles * plan.token_blocks;
+  dispatch_recompute_kernel(p, [&](auto tile, auto element, auto kernel, size_t shared) {
+    using T = decltype(element);
+    kernel<<<static_cast<unsigned>(count), decltype(tile)::kThreads, shared, stream>>>(
+        reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()),
+        buffers.forward.kept.target_position, lse, buffers.grad_scale, p.n, p.d, p.v, p.softcap,
+        buffers.forward.kept.vocabulary_order,
+        blocks.token_order, slot_arrays + 2 * pairs, plan.tiles,
+        reinterpret_cast<const int4*>(device_runs), first_slot, space);
+    CCE_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace cce::s09
