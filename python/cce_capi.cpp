@@ -18,6 +18,9 @@
 #include "common/options.h"
 #include "common/stage.h"
 #include "common/stage_table.h"
+#include "stages/07_filter_sort/filter_sort.h"
+#include "stages/08_drop_before_recompute/drop_before_recompute.h"
+#include "stages/10_plan_per_batch/plan_per_batch.h"
 
 namespace {
 
@@ -111,9 +114,14 @@ int cce_set_allocator(AllocationTracker::AllocateFn allocate, AllocationTracker:
 }
 void cce_detach_allocator() { AllocationTracker::detach_source(); }
 
-// Loss and LSE; with de and dc, then the gradient for this upstream gradient
-// ([1] for mean and sum, [N] for none), the forward told that a backward
-// follows. Every pointer is the caller's device memory, used in place.
+// Loss and LSE; with de, then the gradient for this upstream gradient ([1]
+// for mean and sum, [N] for none), the forward told that a backward follows.
+// Every pointer is the caller's device memory, used in place. dc NULL: the
+// caller wants no dC (a frozen classifier). The stages' backwards write dC
+// as they go (stage 09's products make dE and dC from the same recomputed
+// tiles, stage 10's dense plan per slab), so it goes to a buffer from the
+// caller's allocator that is released when the call returns: the caller
+// keeps no [V, D] gradient, but dC's arithmetic is still done.
 int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const void* c, const int64_t* targets,
             const float* upstream, float* loss, float* lse, void* de, void* dc, void* stream, char* error,
             int error_len) {
@@ -128,15 +136,58 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
     p.softcap = problem->softcap;
     p.ignore_index = problem->ignore_index;
     p.validate();
-    const bool backward = de != nullptr || dc != nullptr;
-    if (backward && (de == nullptr || dc == nullptr || upstream == nullptr))
-      throw InputError("a gradient needs dE, dC and the upstream gradient");
+    const bool backward = de != nullptr;
+    if (dc != nullptr && de == nullptr) throw InputError("dC without dE: pass dE too");
+    if (backward && upstream == nullptr) throw InputError("a gradient needs the upstream gradient");
     if (backward && !stage.has_backward()) throw InputError("stage " + stage.name() + " has no backward");
     const DeviceInputs in = DeviceInputs::borrow(p, e, c, targets);
     const auto s = static_cast<cudaStream_t>(stream);
+    DeviceBuffer<uint8_t> unwanted_dc;
+    if (backward && dc == nullptr) {
+      unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());
+      dc = unwanted_dc.get();
+    }
     stage.expect_backward(backward);
     stage.forward(in, loss, lse, s);
     if (backward) stage.backward(in, lse, upstream, de, dc, s);
+  });
+}
+
+// What the last backward of a stage left out, for the stages that drop or
+// filter (07 to 10); the others report has_stats 0. Typed, so that a caller
+// reads fields rather than parsing report lines.
+struct CceStats {
+  int32_t has_stats;              // 0: the stage keeps none, or has run no backward yet
+  int32_t plan;                   // stage 10: the backward that ran, 0 sparse, 1 dense; -1 for the others
+  int64_t units, kept_units;      // (token block, tile) pairs (stage 07: tiles) and those whose products ran
+  double decided_kept_fraction;   // stage 10: the share of pairs its decision keeps, which chose the plan; -1 unknown
+  double eps;                     // the eps the backward dropped below (0: every pair kept)
+  double dropped_mass;            // stage 10's automatic eps: the softmax mass per row it dropped; -1 otherwise
+};
+
+// Stage 07 counts its kept tiles on the GPU: reading them waits for `stream`.
+int cce_last_stats(void* stage_handle, void* stream, CceStats* out, char* error, int error_len) {
+  return guarded(error, error_len, [&] {
+    const Stage* stage = static_cast<const Stage*>(stage_handle);
+    CceStats st{0, -1, 0, 0, -1.0, 0.0, -1.0};
+    if (const auto* plan = dynamic_cast<const s10::PlanPerBatchStage*>(stage)) {
+      const s09::DropStats d = plan->stats();
+      const s10::PlanChoice ran = plan->plan_choice();
+      const s10::EpsChoice choice = plan->eps_choice();
+      st = {d.tiles > 0 ? 1 : 0, ran.plan == s10::BackwardPlan::kDense ? 1 : 0, d.tiles, d.kept_tiles,
+            ran.kept_fraction, d.eps, choice.dropped_mass};
+    } else if (const auto* det = dynamic_cast<const s09::DeterministicProductsStage*>(stage)) {
+      const s09::DropStats d = det->stats();
+      st = {d.tiles > 0 ? 1 : 0, -1, d.tiles, d.kept_tiles, -1.0, d.eps, -1.0};
+    } else if (const auto* drop = dynamic_cast<const s08::DropBeforeRecomputeStage*>(stage)) {
+      const s08::DropStats d = drop->stats();
+      st = {d.pairs > 0 ? 1 : 0, -1, d.pairs, d.kept_pairs, -1.0, d.eps, -1.0};
+    } else if (const auto* filter = dynamic_cast<const s07::FilterSortStage*>(stage)) {
+      CCE_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+      const s07::FilterStats f = filter->stats();
+      st = {f.tiles > 0 ? 1 : 0, -1, f.tiles, f.kept_tiles, -1.0, filter->gradient_approximation().eps, -1.0};
+    }
+    *out = st;
   });
 }
 

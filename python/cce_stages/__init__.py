@@ -22,12 +22,24 @@ torch.compile(fullgraph=True) traces a model that calls it):
 Each call is whole (the stage keeps no state between calls), so several forwards before their
 backwards (gradient accumulation) are fine.
 
+A frozen classifier (c.requires_grad False) goes through the ops loss_and_grad_e and grad_e: no
+dC is returned or kept for autograd, and c.grad stays None. The stages still compute dC into
+scratch released at the end of the call (their backwards make dE and dC from the same recomputed
+tiles), so this saves the [V, D] gradient's memory between forward and backward, not its
+arithmetic.
+
 The stages' scratch comes from PyTorch's caching allocator (torch.cuda.memory_allocated counts it);
-each stage object keeps its scratch between calls. Left out for now: a frozen classifier
-(c.requires_grad False) still pays for dC, which is then dropped.
+each stage object keeps its scratch between calls.
+
+last_stats(stage=FINAL_STAGE, flags="", device=None) gives what the last backward of that stage
+object (the one linear_cross_entropy(..., stage=, flags=) uses on that device) decided: the plan,
+the kept fraction of the (token block, tile) pairs, the eps (a BackwardStats), or None for a stage
+that drops nothing (01 to 06) or has run no backward yet.
 """
 import atexit
+import collections
 import ctypes
+import math
 import os
 
 import torch
@@ -41,6 +53,22 @@ _REDUCTIONS = {"mean": 0, "sum": 1, "none": 2}
 class _Problem(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int64), ("d", ctypes.c_int64), ("v", ctypes.c_int64), ("dtype", ctypes.c_int32),
                 ("reduction", ctypes.c_int32), ("softcap", ctypes.c_float), ("ignore_index", ctypes.c_int64)]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [("has_stats", ctypes.c_int32), ("plan", ctypes.c_int32), ("units", ctypes.c_int64),
+                ("kept_units", ctypes.c_int64), ("decided_kept_fraction", ctypes.c_double), ("eps", ctypes.c_double),
+                ("dropped_mass", ctypes.c_double)]
+
+
+# What last_stats returns. plan: "sparse" or "dense" (stage 10), None for the stages with one backward.
+# kept_fraction: the share of the (token block, tile) pairs (stage 07: tiles) whose products ran (1.0 for
+# stage 10's dense plan); decided_kept_fraction: stage 10's decision's share, which chose the plan (the
+# same as kept_fraction under the sparse plan; None for the other stages). eps: what the backward dropped
+# below (0.0: nothing dropped); drop_eps_log2: its log2 (None for 0). dropped_mass: with stage 10's automatic
+# eps, the softmax mass per row it dropped (None otherwise). units, kept_units: the counts.
+BackwardStats = collections.namedtuple(
+    "BackwardStats", "plan kept_fraction decided_kept_fraction eps drop_eps_log2 dropped_mass units kept_units")
 
 
 def _load_library():
@@ -57,6 +85,7 @@ def _load_library():
     p = ctypes.c_void_p
     lib.cce_run.argtypes = [p, ctypes.POINTER(_Problem), p, p, p, p, p, p, p, p, p, ctypes.c_char_p, ctypes.c_int]
     lib.cce_set_allocator.argtypes = [_ALLOCATE, _RELEASE, ctypes.c_char_p, ctypes.c_int]
+    lib.cce_last_stats.argtypes = [p, p, ctypes.POINTER(_Stats), ctypes.c_char_p, ctypes.c_int]
     return lib
 
 
@@ -81,6 +110,7 @@ if _lib.cce_set_allocator(_allocate_callback, _release_callback, _error, _ERROR_
     raise ImportError("cce_stages: " + _error.value.decode())
 atexit.register(_lib.cce_detach_allocator)
 _stages = {}  # (device, stage, flags) -> stage handle, kept for the process
+_backward_ran = set()  # the keys of _stages whose handle has run a backward
 
 
 def stage_names(with_backward=False):
@@ -104,6 +134,33 @@ def _stage(device, name, flags):
     return _stages[key]
 
 
+def last_stats(stage=FINAL_STAGE, flags="", device=None):
+    """What the last backward of `stage` with `flags` on `device` (default: the current CUDA device) decided,
+    as a BackwardStats; None for a stage that drops nothing or has run no backward there. Host values the
+    backward already read back, except stage 07's kept count, which waits for the current stream."""
+    if not isinstance(device, int):
+        device = torch.device(device).index if device is not None else None
+        device = torch.cuda.current_device() if device is None else device
+    key = (device, stage, flags)
+    if key not in _backward_ran:
+        return None
+    st = _Stats()
+    error = ctypes.create_string_buffer(_ERROR_BYTES)
+    with torch.cuda.device(device):
+        stream = ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
+        if _lib.cce_last_stats(_stages[key], stream, ctypes.byref(st), error, _ERROR_BYTES) != 0:
+            raise RuntimeError("cce_stages: " + error.value.decode())
+    if not st.has_stats:
+        return None
+    kept = st.kept_units / st.units if st.units > 0 else None
+    decided = st.decided_kept_fraction if st.decided_kept_fraction >= 0.0 else None
+    return BackwardStats(plan={0: "sparse", 1: "dense"}.get(st.plan), kept_fraction=kept,
+                         decided_kept_fraction=decided, eps=st.eps,
+                         drop_eps_log2=math.log2(st.eps) if st.eps > 0.0 else None,
+                         dropped_mass=st.dropped_mass if st.dropped_mass >= 0.0 else None, units=st.units,
+                         kept_units=st.kept_units)
+
+
 def _check(e, c, targets, reduction):
     """One-line errors for bad input, from the tensors' metadata (torch.compile traces through it)."""
     if not (isinstance(e, torch.Tensor) and isinstance(c, torch.Tensor) and isinstance(targets, torch.Tensor)):
@@ -125,8 +182,8 @@ def _check(e, c, targets, reduction):
         raise ValueError("cce_stages: reduction must be mean, sum or none, not %r" % (reduction,))
 
 
-def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap, with_grad):
-    """One call of the stage: loss (and LSE); with_grad: then dE, dC for `upstream`."""
+def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap, with_grad, with_dc=True):
+    """One call of the stage: loss (and LSE); with_grad: then dE and (with_dc) dC for `upstream`."""
     e, c, targets = e.contiguous(), c.contiguous(), targets.contiguous()
     n, v = e.shape[0], c.shape[0]
     if n > 0:  # inside the op, where a synchronization does not break a compiled graph
@@ -138,11 +195,12 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
     loss = torch.empty((n,) if per_token else (), device=e.device, dtype=torch.float32)
     lse = torch.empty((n,), device=e.device, dtype=torch.float32)
     de = torch.empty_like(e) if with_grad else None
-    dc = torch.empty_like(c) if with_grad else None
+    dc = torch.empty_like(c) if with_grad and with_dc else None
     if n == 0:  # nothing to compute: the stages refuse N = 0
         loss.zero_()
-        if with_grad:
-            de.zero_(), dc.zero_()
+        for t in (de, dc):
+            if t is not None:
+                t.zero_()
         return loss, de, dc
     problem = _Problem(n, e.shape[1], v, _DTYPES[e.dtype], _REDUCTIONS[reduction], float(softcap),
                        int(ignore_index))
@@ -160,6 +218,8 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
         raise ValueError("cce_stages: " + error.value.decode())
     if status != 0:
         raise RuntimeError("cce_stages: " + error.value.decode())
+    if with_grad:
+        _backward_ran.add((e.device.index, stage, flags))
     return loss, de, dc
 
 
@@ -200,6 +260,31 @@ def _(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap):
     return torch.empty_like(e), torch.empty_like(c)
 
 
+# A frozen classifier: the same without dC (see the module's docstring).
+@torch.library.custom_op("cce_stages::loss_and_grad_e", mutates_args=())
+def _loss_and_grad_e(e: torch.Tensor, c: torch.Tensor, targets: torch.Tensor, stage: str, flags: str,
+                     reduction: str, ignore_index: int, softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    ones = torch.ones((), device=e.device, dtype=torch.float32)
+    loss, de, _ = _run(e, c, targets, ones, stage, flags, reduction, ignore_index, softcap, True, with_dc=False)
+    return loss, de
+
+
+@_loss_and_grad_e.register_fake
+def _(e, c, targets, stage, flags, reduction, ignore_index, softcap):
+    return e.new_empty((), dtype=torch.float32), torch.empty_like(e)
+
+
+@torch.library.custom_op("cce_stages::grad_e", mutates_args=())
+def _grad_e(e: torch.Tensor, c: torch.Tensor, targets: torch.Tensor, upstream: torch.Tensor, stage: str,
+            flags: str, reduction: str, ignore_index: int, softcap: float) -> torch.Tensor:
+    return _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap, True, with_dc=False)[1]
+
+
+@_grad_e.register_fake
+def _(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap):
+    return torch.empty_like(e)
+
+
 def _setup_loss_and_grad(ctx, inputs, output):
     _, de, dc = output
     ctx.save_for_backward(de, dc)
@@ -214,6 +299,18 @@ def _backward_loss_and_grad(ctx, g_loss, g_de, g_dc):
 _loss_and_grad.register_autograd(_backward_loss_and_grad, setup_context=_setup_loss_and_grad)
 
 
+def _setup_loss_and_grad_e(ctx, inputs, output):
+    ctx.save_for_backward(output[1])
+
+
+def _backward_loss_and_grad_e(ctx, g_loss, g_de):
+    (de,) = ctx.saved_tensors
+    return (de * g_loss.to(torch.float32)).to(de.dtype), None, None, None, None, None, None, None
+
+
+_loss_and_grad_e.register_autograd(_backward_loss_and_grad_e, setup_context=_setup_loss_and_grad_e)
+
+
 def _setup_loss(ctx, inputs, output):
     e, c, targets, stage, flags, reduction, ignore_index, softcap = inputs
     ctx.save_for_backward(e, c, targets)
@@ -222,6 +319,8 @@ def _setup_loss(ctx, inputs, output):
 
 def _backward_loss(ctx, g_loss):
     e, c, targets = ctx.saved_tensors
+    if not ctx.needs_input_grad[1]:  # a frozen classifier
+        return _grad_e(e, c, targets, g_loss.to(torch.float32), *ctx.settings), None, None, None, None, None, None, None
     de, dc = _grad(e, c, targets, g_loss.to(torch.float32), *ctx.settings)
     return de, dc, None, None, None, None, None, None
 
@@ -236,6 +335,8 @@ def linear_cross_entropy(e, c, targets, *, ignore_index=-100, reduction="mean", 
     cap = 0.0 if softcap is None else float(softcap)
     wants_grad = torch.is_grad_enabled() and (e.requires_grad or c.requires_grad)
     if wants_grad and reduction != "none":
+        if not c.requires_grad:  # a frozen classifier: no dC kept
+            return _loss_and_grad_e(e, c, targets, stage, flags, reduction, int(ignore_index), cap)[0]
         loss, _, _ = _loss_and_grad(e, c, targets, stage, flags, reduction, int(ignore_index), cap)
         return loss
     return _loss(e, c, targets, stage, flags, reduction, int(ignore_index), cap)

@@ -9,7 +9,13 @@ CASE is one of:
               loss, dE, dC against float64 autograd on the same (rounded) inputs
   tied        c tied to an embedding that the model also uses: its gradient adds up; a frozen c
               (requires_grad False) gives no c.grad; two forwards before their backwards
-  compile     torch.library.opcheck on the three ops, and a model compiled with fullgraph=True
+  frozen      every stage with a backward with c frozen (requires_grad False), reductions mean and none:
+              dE against float64 autograd, c.grad None; and no [V, D] gradient held between forward
+              and backward (memory_allocated after the forward, frozen against trainable c)
+  stats       last_stats(): stage 10's plan, kept fraction and eps consistent with each other and with
+              its flags (--plan dense, --keep-all); stages 07 to 09 report theirs; stage 01 and a stage
+              that has run no backward report None
+  compile     torch.library.opcheck on the five ops, and a model compiled with fullgraph=True
   memory      the stages' scratch comes from PyTorch's caching allocator (memory_allocated counts it)
   bad_input   a wrong shape, dtype, device, target out of range, stage name or flag: one clear
               Python exception each, never a crash
@@ -154,6 +160,91 @@ def case_tied():
            "two forwards before their backwards: each gradient its own")
 
 
+def case_frozen():
+    n, d, v = 77, 100, 1129
+    for name in cce_stages.stage_names(with_backward=True):
+        for dtype in (torch.float32, torch.bfloat16):
+            for reduction in ("mean", "none"):
+                e, c, t = inputs(n, d, v, dtype, seed=11)
+                upstream = torch.rand(n if reduction == "none" else (), device="cuda") + 0.5
+                ee = e.clone().requires_grad_(True)
+                frozen = c.clone()
+                try:
+                    loss = cce_stages.linear_cross_entropy(ee, frozen, t, reduction=reduction, stage=name,
+                                                          flags=EXACT_FLAGS.get(name, ""))
+                    (loss * upstream).sum().backward()
+                except Exception as exc:  # noqa: BLE001 - report and go on
+                    expect(False, "%s %s frozen c: %s: %s" % (name, reduction, type(exc).__name__, exc))
+                    continue
+                _, ref_de, _ = reference(e, c, t, upstream, reduction, -100, None)
+                err = rel_l2(ee.grad, ref_de)
+                expect(frozen.grad is None and err <= TOLERANCE[dtype][1],
+                       "%s %s %s frozen c: no c.grad, dE (rel L2 %.2e)" % (name, str(dtype).split(".")[1], reduction,
+                                                                          err))
+    # What freezing saves: the [V, D] gradient that a trainable c's op keeps for autograd from the forward
+    # to the backward. The stage object is warmed up first, so that its scratch is there in both.
+    n, d, v = 512, 256, 32000
+    e, c, t = inputs(n, d, v, torch.bfloat16, seed=12)
+    held = {}
+    for what in ("warm-up", "frozen", "trainable"):
+        ee = e.clone().requires_grad_(True)
+        cc = c.clone().requires_grad_(what != "frozen")
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        loss = cce_stages.linear_cross_entropy(ee, cc, t)
+        torch.cuda.synchronize()
+        held[what] = torch.cuda.memory_allocated() - before
+        loss.backward()
+        del loss, ee, cc
+    dc_bytes = v * d * 2
+    expect(held["trainable"] - held["frozen"] >= dc_bytes,
+           "frozen c: %d bytes held after the forward against %d with a trainable c (dC is %d bytes)"
+           % (held["frozen"], held["trainable"], dc_bytes))
+
+
+def case_stats():
+    n, d, v = 77, 100, 1129
+    final = cce_stages.FINAL_STAGE
+    expect(cce_stages.last_stats(final, "--no-token-grouping") is None,
+           "last_stats of a stage object that has run no backward: None")
+
+    def run(name, flags, dtype=torch.bfloat16, reduction="mean"):
+        e, c, t = inputs(n, d, v, dtype, seed=13)
+        ee, cc = e.clone().requires_grad_(True), c.clone().requires_grad_(True)
+        loss = cce_stages.linear_cross_entropy(ee, cc, t, reduction=reduction, stage=name, flags=flags)
+        loss.sum().backward()
+        return cce_stages.last_stats(name, flags)
+
+    def consistent(st):
+        return (st is not None and st.units > 0 and 0 <= st.kept_units <= st.units
+                and abs(st.kept_fraction - st.kept_units / st.units) < 1e-12)
+
+    for reduction in ("mean", "none"):
+        st = run(final, "", reduction=reduction)
+        ok = consistent(st) and st.plan in ("sparse", "dense") and st.decided_kept_fraction is not None
+        if ok and st.plan == "sparse":
+            ok = st.decided_kept_fraction == st.kept_fraction and st.decided_kept_fraction <= 1.0 / 3.0
+        elif ok:
+            ok = st.kept_fraction == 1.0 and st.decided_kept_fraction > 1.0 / 3.0
+        # bf16: the automatic eps is one of 2^-8 .. 2^-16, chosen within the dropped-mass budget.
+        ok = ok and st.drop_eps_log2 in range(-16, -7) and st.dropped_mass is not None and 0 <= st.dropped_mass <= 1
+        expect(ok, "%s %s: last_stats %s" % (final, reduction, st))
+    st = run(final, "--plan dense")
+    expect(consistent(st) and st.plan == "dense" and st.kept_fraction == 1.0 and st.decided_kept_fraction is None,
+           "%s --plan dense: every pair, no decision: %s" % (final, st))
+    st = run(final, "--keep-all", dtype=torch.float32)
+    expect(consistent(st) and st.eps == 0.0 and st.drop_eps_log2 is None and st.dropped_mass is None
+           and st.kept_fraction == 1.0, "%s --keep-all: eps 0, every pair kept: %s" % (final, st))
+    st = run(final, "--plan sparse --drop-eps 0.0078125")
+    expect(consistent(st) and st.plan == "sparse" and st.drop_eps_log2 == -7 and st.dropped_mass is None,
+           "%s --plan sparse --drop-eps 2^-7: %s" % (final, st))
+    for name in ("07_filter_sort", "08_drop_before_recompute", "09_deterministic_products"):
+        st = run(name, "")
+        expect(consistent(st) and st.plan is None and st.decided_kept_fraction is None and st.eps > 0,
+               "%s: last_stats %s" % (name, st))
+    expect(run("01_materialized", "") is None, "01_materialized drops nothing: last_stats None")
+
+
 def case_compile():
     n, d, v = 77, 100, 1129
     e, c, t = inputs(n, d, v, torch.float32, seed=9)
@@ -161,7 +252,9 @@ def case_compile():
     ops = torch.ops.cce_stages
     for name, args in (("loss_and_grad", (e.clone().requires_grad_(True), c.clone().requires_grad_(True), t) + settings),
                        ("loss", (e.clone().requires_grad_(True), c.clone().requires_grad_(True), t) + settings),
-                       ("grad", (e, c, t, torch.ones((), device="cuda")) + settings)):
+                       ("grad", (e, c, t, torch.ones((), device="cuda")) + settings),
+                       ("loss_and_grad_e", (e.clone().requires_grad_(True), c, t) + settings),
+                       ("grad_e", (e, c, t, torch.ones((), device="cuda")) + settings)):
         try:
             torch.library.opcheck(getattr(ops, name).default, args)
             expect(True, "opcheck cce_stages::%s" % name)
@@ -231,7 +324,8 @@ def case_memory():
            % (logits, grown))
 
 
-CASES = {"stages": case_stages, "memory": case_memory, "tied": case_tied, "compile": case_compile, "bad_input": case_bad_input}
+CASES = {"stages": case_stages, "memory": case_memory, "tied": case_tied, "frozen": case_frozen, "stats": case_stats,
+         "compile": case_compile, "bad_input": case_bad_input}
 if sys.argv[2] not in CASES:
     print("unknown case %s (choose from %s)" % (sys.argv[2], ", ".join(CASES)))
     sys.exit(2)
