@@ -36,17 +36,20 @@ lm_data.py's heldout_mean_loss (the model's logits under bf16 autocast, PyTorch'
 logits) on lm_data.py's held-out windows (--eval-tokens tokens, the same rows for every run).
 
 Recorded per step: the training loss, loss_ms, step_ms, the learning rate, the gradient norm before clipping,
-and for the cce_stages runs the kept fraction of the backward and the eps it decided with: those are not yet
-exposed by the op, so they are null (context.kept_frac_and_eps says so: a TODO for the next session, filled in
-stage_statistics()).
+and for the cce_stages runs what the stage's backward decided (cce_stages.last_stats, read after the step so
+that stage 07's read of its GPU counter does not stall the step): kept_frac, the share of the (token block,
+vocabulary tile) pairs its decision keeps (stage 07: of its tiles), drop_eps_log2, the log2 of the eps it
+dropped below, and dense_plan, 1 where the final stage ran its dense plan (every pair by cuBLAS, chosen when
+more than a third would be kept), 0 for its sparse plan; null for the other runs.
 
 Output:
   --out JSON        (default docs/train_compare_<dataset>.json): context (GPU, versions, commit, arguments,
                     model, corpus, vocabulary), per-run series and the summary; rewritten at every evaluation
                     and after every run, so a run cut short leaves its partial series (status "running")
   --figure PNG      (default docs/figures/train_compare_<dataset>.png; '' for none): held-out loss against step
-                    for all runs, the held-out loss minus the torch runs' mean with the band, and loss_ms
-                    against step; drawn from the JSON by plot_figure(), which --plot-only JSON also uses
+                    for all runs, the held-out loss minus the torch runs' mean with the band, loss_ms against
+                    step, and kept_frac against step (the dense plan's steps marked); drawn from the JSON by
+                    plot_figure(), which --plot-only JSON also uses
   a summary table   final held-out loss per run, the torch seeds' spread, whether each other run is within the
                     band max(2 x spread, 0.01 nats) of the torch runs' mean, mean loss_ms and step_ms per run
 
@@ -128,7 +131,8 @@ DEFAULT_STEPS = {"lm32k": 1200, "lm128k": 250}
 BAND_FLOOR = 0.01           # nats: the band is max(2 x the torch seeds' spread, this)
 BAND_FACTOR = 2.0
 STATUSES = ("ok", "failed", "skipped", "running")
-SERIES_KEYS = ("step", "train_loss", "loss_ms", "step_ms", "lr", "grad_norm", "kept_frac", "drop_eps_log2")
+SERIES_KEYS = ("step", "train_loss", "loss_ms", "step_ms", "lr", "grad_norm", "kept_frac", "drop_eps_log2",
+               "dense_plan")
 EVAL_KEYS = ("step", "heldout_loss")
 # Settings that define the experiment: two files can be merged only when all of them agree.
 SETTING_KEYS = ("dataset", "steps", "batch", "seq", "lr", "warmup", "layers", "width", "heads", "vocab_asked",
@@ -140,10 +144,12 @@ SETTING_KEYS = ("dataset", "steps", "batch", "seq", "lr", "warmup", "layers", "w
 MEASURED_STEP_SECONDS = {"lm32k": 104.1 / 3000, "lm128k": 124.1 / 800}
 KIND_STEP_FACTOR = {"torch": 1.0, "final": 1.0, "final_no_correction": 1.0, "stage07": 1.6, "cce": 1.0}
 KIND_FIRST_CALL_SECONDS = {"cce": 30.0}  # Triton compilation and autotuning of cut_cross_entropy
-KEPT_FRAC_TODO = ("TODO: the kept fraction of the backward and the eps the stage decided with are not exposed by "
-                  "python/cce_stages yet (the stage's stats() is not in the C interface), so series.kept_frac and "
-                  "series.drop_eps_log2 are null for every run; fill them in stage_statistics() once the op "
-                  "returns them")
+KEPT_FRAC_AND_EPS = ("cce_stages.last_stats(stage, flags) after each step of the cce_stages runs: kept_frac is "
+                     "the share of (token block, vocabulary tile) pairs the backward's decision keeps (stage 10: "
+                     "decided_kept_fraction, also under its dense plan, which then recomputes every pair; stages "
+                     "07 to 09: kept_fraction, stage 07's of its tiles), drop_eps_log2 the log2 of the eps it "
+                     "dropped below (null: nothing dropped), dense_plan 1 where stage 10 ran its dense plan, 0 its "
+                     "sparse one (null for the other stages); all null for the torch and cce runs")
 
 
 # ---------------------------------------------------------------------------
@@ -587,7 +593,8 @@ SEED_STYLES = ("-", "--", ":", "-.")
 
 def plot_figure(doc, path):
     """Draws the document's figure into path (PNG): held-out loss against step for all runs; the held-out loss
-    minus the torch runs' mean at the same step, with the band of the summary; loss_ms against step."""
+    minus the torch runs' mean at the same step, with the band of the summary; loss_ms against step; kept_frac
+    against step for the cce_stages runs, the steps of the dense plan marked."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -595,8 +602,8 @@ def plot_figure(doc, path):
     summary = summarize(doc)
     s = doc["context"]["settings"]
     runs = [r for r in doc["runs"] if r["status"] != "skipped"]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
-    ax_loss, ax_delta, ax_time = axes
+    fig, axes = plt.subplots(2, 2, figsize=(14, 9.5))
+    (ax_loss, ax_delta), (ax_time, ax_kept) = axes
 
     torch_evals = [dict(zip(r["eval"]["step"], r["eval"]["heldout_loss"])) for r in runs
                    if r["kind"] == "torch" and r["status"] == "ok"]
@@ -616,6 +623,14 @@ def plot_figure(doc, path):
         tpts = [(k, v) for k, v in zip(r["series"]["step"], r["series"]["loss_ms"]) if v is not None]
         if tpts:
             ax_time.plot([p[0] for p in tpts], [p[1] for p in tpts], linewidth=0.8, **style)
+        kpts = [(k, v, d) for k, v, d in zip(r["series"]["step"], r["series"]["kept_frac"],
+                                             r["series"].get("dense_plan", [None] * len(r["series"]["step"])))
+                if v is not None]
+        if kpts:
+            ax_kept.plot([p[0] for p in kpts], [p[1] for p in kpts], linewidth=0.8, **style)
+            dense = [p for p in kpts if p[2] == 1]
+            if dense:
+                ax_kept.scatter([p[0] for p in dense], [p[1] for p in dense], s=6, color=style["color"], marker="x")
     ax_loss.set_title("held-out loss (%s, %d tokens)" % (s["dataset"], s["eval_tokens"]))
     ax_loss.set_xlabel("step")
     ax_loss.set_ylabel("nats per token")
@@ -641,6 +656,13 @@ def plot_figure(doc, path):
         ax_time.set_ylim(0, 1.3 * max(settled))
     else:
         ax_time.set_ylim(bottom=0)
+    ax_kept.set_title("kept fraction of the backward's (token block, tile) pairs (x: dense plan ran)")
+    ax_kept.set_xlabel("step")
+    ax_kept.set_ylabel("share of pairs")
+    ax_kept.axhline(1.0 / 3.0, color="gray", linewidth=0.6, linestyle=":")
+    ax_kept.set_ylim(0, 1.02)
+    if ax_kept.get_legend_handles_labels()[0]:
+        ax_kept.legend(fontsize=7)
     ctx = doc["context"]
     fig.suptitle("train_compare %s: %d steps, %s, commit %s" % (s["dataset"], s["steps"], ctx.get("gpu") or "?",
                                                                 ctx.get("commit") or "?"), fontsize=10)
@@ -692,9 +714,17 @@ def plot_only(args):
 
 
 def stage_statistics(kind, cce_stages):
-    """(kept fraction, log2 eps) of the last call of the run's stage, or (None, None): the op does not expose
-    them yet (KEPT_FRAC_TODO)."""
-    return None, None
+    """(kept_frac, drop_eps_log2, dense_plan) of the last backward of the run's stage (KEPT_FRAC_AND_EPS), or
+    Nones for a run that does not go through cce_stages."""
+    spec = RUN_KINDS[kind]
+    if spec["needs"] != "cce_stages" or cce_stages is None:
+        return None, None, None
+    st = cce_stages.last_stats(spec["stage"] or cce_stages.FINAL_STAGE, spec["flags"])
+    if st is None:
+        return None, None, None
+    kept = st.decided_kept_fraction if st.decided_kept_fraction is not None else st.kept_fraction
+    dense = None if st.plan is None else int(st.plan == "dense")
+    return (None if kept is None else round(kept, 6)), st.drop_eps_log2, dense
 
 
 def loss_functions(torch, kinds, cce_stages, cce_lce):
@@ -798,7 +828,7 @@ class Trainer:
             torch.cuda.reset_peak_memory_stats()
         model, opt = self.build(run["seed"])
         series, ev = run["series"], run["eval"]
-        pending = []  # (step, loss, grad norm, lr, kept, eps, stamps) not yet read back
+        pending = []  # (step, loss, grad norm, lr, (kept, eps, dense), stamps) not yet read back
 
         def flush():
             if not pending:
@@ -807,7 +837,7 @@ class Trainer:
                 torch.cuda.synchronize()
             losses = torch.stack([p[1] for p in pending]).float().cpu().tolist()
             norms = torch.stack([p[2] for p in pending]).float().cpu().tolist()
-            for (step, _, _, lr, kept, eps, st), loss, norm in zip(pending, losses, norms):
+            for (step, _, _, lr, (kept, eps, dense), st), loss, norm in zip(pending, losses, norms):
                 series["step"].append(step)
                 series["train_loss"].append(round(loss, 6) if math.isfinite(loss) else loss)
                 series["loss_ms"].append(round(self.elapsed_ms(st[1], st[2]), 4))
@@ -816,6 +846,7 @@ class Trainer:
                 series["grad_norm"].append(round(norm, 6) if math.isfinite(norm) else norm)
                 series["kept_frac"].append(kept)
                 series["drop_eps_log2"].append(eps)
+                series["dense_plan"].append(dense)
             pending.clear()
             run["steps_done"] = series["step"][-1]
             bad = [s for s, v in zip(series["step"], series["train_loss"]) if not math.isfinite(v)]
@@ -857,12 +888,12 @@ class Trainer:
                 loss = loss_fn(hl, cl, y)
                 loss.backward()
                 t2 = self.stamp()
-                kept, eps = stage_statistics(run["kind"], cce_stages)
                 torch.autograd.backward([hb, cb], [hl.grad, cl.grad])
                 norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
                 t3 = self.stamp()
-                pending.append((step + 1, loss.detach(), norm.detach(), lr, kept, eps, (t0, t1, t2, t3)))
+                stats = stage_statistics(run["kind"], cce_stages)  # after t3: stage 07's read waits for the GPU
+                pending.append((step + 1, loss.detach(), norm.detach(), lr, stats, (t0, t1, t2, t3)))
                 del h, hb, cb, hl, cl, loss
                 if step + 1 in evals:
                     evaluate(step + 1)
@@ -1008,7 +1039,7 @@ def main(argv=None):
                   "inside a step; the summary's means leave out the first timing_skip steps",
         "heldout": "lm_data.heldout_mean_loss (bf16 autocast logits, PyTorch's cross-entropy on float logits) on "
                    "lm_data.py's held-out windows, for every run, at the steps of eval_steps",
-        "kept_frac_and_eps": KEPT_FRAC_TODO,
+        "kept_frac_and_eps": KEPT_FRAC_AND_EPS,
         "determinism": ["torch.use_deterministic_algorithms(True, warn_only=True)",
                         "CUBLAS_WORKSPACE_CONFIG=%s" % os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
                         "torch.backends.cudnn.benchmark = False"],

@@ -23,6 +23,7 @@ reported as skipped with the reason (python3 tests/bench/test_train_compare.py -
     python3 tests/bench/test_train_compare.py
 """
 
+import collections
 import copy
 import io
 import json
@@ -96,8 +97,9 @@ def fake_run(kind, k, final_loss, status="ok", steps=20, loss_ms=5.0, step_ms=15
         s["step_ms"].append(100.0 if i <= 2 else step_ms)
         s["lr"].append(3e-4)
         s["grad_norm"].append(1.0)
-        s["kept_frac"].append(None)
-        s["drop_eps_log2"].append(None)
+        s["kept_frac"].append(None if kind == "torch" else 0.5 - 0.01 * i)
+        s["drop_eps_log2"].append(None if kind == "torch" else -10.0)
+        s["dense_plan"].append(None if kind == "torch" else int(i < 5))
     points = [0, 10, 20] if status == "ok" else [0, 10]
     run["eval"]["step"] = points
     run["eval"]["heldout_loss"] = [12.24, final_loss + 1.0, final_loss][:len(points)]
@@ -138,7 +140,7 @@ class CommandLine(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         for text in ("--runs torch:1,final:1", "the seven runs", "--plot-only",
                      "--merge", "--no-correction", "07_filter_sort", "max(2 x spread, 0.01 nats)", "PASS",
-                     "exit status", "--cce-python", "kept fraction"):
+                     "exit status", "--cce-python", "kept_frac", "dense_plan", "last_stats"):
             self.assertIn(text, proc.stdout)
 
     def test_bad_values_are_one_line_and_exit_2(self):
@@ -456,8 +458,29 @@ class Document(unittest.TestCase):
         self.assertEqual(set(run["eval"]), set(tc.EVAL_KEYS))
         self.assertEqual((run["id"], run["status"], run["steps_planned"]), ("final_no_correction:1", "running", 250))
         self.assertIn("--no-correction", run["loss_function"])
-        self.assertIn("kept_frac", tc.SERIES_KEYS)
-        self.assertIn("TODO", tc.KEPT_FRAC_TODO)
+        self.assertTrue({"kept_frac", "drop_eps_log2", "dense_plan"} <= set(tc.SERIES_KEYS))
+
+    def test_stage_statistics_from_last_stats(self):
+        # cce_stages.BackwardStats's fields, without torch: the run's stage and flags are asked for, stage 10's
+        # decided share is the kept fraction (also under its dense plan), the others' own kept fraction.
+        stats = collections.namedtuple("BackwardStats", "plan kept_fraction decided_kept_fraction eps drop_eps_log2 "
+                                                        "dropped_mass units kept_units")
+
+        class FakeOp:
+            FINAL_STAGE = "10_plan_per_batch"
+            asked = []
+
+            def last_stats(self, stage, flags):
+                self.asked.append((stage, flags))
+                return {"10_plan_per_batch": stats("dense", 1.0, 0.4, 2 ** -10, -10.0, 0.01, 100, 100),
+                        "07_filter_sort": stats(None, 0.25, None, 2 ** -12, -12.0, None, 8, 2)}.get(stage)
+
+        op = FakeOp()
+        self.assertEqual(tc.stage_statistics("final_no_correction", op), (0.4, -10.0, 1))
+        self.assertEqual(tc.stage_statistics("stage07", op), (0.25, -12.0, None))
+        self.assertEqual(tc.stage_statistics("torch", op), (None, None, None))
+        self.assertEqual(tc.stage_statistics("cce", op), (None, None, None))
+        self.assertEqual(op.asked, [("10_plan_per_batch", "--no-correction"), ("07_filter_sort", "")])
 
     def test_malformed_documents_are_refused(self):
         def broken(change):
