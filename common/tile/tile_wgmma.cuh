@@ -55,6 +55,10 @@ struct TileProductWgmma {
   __device__ __forceinline__ static int col_of(int c) { return (c / 2) * 8 + (threadIdx.x % 4) * 2 + (c % 2); }
   __device__ __forceinline__ float& z(int r, int c) { return d[(c / 2) * 4 + r * 2 + (c % 2)]; }
   __device__ __forceinline__ static int sharer_index() { return threadIdx.x % 4; }
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+  }
 
   template <bool kAligned, class OnTile>
   __device__ void for_each_tile(const __nv_bfloat16* __restrict__ a, int64_t rows_a, int64_t row0,

@@ -31,6 +31,17 @@ __device__ __forceinline__ uint64_t wgmma_descriptor(uint32_t shared_address) {
          (uint64_t{1} << 62);
 }
 
+// An MN-major operand (M or N contiguous: rows of C or E [k][d] read as the
+// B of a product over k, or S [token][vocab] read as Sᵀ): each 64-wide piece
+// of M or N is [k rows][128 bytes] in the same 128-byte swizzle, `piece_bytes`
+// apart (the leading byte offset); groups of 8 k-rows are 1024 bytes apart
+// (the stride byte offset). Stepping 16 rows of k is +2048 bytes, +128 on the
+// descriptor. Such operands take the transpose immediate (tnspA / tnspB = 1).
+__device__ __forceinline__ uint64_t wgmma_descriptor_mn(uint32_t shared_address, uint32_t piece_bytes) {
+  return static_cast<uint64_t>((shared_address & 0x3FFFF) >> 4) | (static_cast<uint64_t>(piece_bytes >> 4) << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
 // Before the first wgmma, and whenever other instructions wrote the accumulators.
 __device__ __forceinline__ void wgmma_arrive() {
 #if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -70,13 +81,15 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[kCount]) {
 
 // d (+)= A·Bᵀ for one 64×N×16 step (N = 128: 64 accumulators per thread;
 // N = 256: 128); scale_d = 0 overwrites d instead of adding to it.
+// kTransposeA, kTransposeB: the operand is MN-major (wgmma_descriptor_mn).
+template <int kTransposeA = 0, int kTransposeB = 0>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
 #if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" CCE_WGMMA_REGS_0_63 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" CCE_WGMMA_REGS_0_63 "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
       : CCE_WGMMA_D64(0)
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransposeA), "n"(kTransposeB));
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)scale_d;
 #endif

@@ -12,10 +12,11 @@
 //       A short list is one part; a long one (grouped tokens) several, which
 //       add in part order by turns. Chunks run in order, so every element of
 //       dE_acc sees the same sequence of adds.
-// bf16: mma.sync on 128×128 output tiles, the k-loop over kept tiles in
-// steps of 64 with three cp.async stages, two blocks per SM, each step's
-// indices found a step ahead; the dE blocks run on a side stream of the
-// highest priority beside dC's.
+// bf16: 128×128 output tiles, the k-loop over kept tiles in steps of 64
+// with cp.async stages, two blocks per SM, each step's indices found a step
+// ahead; the products on wgmma on Hopper (the tile engine's block-level path,
+// D % 8 == 0), on mma.sync elsewhere. The dE blocks run on a side stream of
+// the highest priority beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
 #include <limits>
@@ -24,6 +25,9 @@
 #include "common/check.h"
 #include "common/device_math.cuh"
 #include "common/tile/mma_sync.cuh"
+#include "common/tile/tile_path.h"
+#include "common/tile/tile_wgmma.cuh"
+#include "common/tile/wgmma.cuh"
 #include "stages/09_deterministic_products/deterministic_products.h"
 #include "stages/09_deterministic_products/slot_space.cuh"
 
@@ -239,16 +243,151 @@ __device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned cha
   }
 }
 
-template <bool kAligned>
-__global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e,
-                                                           __nv_bfloat16* __restrict__ dc) {
+// ------------------------------------------------------------ bf16, Hopper
+// The same k-loop on wgmma (sm_90a, D % 8 == 0): each warpgroup multiplies
+// its 64 rows of the 128×128 output by the step's operands straight from
+// shared memory, 4 wgmma m64n128k16 per step, the accumulators laid out as
+// the block-level tile product's (TileProductWgmma). The operands are written
+// by cp.async into the 128-byte swizzle (wgmma.cuh):
+//   A, dE: the S half [128 tokens][64 vocab], K-major, a warpgroup's 64 rows 8 KB apart;
+//   A, dC: the S rows [64 tokens][128 vocab] read as Sᵀ, MN-major, two 64-vocabulary pieces 8 KB apart;
+//   B:     the step's 64 rows of C or E × 128 columns of D, MN-major, two 64-column pieces 8 KB apart.
+// kWgmmaAhead steps are loaded ahead and one step's wgmmas stay in flight
+// while the next step's copies are issued, so a stage is refilled two steps
+// after its wgmmas were issued (kWgmmaAhead ≤ kWgmmaStages − 2); the second
+// block on the SM hides what the one step ahead does not.
+constexpr int kWgmmaStages = 3, kWgmmaAhead = 1;  // 97 KB: two blocks per SM (one with 4 stages: 1.2x slower)
+constexpr uint32_t kWgmmaPiece = kStep * 128;  // [64 k rows][128 bytes]: 8 KB
+constexpr uint32_t kWgmmaOperandBytes = 2 * kWgmmaPiece;
+constexpr uint32_t kWgmmaStageBytes = 2 * kWgmmaOperandBytes;
+constexpr size_t kWgmmaShared = kWgmmaStages * kWgmmaStageBytes + 1024;  // +1024: the swizzle's alignment
+constexpr int kWgmmaBlocksPerSm = kWgmmaShared <= 113 * 1024 ? 2 : 1;
+static_assert(kWgmmaAhead <= kWgmmaStages - 2, "a stage is refilled only after its wgmmas are done");
+
+// Byte offset of 16-byte chunk `chunk` (0..15, 8 bf16 each) of k-row `k` in an MN-major operand.
+__device__ __forceinline__ uint32_t mn_major_offset(int k, int chunk) {
+  return (chunk / 8) * kWgmmaPiece + k * 128 + (((chunk % 8) ^ (k % 8)) * 16);
+}
+
+// The step's half of an S tile ([128 tokens][128 vocab] in memory).
+template <bool kTransposeS>
+__device__ __forceinline__ void load_s_half_swizzled(const __nv_bfloat16* __restrict__ s, int step, uint32_t dst) {
+#pragma unroll
+  for (int j = 0; j < kTile * 8 / 256; ++j) {
+    const int i = threadIdx.x + j * 256;
+    if constexpr (kTransposeS) {  // token rows 64·step.., every vocabulary column
+      const int k = i / 16, chunk = i % 16;
+      cp_async_16(dst + mn_major_offset(k, chunk), s + (step * kStep + k) * kTile + chunk * 8, true);
+    } else {  // every token row, vocabulary columns 64·step..
+      const int r = i / 8, chunk = i % 8;
+      cp_async_16(dst + r * 128 + ((chunk ^ (r % 8)) * 16), s + r * kTile + step * kStep + chunk * 8, true);
+    }
+  }
+}
+
+// The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128), MN-major.
+__device__ __forceinline__ void load_rows_swizzled(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
+                                                   const StepSource& source, uint32_t dst) {
+#pragma unroll
+  for (int j = 0; j < kRowsPerThread; ++j) {
+    const int k = step_row(j), chunk = threadIdx.x % (kTile / 8);
+    const int64_t row = source.rows[j], col = d0 + chunk * 8;
+    const bool valid = row >= 0 && col < d;  // d % 8 == 0: a chunk is all in or all out
+    cp_async_16(dst + mn_major_offset(k, chunk), valid ? src + row * d + col : src, valid);
+  }
+}
+
+// acc += A · B over one k-step of 64 in the stage at `stage` (A, then B).
+template <bool kTransposeS>
+__device__ __forceinline__ void wgmma_step(TileProductWgmma& acc, uint32_t stage) {
+  const uint32_t warpgroup = threadIdx.x / 128;
+  const uint64_t desc_b = wgmma_descriptor_mn(stage + kWgmmaOperandBytes, kWgmmaPiece);
+  wgmma_arrive();
+  if constexpr (kTransposeS) {
+    const uint64_t desc_a = wgmma_descriptor_mn(stage + warpgroup * kWgmmaPiece, kWgmmaPiece);
+#pragma unroll
+    for (int ks = 0; ks < kStep / 16; ++ks) wgmma_m64n128k16<1, 1>(acc.d, desc_a + 128 * ks, desc_b + 128 * ks, 1);
+  } else {
+    const uint64_t desc_a = wgmma_descriptor(stage + warpgroup * kWgmmaPiece);
+#pragma unroll
+    for (int ks = 0; ks < kStep / 16; ++ks) wgmma_m64n128k16<0, 1>(acc.d, desc_a + 2 * ks, desc_b + 128 * ks, 1);
+  }
+  wgmma_commit();
+}
+
+// run_items on wgmma: the same items, sources and order of adds per element.
+template <bool kTransposeS, class Next, class Source>
+__device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned char* shared, Next&& next,
+                                                Source&& source, int first, const __nv_bfloat16* __restrict__ other,
+                                                int64_t d, int64_t d0) {
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  auto stage_at = [&](int stage) { return base + stage * kWgmmaStageBytes; };
+  unsigned loaded = 0;
+  int fetch = first, fetch_step = 0;
+  StepSource ahead{};
+  if (fetch >= 0) ahead = source(fetch, 0);
+  auto issue = [&](int stage) {
+    loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
+    if (fetch >= 0) {
+      load_s_half_swizzled<kTransposeS>(ahead.s, ahead.step, stage_at(stage));
+      load_rows_swizzled(other, d, d0, ahead, stage_at(stage) + kWgmmaOperandBytes);
+      if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
+      if (fetch >= 0) ahead = source(fetch, fetch_step);
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int stage = 0; stage < kWgmmaAhead; ++stage) issue(stage);
+  for (int stage = 0, load_stage = kWgmmaAhead;; stage = (stage + 1) % kWgmmaStages,
+           load_stage = (load_stage + 1) % kWgmmaStages) {
+    cp_async_wait<kWgmmaAhead - 1>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::);  // cp.async wrote it; wgmma reads through the async proxy
+    // This stage's data is in, and every warpgroup's wgmmas of two steps ago
+    // (load_stage's last reader) are done: each waited for them below.
+    __syncthreads();
+    if ((loaded & (1u << stage)) == 0) break;
+    issue(load_stage);
+    wgmma_step<kTransposeS>(acc, stage_at(stage));
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+  wgmma_fence_operands(acc.d);
+}
+
+// The products' accumulators and k-loop on each path: mma.sync (any GPU from
+// sm_80, any D) or wgmma (Hopper, D % 8 == 0).
+template <bool kWgmma>
+using Accumulators = std::conditional_t<kWgmma, TileProductWgmma, ProductAccumulators>;
+template <bool kWgmma, bool kTransposeS, bool kAligned, class Next, class Source>
+__device__ __forceinline__ void run_products(Accumulators<kWgmma>& acc, unsigned char* shared, Next&& next,
+                                             Source&& source, int first, const __nv_bfloat16* __restrict__ other,
+                                             int64_t d, int64_t d0) {
+  if constexpr (kWgmma) {
+    static_assert(kAligned, "the wgmma path loads 16-byte chunks");
+#if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    run_items_wgmma<kTransposeS>(acc, shared, next, source, first, other, d, d0);
+#else
+    __trap();  // built without sm_90a: the host never launches this path
+#endif
+  } else {
+    run_items<kTransposeS, kAligned>(acc, shared, next, source, first, other, d, d0);
+  }
+}
+constexpr size_t product_shared_bytes(bool wgmma) { return wgmma ? kWgmmaShared : kProductShared; }
+constexpr int product_blocks_per_sm(bool wgmma) { return wgmma ? kWgmmaBlocksPerSm : 2; }
+
+template <bool kWgmma, bool kAligned>
+__global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
+    dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e, __nv_bfloat16* __restrict__ dc) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.y];
   const int64_t d0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int begin = args.offsets[tile], end = args.offsets[tile + 1];
-  ProductAccumulators acc;
+  using Acc = Accumulators<kWgmma>;
+  Acc acc;
   acc.zero();
-  run_items<true, kAligned>(
+  run_products<kWgmma, true, kAligned>(
       acc, shared, [&](int slot) { return slot < end ? slot : -1; },
       [&](int slot, int step) {
         StepSource source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
@@ -259,7 +398,6 @@ __global__ void __launch_bounds__(256, 2) dc_products_bf16(ProductArgs args, con
         return source;
       },
       begin < end ? begin : -1, e, args.d, d0);
-  using Acc = ProductAccumulators;
 #pragma unroll
   for (int r = 0; r < Acc::kRows; ++r) {
     const int64_t pos = tile * kTile + Acc::row_of(r);
@@ -317,9 +455,10 @@ __device__ __forceinline__ void pass_turn(int* turn, int part) {
   if (threadIdx.x == 0) atomicExch(turn, part + 1);
 }
 
-template <bool kAligned>
-__global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c,
-                                                           float* __restrict__ de_acc, int64_t d_tiles) {
+template <bool kWgmma, bool kAligned>
+__global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
+    de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c, float* __restrict__ de_acc,
+                     int64_t d_tiles) {
   extern __shared__ __align__(16) unsigned char shared[];
   const DePart work = draw_de_part(args, d_tiles);
   const int64_t block = work.part.x, d0 = work.column_tile * kTile;
@@ -327,9 +466,10 @@ __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, con
   // Items: positions in the token block's list of kept tiles that fall in this chunk.
   const int* list = args.block_lists + block * (args.tiles + 1);
   const int2 range = make_int2(work.part.z, work.part.w);
-  ProductAccumulators acc;
+  using Acc = Accumulators<kWgmma>;
+  Acc acc;
   acc.zero();
-  run_items<false, kAligned>(
+  run_products<kWgmma, false, kAligned>(
       acc, shared, [&](int item) { return item < range.y ? item : -1; },
       [&](int item, int step) {
         const int tile = list[1 + item];
@@ -341,7 +481,6 @@ __global__ void __launch_bounds__(256, 2) de_products_bf16(ProductArgs args, con
         return source;
       },
       range.x, c, args.d, d0);
-  using Acc = ProductAccumulators;
   wait_turn(work.turn, work.part.y);
 #pragma unroll
   for (int r = 0; r < Acc::kRows; ++r) {
@@ -592,27 +731,28 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   CCE_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   CCE_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   if (p.dtype == Dtype::kBFloat16) {
-    auto launch = [&](auto aligned) {
-      constexpr bool kAligned = decltype(aligned)::value;
-      auto dc_kernel = dc_products_bf16<kAligned>;
-      auto de_kernel = de_products_bf16<kAligned>;
-      CCE_CUDA_CHECK(cudaFuncSetAttribute(dc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kProductShared)));
-      CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kProductShared)));
+    auto launch = [&](auto wgmma, auto aligned) {
+      constexpr bool kWgmma = decltype(wgmma)::value, kAligned = decltype(aligned)::value;
+      auto dc_kernel = dc_products_bf16<kWgmma, kAligned>;
+      auto de_kernel = de_products_bf16<kWgmma, kAligned>;
+      constexpr size_t kShared = product_shared_bytes(kWgmma);
+      CCE_CUDA_CHECK(cudaFuncSetAttribute(dc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
+      CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
       if (de_blocks > 0) {
-        de_kernel<<<de_blocks, 256, kProductShared, side.stream>>>(
-            args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()), de_acc, static_cast<int64_t>(d_tiles));
+        de_kernel<<<de_blocks, 256, kShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
+                                                             de_acc, static_cast<int64_t>(d_tiles));
         CCE_CHECK_LAUNCH();
       }
       if (kept_tiles > 0) {
-        dc_kernel<<<dc_grid, 256, kProductShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
-                                                            static_cast<__nv_bfloat16*>(dc));
+        dc_kernel<<<dc_grid, 256, kShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
+                                                     static_cast<__nv_bfloat16*>(dc));
         CCE_CHECK_LAUNCH();
       }
     };
-    if (p.d % 8 == 0) launch(std::true_type{});
-    else launch(std::false_type{});
+    // The block-level path of the tile engine says which products run here.
+    if (choose_block_path(p) == TilePath::kWgmma) launch(std::true_type{}, std::true_type{});
+    else if (p.d % 8 == 0) launch(std::false_type{}, std::true_type{});
+    else launch(std::false_type{}, std::false_type{});
     dc_unkept_rows<__nv_bfloat16><<<unkept_grid, 256, 0, stream>>>(
         args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
     CCE_CHECK_LAUNCH();

@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -735,6 +736,34 @@ void check_every_token_with_the_same_target(Which which) {
 TEST(DropBeforeRecompute, EveryTokenWithTheSameTarget) { check_every_token_with_the_same_target(Which::kStage08); }
 TEST(DeterministicProducts, EveryTokenWithTheSameTarget) { check_every_token_with_the_same_target(Which::kStage09); }
 TEST(PlanPerBatch, EveryTokenWithTheSameTarget) { check_every_token_with_the_same_target(Which::kStage10); }
+
+// The kept-tile products run on wgmma on a Hopper GPU (sm_90a build, D % 8 ==
+// 0) and on mma.sync elsewhere; CCE_TILE_PATH=mma_sync asks for the latter
+// here. Both pass the reference check, each bitwise repeatable, at a shape
+// with a partial token block, a partial vocabulary tile and a column tile of
+// D holding 8 columns (D = 136).
+TEST(DeterministicProducts, BothProductPathsMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  Problem p = bf16_problem(600, 136, 16411);
+  p.softcap = 30.0f;
+  p.reduction = Reduction::kNone;
+  GeneratorOptions gen;
+  gen.seed = 21;
+  gen.ignore_fraction = 0.1;
+  HostInputs in = generate_inputs(p, gen);
+  spread_some_targets(p, in, 10);
+  const std::vector<float> upstream = default_upstream(p, 5);
+  for (const char* path : {"", "mma_sync"}) {  // "": the fastest path here
+    ASSERT_EQ(setenv("CCE_TILE_PATH", path, 1), 0);
+    const DropRun run = run_drop(Which::kStage09, p, in, upstream, {});
+    const DropRun again = run_drop(Which::kStage09, p, in, upstream, {});
+    EXPECT_LT(run.stats.kept_tiles, run.stats.tiles) << "nothing dropped";
+    expect_reference_check(p, in, run, upstream, *path ? path : "fastest path");
+    EXPECT_TRUE(run.out.de == again.out.de) << path << ": dE differs between two runs";
+    EXPECT_TRUE(run.out.dc == again.out.dc) << path << ": dC differs between two runs";
+  }
+  unsetenv("CCE_TILE_PATH");
+}
 
 
 // ---- Stage 10's plan: sparse or dense ----
