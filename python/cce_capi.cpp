@@ -22,6 +22,14 @@
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
+namespace cce {
+// capi_kernels.cu. Throws InputError naming the first target neither
+// ignore_index nor in [0, v) (the stream synchronized).
+void check_targets(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, cudaStream_t stream);
+// x [count] in dtype *= *g (on the device), skipped on the device when *g is 1.
+void scale_in_place(void* x, int64_t count, Dtype dtype, const float* g, cudaStream_t stream);
+}  // namespace cce
+
 namespace {
 
 using namespace cce;
@@ -116,7 +124,8 @@ void cce_detach_allocator() { AllocationTracker::detach_source(); }
 
 // Loss and LSE; with de, then the gradient for this upstream gradient ([1]
 // for mean and sum, [N] for none), the forward told that a backward follows.
-// Every pointer is the caller's device memory, used in place. dc NULL: the
+// Every pointer is the caller's device memory, used in place. A target that
+// is neither ignore_index nor in [0, V) is bad input (status 2). dc NULL: the
 // caller wants no dC (a frozen classifier). The stages' backwards write dC
 // as they go (stage 09's products make dE and dC from the same recomputed
 // tiles, stage 10's dense plan per slab), so it goes to a buffer from the
@@ -140,8 +149,11 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
     if (dc != nullptr && de == nullptr) throw InputError("dC without dE: pass dE too");
     if (backward && upstream == nullptr) throw InputError("a gradient needs the upstream gradient");
     if (backward && !stage.has_backward()) throw InputError("stage " + stage.name() + " has no backward");
-    const DeviceInputs in = DeviceInputs::borrow(p, e, c, targets);
     const auto s = static_cast<cudaStream_t>(stream);
+    // Last before the stage runs: the synchronization it needs leaves the GPU
+    // idle only from here on, not through the caller's preparations.
+    check_targets(targets, p.n, p.v, p.ignore_index, s);
+    const DeviceInputs in = DeviceInputs::borrow(p, e, c, targets);
     DeviceBuffer<uint8_t> unwanted_dc;
     if (backward && dc == nullptr) {
       unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());
@@ -150,6 +162,16 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
     stage.expect_backward(backward);
     stage.forward(in, loss, lse, s);
     if (backward) stage.backward(in, lse, upstream, de, dc, s);
+  });
+}
+
+// x [count] (dtype 0 fp32, 1 bf16) *= g, g one float on the device: the op's
+// backward scales the gradient made for an upstream gradient of 1 by autograd's,
+// in place, with no pass over x when g is 1.
+int cce_scale(void* x, int64_t count, int32_t dtype, const float* g, void* stream, char* error, int error_len) {
+  return guarded(error, error_len, [&] {
+    if (dtype != 0 && dtype != 1) throw InputError("dtype must be 0 (fp32) or 1 (bf16)");
+    scale_in_place(x, count, dtype == 1 ? Dtype::kBFloat16 : Dtype::kFloat32, g, static_cast<cudaStream_t>(stream));
   });
 }
 

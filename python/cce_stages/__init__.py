@@ -86,6 +86,7 @@ def _load_library():
     lib.cce_run.argtypes = [p, ctypes.POINTER(_Problem), p, p, p, p, p, p, p, p, p, ctypes.c_char_p, ctypes.c_int]
     lib.cce_set_allocator.argtypes = [_ALLOCATE, _RELEASE, ctypes.c_char_p, ctypes.c_int]
     lib.cce_last_stats.argtypes = [p, p, ctypes.POINTER(_Stats), ctypes.c_char_p, ctypes.c_int]
+    lib.cce_scale.argtypes = [p, ctypes.c_int64, ctypes.c_int32, p, p, ctypes.c_char_p, ctypes.c_int]
     return lib
 
 
@@ -182,15 +183,21 @@ def _check(e, c, targets, reduction):
         raise ValueError("cce_stages: reduction must be mean, sum or none, not %r" % (reduction,))
 
 
+def _raise(status):
+    if status == 2:
+        raise ValueError("cce_stages: " + _error.value.decode())
+    if status != 0:
+        raise RuntimeError("cce_stages: " + _error.value.decode())
+
+
+_ones = {}  # device index -> a float32 1 there: the upstream gradient of mean and sum's forward
+
+
 def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap, with_grad, with_dc=True):
-    """One call of the stage: loss (and LSE); with_grad: then dE and (with_dc) dC for `upstream`."""
+    """One call of the stage: loss (and LSE); with_grad: then dE and (with_dc) dC for `upstream`. The C interface
+    checks the targets (a synchronization, last before the stage runs)."""
     e, c, targets = e.contiguous(), c.contiguous(), targets.contiguous()
     n, v = e.shape[0], c.shape[0]
-    if n > 0:  # inside the op, where a synchronization does not break a compiled graph
-        bad = ((targets < 0) | (targets >= v)) & (targets != ignore_index)
-        if bool(bad.any()):
-            raise ValueError("cce_stages: target %d is outside [0, %d) and is not ignore_index (%d)"
-                             % (int(targets[bad][0]), v, ignore_index))
     per_token = reduction == "none"
     loss = torch.empty((n,) if per_token else (), device=e.device, dtype=torch.float32)
     lse = torch.empty((n,), device=e.device, dtype=torch.float32)
@@ -204,20 +211,15 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
         return loss, de, dc
     problem = _Problem(n, e.shape[1], v, _DTYPES[e.dtype], _REDUCTIONS[reduction], float(softcap),
                        int(ignore_index))
-    error = ctypes.create_string_buffer(_ERROR_BYTES)
     if with_grad:
         upstream = upstream.to(device=e.device, dtype=torch.float32).contiguous()
     ptr = lambda t: ctypes.c_void_p(t.data_ptr()) if t is not None else None  # noqa: E731
     with torch.cuda.device(e.device):
         handle = _stage(e.device.index, stage, flags)
         stream = ctypes.c_void_p(torch.cuda.current_stream(e.device).cuda_stream)
-        status = _lib.cce_run(handle, ctypes.byref(problem), ptr(e), ptr(c), ptr(targets),
-                              ptr(upstream) if with_grad else None, ptr(loss), ptr(lse), ptr(de), ptr(dc), stream,
-                              error, _ERROR_BYTES)
-    if status == 2:
-        raise ValueError("cce_stages: " + error.value.decode())
-    if status != 0:
-        raise RuntimeError("cce_stages: " + error.value.decode())
+        _raise(_lib.cce_run(handle, ctypes.byref(problem), ptr(e), ptr(c), ptr(targets),
+                            ptr(upstream) if with_grad else None, ptr(loss), ptr(lse), ptr(de), ptr(dc), stream,
+                            _error, _ERROR_BYTES))
     if with_grad:
         _backward_ran.add((e.device.index, stage, flags))
     return loss, de, dc
@@ -228,8 +230,13 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
 @torch.library.custom_op("cce_stages::loss_and_grad", mutates_args=())
 def _loss_and_grad(e: torch.Tensor, c: torch.Tensor, targets: torch.Tensor, stage: str, flags: str, reduction: str,
                    ignore_index: int, softcap: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    ones = torch.ones((), device=e.device, dtype=torch.float32)
-    return _run(e, c, targets, ones, stage, flags, reduction, ignore_index, softcap, True)
+    return _run(e, c, targets, _one(e.device), stage, flags, reduction, ignore_index, softcap, True)
+
+
+def _one(device):
+    if device.index not in _ones:
+        _ones[device.index] = torch.ones((), device=device, dtype=torch.float32)
+    return _ones[device.index]
 
 
 @_loss_and_grad.register_fake
@@ -264,8 +271,8 @@ def _(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap):
 @torch.library.custom_op("cce_stages::loss_and_grad_e", mutates_args=())
 def _loss_and_grad_e(e: torch.Tensor, c: torch.Tensor, targets: torch.Tensor, stage: str, flags: str,
                      reduction: str, ignore_index: int, softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
-    ones = torch.ones((), device=e.device, dtype=torch.float32)
-    loss, de, _ = _run(e, c, targets, ones, stage, flags, reduction, ignore_index, softcap, True, with_dc=False)
+    loss, de, _ = _run(e, c, targets, _one(e.device), stage, flags, reduction, ignore_index, softcap, True,
+                       with_dc=False)
     return loss, de
 
 
@@ -285,27 +292,61 @@ def _(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap):
     return torch.empty_like(e)
 
 
+# The backward of mean and sum: the forward's dE and dC (made for an upstream gradient of 1) times autograd's
+# upstream gradient g. In eager mode they are scaled in place by a kernel that reads g on the device and returns
+# at once when it is 1, as for loss.backward(): no pass over dC's V*D values, no synchronization
+# (capi_kernels.cu); they are the op's own outputs, which nothing else holds. Traced (torch.compile, opcheck,
+# a tensor subclass), a plain multiplication that the compiler fuses.
+def _scaled(x, g):
+    if type(x) is not torch.Tensor or torch.compiler.is_compiling() or _dispatch_mode() is not None:
+        return x * g.to(torch.float32)  # a 0-dim float32 factor keeps x's dtype (one rounding)
+    g = g.to(device=x.device, dtype=torch.float32).contiguous()
+    with torch.cuda.device(x.device):
+        stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
+        _raise(_lib.cce_scale(ctypes.c_void_p(x.data_ptr()), x.numel(), _DTYPES[x.dtype], ctypes.c_void_p(g.data_ptr()),
+                              stream, _error, _ERROR_BYTES))
+    return x
+
+
+try:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode as _dispatch_mode
+except ImportError:  # then always the traced form
+    def _dispatch_mode():
+        return True
+
+
 def _setup_loss_and_grad(ctx, inputs, output):
-    _, de, dc = output
-    ctx.save_for_backward(de, dc)
+    e, c, targets, stage, flags, reduction, ignore_index, softcap = inputs
+    ctx.save_for_backward(e, c, targets, output[1], output[2])
+    ctx.settings = (stage, flags, reduction, ignore_index, softcap)
+    ctx.scaled = False
 
 
 def _backward_loss_and_grad(ctx, g_loss, g_de, g_dc):
-    de, dc = ctx.saved_tensors
-    g = g_loss.to(torch.float32)
-    return (de * g).to(de.dtype), (dc * g).to(dc.dtype), None, None, None, None, None, None
+    e, c, targets, de, dc = ctx.saved_tensors
+    if ctx.scaled:  # a second backward through this loss (retain_graph): the first scaled de and dc in place
+        de, dc = _grad(e, c, targets, g_loss.to(torch.float32), *ctx.settings)
+        return de, dc, None, None, None, None, None, None
+    ctx.scaled = True
+    return _scaled(de, g_loss), _scaled(dc, g_loss), None, None, None, None, None, None
 
 
 _loss_and_grad.register_autograd(_backward_loss_and_grad, setup_context=_setup_loss_and_grad)
 
 
 def _setup_loss_and_grad_e(ctx, inputs, output):
-    ctx.save_for_backward(output[1])
+    e, c, targets, stage, flags, reduction, ignore_index, softcap = inputs
+    ctx.save_for_backward(e, c, targets, output[1])
+    ctx.settings = (stage, flags, reduction, ignore_index, softcap)
+    ctx.scaled = False
 
 
 def _backward_loss_and_grad_e(ctx, g_loss, g_de):
-    (de,) = ctx.saved_tensors
-    return (de * g_loss.to(torch.float32)).to(de.dtype), None, None, None, None, None, None, None
+    e, c, targets, de = ctx.saved_tensors
+    if ctx.scaled:  # as _backward_loss_and_grad
+        return _grad_e(e, c, targets, g_loss.to(torch.float32), *ctx.settings), None, None, None, None, None, None, None
+    ctx.scaled = True
+    return _scaled(de, g_loss), None, None, None, None, None, None, None
 
 
 _loss_and_grad_e.register_autograd(_backward_loss_and_grad_e, setup_context=_setup_loss_and_grad_e)

@@ -8,7 +8,8 @@ CASE is one of:
               reduction, softcap 30 or none, 10% of the targets ignored, a random upstream gradient:
               loss, dE, dC against float64 autograd on the same (rounded) inputs
   tied        c tied to an embedding that the model also uses: its gradient adds up; a frozen c
-              (requires_grad False) gives no c.grad; two forwards before their backwards
+              (requires_grad False) gives no c.grad; two forwards before their backwards; two backwards
+              through one loss (retain_graph) with upstream gradients 2 and 3
   frozen      every stage with a backward with c frozen (requires_grad False), reductions mean and none:
               dE against float64 autograd, c.grad None; and no [V, D] gradient held between forward
               and backward (memory_allocated after the forward, frozen against trainable c)
@@ -158,6 +159,17 @@ def case_tied():
     _, rb, _ = reference(e2, c2, t2, torch.full((n,), 2.0, device="cuda"), "none", -100, None)
     expect(rel_l2(a.grad, ra) <= 1e-4 and rel_l2(b.grad, rb) <= 1e-4,
            "two forwards before their backwards: each gradient its own")
+    # Two backwards through one loss: the first scales the op's dE and dC in place, the second recomputes them.
+    for reduction in ("mean", "sum"):
+        a = e.clone().requires_grad_(True)
+        cc = c.clone().requires_grad_(True)
+        loss = cce_stages.linear_cross_entropy(a, cc, t, reduction=reduction)
+        loss.backward(torch.tensor(2.0, device="cuda"), retain_graph=True)
+        loss.backward(torch.tensor(3.0, device="cuda"))
+        _, r_de, r_dc = reference(e, c, t, torch.tensor(5.0), reduction, -100, None)
+        expect(rel_l2(a.grad, r_de) <= 1e-4 and rel_l2(cc.grad, r_dc) <= 1e-4,
+               "%s: backward twice (retain_graph, upstream 2 then 3): the gradients of 5 (rel L2 %.2e, %.2e)"
+               % (reduction, rel_l2(a.grad, r_de), rel_l2(cc.grad, r_dc)))
 
 
 def case_frozen():
