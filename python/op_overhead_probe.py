@@ -1,0 +1,54 @@
+"""Where the op's own time goes, beside the stage's (python/README.md, "The op's own overhead"): the final stage
+at gemma2's and lm32k's shapes through
+  c_call            cce_run by ctypes, its outputs allocated once (the C interface alone: the targets' check, the stage)
+  forward_op        torch.ops.cce_stages.loss_and_grad without autograd (the custom op's dispatch added)
+  op_with_backward  linear_cross_entropy(...).backward() (what bench/peers.py's stage10_plan_per_batch_op times)
+each timed as cce_bench and peers.py time a case: a synchronization, then CUDA events around one call (median of
+30 after 3 warm-ups; host_ms: the host's time to return from the call).
+
+    python3 python/op_overhead_probe.py build/python OUT.json
+
+The inputs are the files peers.py reads: /tmp/cce-inputs/gemma2 and /tmp/lm-gen/lm32k, {e,c,targets}.npy, written
+by stage 01's --save (bench/peers.py's save_command; lm32k at its dims with the realistic generator:
+--n 8192 --d 768 --v 32000)."""
+import ctypes, json, statistics, sys, time
+import numpy as np
+import torch
+sys.path.insert(0, sys.argv[1])
+import cce_stages as cs
+
+def timed(fn, clear=lambda: None, reps=30, warm=3):
+    for _ in range(warm):
+        clear(); fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    gpu, host = [], []
+    for _ in range(reps):
+        clear(); torch.cuda.synchronize()
+        h0 = time.perf_counter(); start.record(); fn(); end.record(); h1 = time.perf_counter()
+        end.synchronize()
+        gpu.append(start.elapsed_time(end)); host.append((h1 - h0) * 1e3)
+    return {"gpu_ms_median": statistics.median(gpu), "host_ms_median": statistics.median(host)}
+
+out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "shapes": {}}
+for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("lm32k", "/tmp/lm-gen/lm32k")):
+    e = torch.from_numpy(np.load(folder + "/e.npy")).cuda().bfloat16()
+    c = torch.from_numpy(np.load(folder + "/c.npy")).cuda().bfloat16()
+    t = torch.from_numpy(np.load(folder + "/targets.npy")).cuda().long()
+    n, d, v = e.shape[0], e.shape[1], c.shape[0]
+    loss, lse = torch.empty((), device="cuda"), torch.empty(n, device="cuda")
+    de, dc, one = torch.empty_like(e), torch.empty_like(c), torch.ones((), device="cuda")
+    handle = cs._stage(0, cs.FINAL_STAGE, "")
+    problem = cs._Problem(n, d, v, 1, 0, 0.0, -100)
+    p = lambda x: ctypes.c_void_p(x.data_ptr())
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    raw = lambda: cs._raise(cs._lib.cce_run(handle, ctypes.byref(problem), p(e), p(c), p(t), p(one), p(loss), p(lse),
+                                            p(de), p(dc), stream, cs._error, cs._ERROR_BYTES))
+    fwd = lambda: torch.ops.cce_stages.loss_and_grad(e, c, t, cs.FINAL_STAGE, "", "mean", -100, 0.0)
+    E, C = e.detach().requires_grad_(True), c.detach().requires_grad_(True)
+    def clear():
+        E.grad = None; C.grad = None
+    full = lambda: cs.linear_cross_entropy(E, C, t).backward()
+    out["shapes"][shape] = {"n": n, "d": d, "v": v, "c_call": timed(raw), "forward_op": timed(fwd),
+                            "op_with_backward": timed(full, clear)}
+    print(shape, json.dumps(out["shapes"][shape]))
+json.dump(out, open(sys.argv[2], "w"), indent=1)
