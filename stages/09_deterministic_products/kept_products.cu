@@ -27,7 +27,6 @@
 #include "common/tile/mma_sync.cuh"
 #include "common/tile/tile_path.h"
 #include "common/tile/tile_wgmma.cuh"
-#include "common/tile/wgmma_pipeline.cuh"  // sm90:: mbarrier helpers
 #include "common/tile/wgmma.cuh"
 #include "stages/09_deterministic_products/deterministic_products.h"
 #include "stages/09_deterministic_products/slot_space.cuh"
@@ -121,35 +120,28 @@ constexpr size_t kProductShared = kStages * kStageBytes;
 using ProductAccumulators = MmaSyncWarpGrid<32, 64, 4, 2>;
 static_assert(static_cast<size_t>(kStep) * kWidePitch <= static_cast<size_t>(kTile) * kNarrowPitch, "A's two shapes");
 
-// The threads that copy a step's operands: the whole block (256) on the
-// mma.sync path, the producer warpgroup (128) on the wgmma path. Per k-step
-// each copies rows_per_loader rows' 16-byte chunks of the other operand:
-// rows step_row(j) of the step's kStep, chunk loader() % 16 of each.
-template <int kLoaders>
-__host__ __device__ constexpr int rows_per_loader() { return kStep * (kTile / 8) / kLoaders; }
-template <int kLoaders>
-__device__ __forceinline__ int loader() { return static_cast<int>(threadIdx.x) % kLoaders; }
-template <int kLoaders>
-__device__ __forceinline__ int step_row(int j) { return (loader<kLoaders>() + j * kLoaders) / (kTile / 8); }
+// Per k-step a thread copies kRowsPerThread rows' 16-byte chunks of the
+// other operand: rows step_row(j) of the step's kStep.
+constexpr int kRowsPerThread = kStep * (kTile / 8) / 256;  // blockDim.x == 256
+__device__ __forceinline__ int step_row(int j) { return (threadIdx.x + j * 256) / (kTile / 8); }
 
 // What one k-step reads: its S tile and half, and the rows of the other
-// operand (−1: a zero row). Found a step ahead of its copies, so that the
-// index loads behind it wait behind a step of products, not before one.
-template <int kLoaders>
+// operand (−1: a zero row). Found a step ahead of its copies (run_items), so
+// that the index loads behind it wait behind a step of products, not before one.
 struct StepSource {
   const __nv_bfloat16* s;
   int step;
-  int rows[rows_per_loader<kLoaders>()];
+  int rows[kRowsPerThread];
 };
 
 // The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128) into dst (pitch kWidePitch).
 template <bool kAligned>
 __device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
-                                          const StepSource<256>& source, __nv_bfloat16* dst) {
+                                          const StepSource& source, __nv_bfloat16* dst) {
   constexpr int kParts = kTile / 8;
 #pragma unroll
-  for (int j = 0; j < rows_per_loader<256>(); ++j) {
-    const int r = step_row<256>(j), part = threadIdx.x % kParts;
+  for (int j = 0; j < kRowsPerThread; ++j) {
+    const int r = step_row(j), part = threadIdx.x % kParts;
     const int64_t row = source.rows[j], k = d0 + part * 8;
     __nv_bfloat16* out = dst + r * kWidePitch + part * 8;
     if constexpr (kAligned) {
@@ -168,12 +160,12 @@ template <bool kTransposeS>
 __device__ __forceinline__ void load_s_half(const __nv_bfloat16* __restrict__ s, int step, __nv_bfloat16* dst) {
   constexpr int kRows = kTransposeS ? kStep : kTile, kCols = kTransposeS ? kTile : kStep;
   constexpr int kPitch = kTransposeS ? kWidePitch : kNarrowPitch;
+  const __nv_bfloat16* src = kTransposeS ? s + step * kStep * kTile : s + step * kStep;
 #pragma unroll
   for (int j = 0; j < kRows * (kCols / 8) / 256; ++j) {
     const int i = threadIdx.x + j * 256, r = i / (kCols / 8), part = i % (kCols / 8);
-    const int row = kTransposeS ? step * kStep + r : r, col = kTransposeS ? part * 8 : step * kStep + part * 8;
-    cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kPitch + part * 8)),
-                s + s_index<__nv_bfloat16, kTile>(row, col), true);
+    cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kPitch + part * 8)), src + r * kTile + part * 8,
+                true);
   }
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -228,7 +220,7 @@ __device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned cha
   auto b_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes + kOperandBytes); };
   unsigned loaded = 0;  // bit s: stage s holds a step (a mask, not an array: registers, not local memory)
   int fetch = first, fetch_step = 0;
-  StepSource<256> ahead{};
+  StepSource ahead{};
   if (fetch >= 0) ahead = source(fetch, 0);
   auto issue = [&](int stage) {
     loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
@@ -252,72 +244,60 @@ __device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned cha
 }
 
 // ------------------------------------------------------------ bf16, Hopper
-// The same k-loop on wgmma (sm_90a, D % 8 == 0), warp-specialized as the
-// tile engine's forward pipeline (wgmma_pipeline.cuh): 512 threads,
-//   - warpgroups 0 and 1, the consumers: each multiplies its 64 rows of the
-//     128×128 output by the step's operands straight from shared memory,
-//     4 wgmma m64n128k16 per step, accumulators laid out as the block-level
-//     tile product's (TileProductWgmma); a stage is released (its "empty"
-//     mbarrier, one arrival per consumer warp) once the next step's wgmmas
-//     are issued and its own are done;
-//   - warpgroups 2 and 3, the producer: finds each step's sources four steps
-//     ahead and fills a stage kWsStages steps ahead of the consumers: S by
-//     bulk copies (one thread; the slot holds it as wgmma reads it), the
-//     gathered rows of C or E by cp.async into the 128-byte swizzle; the
-//     stage's "full" mbarrier completes when all have landed.
-// No block-wide barrier in the k-loop: the index loads and copies of later
-// steps run while the tensor cores work on earlier ones. A stage holds
+// The same k-loop on wgmma (sm_90a, D % 8 == 0): each warpgroup multiplies
+// its 64 rows of the 128×128 output by the step's operands straight from
+// shared memory, 4 wgmma m64n128k16 per step, the accumulators laid out as
+// the block-level tile product's (TileProductWgmma). The operands are written
+// by cp.async into the 128-byte swizzle (wgmma.cuh):
 //   A, dE: the S half [128 tokens][64 vocab], K-major, a warpgroup's 64 rows 8 KB apart;
 //   A, dC: the S rows [64 tokens][128 vocab] read as Sᵀ, MN-major, two 64-vocabulary pieces 8 KB apart;
 //   B:     the step's 64 rows of C or E × 128 columns of D, MN-major, two 64-column pieces 8 KB apart.
-constexpr int kWsStages = 6, kWsThreads = 512, kWsConsumerThreads = 256;
-constexpr int kWsProducerThreads = kWsThreads - kWsConsumerThreads;
+// kWgmmaAhead steps are loaded ahead and one step's wgmmas stay in flight
+// while the next step's copies are issued, so a stage is refilled two steps
+// after its wgmmas were issued (kWgmmaAhead ≤ kWgmmaStages − 2); the second
+// block on the SM hides what the one step ahead does not.
+constexpr int kWgmmaStages = 3, kWgmmaAhead = 1;  // 97 KB: two blocks per SM (one with 4 stages: 1.2x slower)
 constexpr uint32_t kWgmmaPiece = kStep * 128;  // [64 k rows][128 bytes]: 8 KB
 constexpr uint32_t kWgmmaOperandBytes = 2 * kWgmmaPiece;
 constexpr uint32_t kWgmmaStageBytes = 2 * kWgmmaOperandBytes;
-// +1024: the swizzle's alignment; then a full and an empty mbarrier per stage.
-constexpr size_t kWsShared = kWsStages * kWgmmaStageBytes + 1024 + 2 * kWsStages * 8;
+constexpr size_t kWgmmaShared = kWgmmaStages * kWgmmaStageBytes + 1024;  // +1024: the swizzle's alignment
+constexpr int kWgmmaBlocksPerSm = kWgmmaShared <= 113 * 1024 ? 2 : 1;
+static_assert(kWgmmaAhead <= kWgmmaStages - 2, "a stage is refilled only after its wgmmas are done");
 
 // Byte offset of 16-byte chunk `chunk` (0..15, 8 bf16 each) of k-row `k` in an MN-major operand.
-[[maybe_unused]] __device__ __forceinline__ uint32_t mn_major_offset(int k, int chunk) {
+__device__ __forceinline__ uint32_t mn_major_offset(int k, int chunk) {
   return (chunk / 8) * kWgmmaPiece + k * 128 + (((chunk % 8) ^ (k % 8)) * 16);
 }
 
-// The step's S operand, by one producer thread: the slot holds S in the
-// layout wgmma reads (s_index), so it is one bulk copy (dE: the vocabulary
-// half `step`, 16 KB) or two (dC: token rows 64·step.. of each half, 8 KB
-// each, to the two 64-vocabulary pieces of Sᵀ), counted on the stage's full
-// barrier as transaction bytes.
+// The step's half of an S tile ([128 tokens][128 vocab] in memory).
 template <bool kTransposeS>
-__device__ __forceinline__ void copy_s_operand(const __nv_bfloat16* __restrict__ s, int step, uint32_t dst,
-                                               uint32_t full) {
-  auto bulk = [&](uint32_t to, const __nv_bfloat16* from, uint32_t bytes) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(to),
-                 "l"(from), "r"(bytes), "r"(full)
-                 : "memory");
-  };
-  sm90::barrier_expect_bytes(full, kWgmmaOperandBytes);
-  if constexpr (kTransposeS) {
-    for (int half = 0; half < 2; ++half)
-      bulk(dst + half * kWgmmaPiece, s + s_index<__nv_bfloat16, kTile>(step * kStep, half * 64), kWgmmaPiece);
-  } else {
-    bulk(dst, s + s_index<__nv_bfloat16, kTile>(0, step * kStep), kWgmmaOperandBytes);
+__device__ __forceinline__ void load_s_half_swizzled(const __nv_bfloat16* __restrict__ s, int step, uint32_t dst) {
+#pragma unroll
+  for (int j = 0; j < kTile * 8 / 256; ++j) {
+    const int i = threadIdx.x + j * 256;
+    if constexpr (kTransposeS) {  // token rows 64·step.., every vocabulary column
+      const int k = i / 16, chunk = i % 16;
+      cp_async_16(dst + mn_major_offset(k, chunk), s + (step * kStep + k) * kTile + chunk * 8, true);
+    } else {  // every token row, vocabulary columns 64·step..
+      const int r = i / 8, chunk = i % 8;
+      cp_async_16(dst + r * 128 + ((chunk ^ (r % 8)) * 16), s + r * kTile + step * kStep + chunk * 8, true);
+    }
   }
 }
 
-// The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128), MN-major, by the producer.
-[[maybe_unused]] __device__ __forceinline__ void load_rows_swizzled(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
-                                                   const StepSource<kWsProducerThreads>& source, uint32_t dst) {
+// The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128), MN-major.
+__device__ __forceinline__ void load_rows_swizzled(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
+                                                   const StepSource& source, uint32_t dst) {
 #pragma unroll
-  for (int j = 0; j < rows_per_loader<kWsProducerThreads>(); ++j) {
-    const int k = step_row<kWsProducerThreads>(j), chunk = loader<kWsProducerThreads>() % (kTile / 8);
+  for (int j = 0; j < kRowsPerThread; ++j) {
+    const int k = step_row(j), chunk = threadIdx.x % (kTile / 8);
     const int64_t row = source.rows[j], col = d0 + chunk * 8;
     const bool valid = row >= 0 && col < d;  // d % 8 == 0: a chunk is all in or all out
     cp_async_16(dst + mn_major_offset(k, chunk), valid ? src + row * d + col : src, valid);
   }
 }
 
-// acc += A · B over one k-step of 64 in the stage at `stage` (A, then B), by a consumer warpgroup.
+// acc += A · B over one k-step of 64 in the stage at `stage` (A, then B).
 template <bool kTransposeS>
 __device__ __forceinline__ void wgmma_step(TileProductWgmma& acc, uint32_t stage) {
   const uint32_t warpgroup = threadIdx.x / 128;
@@ -335,105 +315,70 @@ __device__ __forceinline__ void wgmma_step(TileProductWgmma& acc, uint32_t stage
   wgmma_commit();
 }
 
-// run_items, warp-specialized: the same items, sources and order of adds per
-// element; `steps` = 2 × the items (both sides count them, the consumers
-// without reading the lists).
+// run_items on wgmma: the same items, sources and order of adds per element.
 template <bool kTransposeS, class Next, class Source>
-__device__ __forceinline__ void run_items_ws(TileProductWgmma& acc, unsigned char* shared, Next&& next,
-                                             Source&& find_source, int first, int steps,
-                                             const __nv_bfloat16* __restrict__ other, int64_t d, int64_t d0) {
-  const uint32_t raw = sm90::shared_address(shared);
+__device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned char* shared, Next&& next,
+                                                Source&& source, int first, const __nv_bfloat16* __restrict__ other,
+                                                int64_t d, int64_t d0) {
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
   const uint32_t base = (raw + 1023u) & ~1023u;
-  const uint32_t full = base + kWsStages * kWgmmaStageBytes, empty = full + 8 * kWsStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kWsStages; ++s) {
-      // each producer thread's copies, and the S operand's transaction bytes
-      sm90::barrier_init(full + 8 * s, kWsProducerThreads + 1);
-      sm90::barrier_init(empty + 8 * s, kWsConsumerThreads / 32);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (threadIdx.x >= kWsConsumerThreads) {  // the producer
-    // Each step's sources are found kSourcesAhead steps before its copies
-    // are issued, in a ring of registers that the unrolled loop below walks
-    // (moving a source from one register to another would wait for its loads).
-    constexpr int kSourcesAhead = 4;
-    int fetch = first, fetch_step = 0;  // the next step to find the sources of
-    StepSource<kWsProducerThreads> ring[kSourcesAhead];
-    auto find = [&](StepSource<kWsProducerThreads>& source) {
-      source.s = nullptr;  // none: the items are done
-      if (fetch < 0) return;
-      source = find_source(fetch, fetch_step);
+  auto stage_at = [&](int stage) { return base + stage * kWgmmaStageBytes; };
+  unsigned loaded = 0;
+  int fetch = first, fetch_step = 0;
+  StepSource ahead{};
+  if (fetch >= 0) ahead = source(fetch, 0);
+  auto issue = [&](int stage) {
+    loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
+    if (fetch >= 0) {
+      load_s_half_swizzled<kTransposeS>(ahead.s, ahead.step, stage_at(stage));
+      load_rows_swizzled(other, d, d0, ahead, stage_at(stage) + kWgmmaOperandBytes);
       if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
-    };
-#pragma unroll
-    for (int j = 0; j < kSourcesAhead; ++j) find(ring[j]);
-    for (int s = 0, phase = 0; ring[0].s != nullptr;) {
-#pragma unroll
-      for (int j = 0; j < kSourcesAhead; ++j) {
-        if (ring[j].s == nullptr) break;
-        sm90::barrier_wait(empty + 8 * s, phase ^ 1);  // on the first pass the stages count as empty
-        const uint32_t stage = base + s * kWgmmaStageBytes;
-        if (loader<kWsProducerThreads>() == 0) copy_s_operand<kTransposeS>(ring[j].s, ring[j].step, stage, full + 8 * s);
-        load_rows_swizzled(other, d, d0, ring[j], stage + kWgmmaOperandBytes);
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full + 8 * s) : "memory");
-        find(ring[j]);
-        if (++s == kWsStages) s = 0, phase ^= 1;
-      }
+      if (fetch >= 0) ahead = source(fetch, fetch_step);
     }
-    return;
-  }
-  const bool lane0 = threadIdx.x % 32 == 0;
-  for (int i = 0, s = 0, previous = 0, phase = 0; i < steps; ++i) {
-    sm90::barrier_wait(full + 8 * s, phase);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async wrote it; wgmma reads through the async proxy
-    wgmma_step<kTransposeS>(acc, base + s * kWgmmaStageBytes);
-    if (i > 0) {  // the previous step's wgmmas are done reading: its stage is empty
-      wgmma_wait<1>();
-      if (lane0) sm90::barrier_arrive(empty + 8 * previous);
-    }
-    previous = s;
-    if (++s == kWsStages) s = 0, phase ^= 1;
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int stage = 0; stage < kWgmmaAhead; ++stage) issue(stage);
+  for (int stage = 0, load_stage = kWgmmaAhead;; stage = (stage + 1) % kWgmmaStages,
+           load_stage = (load_stage + 1) % kWgmmaStages) {
+    cp_async_wait<kWgmmaAhead - 1>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::);  // cp.async wrote it; wgmma reads through the async proxy
+    // This stage's data is in, and every warpgroup's wgmmas of two steps ago
+    // (load_stage's last reader) are done: each waited for them below.
+    __syncthreads();
+    if ((loaded & (1u << stage)) == 0) break;
+    issue(load_stage);
+    wgmma_step<kTransposeS>(acc, stage_at(stage));
+    wgmma_wait<1>();
   }
   wgmma_wait<0>();
   wgmma_fence_operands(acc.d);
 }
 
-// The products' accumulators, loaders and k-loop on each path: mma.sync (any
-// GPU from sm_80, any D) or wgmma (Hopper, D % 8 == 0). On the wgmma path
-// the producer's threads come back from run_products with zero
-// accumulators: they take part in the epilogues' block-wide barriers only
-// (holds_output).
+// The products' accumulators and k-loop on each path: mma.sync (any GPU from
+// sm_80, any D) or wgmma (Hopper, D % 8 == 0).
 template <bool kWgmma>
 using Accumulators = std::conditional_t<kWgmma, TileProductWgmma, ProductAccumulators>;
-template <bool kWgmma>
-__host__ __device__ constexpr int loaders() { return kWgmma ? kWsProducerThreads : 256; }
 template <bool kWgmma, bool kTransposeS, bool kAligned, class Next, class Source>
 __device__ __forceinline__ void run_products(Accumulators<kWgmma>& acc, unsigned char* shared, Next&& next,
-                                             Source&& source, int first, int steps,
-                                             const __nv_bfloat16* __restrict__ other, int64_t d, int64_t d0) {
+                                             Source&& source, int first, const __nv_bfloat16* __restrict__ other,
+                                             int64_t d, int64_t d0) {
   if constexpr (kWgmma) {
     static_assert(kAligned, "the wgmma path loads 16-byte chunks");
 #if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    run_items_ws<kTransposeS>(acc, shared, next, source, first, steps, other, d, d0);
+    run_items_wgmma<kTransposeS>(acc, shared, next, source, first, other, d, d0);
 #else
-    (void)steps;
     __trap();  // built without sm_90a: the host never launches this path
 #endif
   } else {
-    (void)steps;
     run_items<kTransposeS, kAligned>(acc, shared, next, source, first, other, d, d0);
   }
 }
-constexpr size_t product_shared_bytes(bool wgmma) { return wgmma ? kWsShared : kProductShared; }
-constexpr int product_threads(bool wgmma) { return wgmma ? kWsThreads : 256; }
-constexpr int product_blocks_per_sm(bool wgmma) { return wgmma ? 1 : 2; }
-template <bool kWgmma>
-__device__ __forceinline__ bool holds_output() { return !kWgmma || threadIdx.x < kWsConsumerThreads; }
+constexpr size_t product_shared_bytes(bool wgmma) { return wgmma ? kWgmmaShared : kProductShared; }
+constexpr int product_blocks_per_sm(bool wgmma) { return wgmma ? kWgmmaBlocksPerSm : 2; }
 
 template <bool kWgmma, bool kAligned>
-__global__ void __launch_bounds__(product_threads(kWgmma), product_blocks_per_sm(kWgmma))
+__global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
     dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e, __nv_bfloat16* __restrict__ dc) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.y];
@@ -445,18 +390,14 @@ __global__ void __launch_bounds__(product_threads(kWgmma), product_blocks_per_sm
   run_products<kWgmma, true, kAligned>(
       acc, shared, [&](int slot) { return slot < end ? slot : -1; },
       [&](int slot, int step) {
-        constexpr int kLoaders = loaders<kWgmma>();
-        StepSource<kLoaders> source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
+        StepSource source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
         const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
 #pragma unroll
-        for (int j = 0; j < rows_per_loader<kLoaders>(); ++j) {
-          const int64_t place = row0 + step_row<kLoaders>(j);
-          source.rows[j] = place < args.n ? row_at(args, place) : -1;
-        }
+        for (int j = 0; j < kRowsPerThread; ++j)
+          source.rows[j] = row0 + step_row(j) < args.n ? row_at(args, row0 + step_row(j)) : -1;
         return source;
       },
-      begin < end ? begin : -1, 2 * (end - begin), e, args.d, d0);
-  if (!holds_output<kWgmma>()) return;
+      begin < end ? begin : -1, e, args.d, d0);
 #pragma unroll
   for (int r = 0; r < Acc::kRows; ++r) {
     const int64_t pos = tile * kTile + Acc::row_of(r);
@@ -515,7 +456,7 @@ __device__ __forceinline__ void pass_turn(int* turn, int part) {
 }
 
 template <bool kWgmma, bool kAligned>
-__global__ void __launch_bounds__(product_threads(kWgmma), product_blocks_per_sm(kWgmma))
+__global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
     de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c, float* __restrict__ de_acc,
                      int64_t d_tiles) {
   extern __shared__ __align__(16) unsigned char shared[];
@@ -532,20 +473,17 @@ __global__ void __launch_bounds__(product_threads(kWgmma), product_blocks_per_sm
       acc, shared, [&](int item) { return item < range.y ? item : -1; },
       [&](int item, int step) {
         const int tile = list[1 + item];
-        constexpr int kLoaders = loaders<kWgmma>();
-        StepSource<kLoaders> source{slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, {}};
+        StepSource source{slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, {}};
         const int64_t pos0 = static_cast<int64_t>(tile) * kTile + step * kStep;
 #pragma unroll
-        for (int j = 0; j < rows_per_loader<kLoaders>(); ++j) {
-          const int64_t pos = pos0 + step_row<kLoaders>(j);
-          source.rows[j] = pos < args.v ? args.order[pos] : -1;
-        }
+        for (int j = 0; j < kRowsPerThread; ++j)
+          source.rows[j] = pos0 + step_row(j) < args.v ? args.order[pos0 + step_row(j)] : -1;
         return source;
       },
-      range.x, 2 * (range.y - range.x), c, args.d, d0);
+      range.x, c, args.d, d0);
   wait_turn(work.turn, work.part.y);
 #pragma unroll
-  for (int r = 0; r < (holds_output<kWgmma>() ? Acc::kRows : 0); ++r) {
+  for (int r = 0; r < Acc::kRows; ++r) {
     const int64_t place = block * kTile + Acc::row_of(r);
     if (place >= args.n) continue;
     const int64_t row = row_at(args, place);
@@ -798,16 +736,15 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
       auto dc_kernel = dc_products_bf16<kWgmma, kAligned>;
       auto de_kernel = de_products_bf16<kWgmma, kAligned>;
       constexpr size_t kShared = product_shared_bytes(kWgmma);
-      constexpr int kThreads = product_threads(kWgmma);
       CCE_CUDA_CHECK(cudaFuncSetAttribute(dc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
       CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
       if (de_blocks > 0) {
-        de_kernel<<<de_blocks, kThreads, kShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
+        de_kernel<<<de_blocks, 256, kShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
                                                              de_acc, static_cast<int64_t>(d_tiles));
         CCE_CHECK_LAUNCH();
       }
       if (kept_tiles > 0) {
-        dc_kernel<<<dc_grid, kThreads, kShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
+        dc_kernel<<<dc_grid, 256, kShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
                                                      static_cast<__nv_bfloat16*>(dc));
         CCE_CHECK_LAUNCH();
       }
