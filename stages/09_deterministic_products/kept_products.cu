@@ -265,7 +265,7 @@ constexpr int kWgmmaBlocksPerSm = kWgmmaShared <= 113 * 1024 ? 2 : 1;
 static_assert(kWgmmaAhead <= kWgmmaStages - 2, "a stage is refilled only after its wgmmas are done");
 
 // Byte offset of 16-byte chunk `chunk` (0..15, 8 bf16 each) of k-row `k` in an MN-major operand.
-__device__ __forceinline__ uint32_t mn_major_offset(int k, int chunk) {
+[[maybe_unused]] __device__ __forceinline__ uint32_t mn_major_offset(int k, int chunk) {
   return (chunk / 8) * kWgmmaPiece + k * 128 + (((chunk % 8) ^ (k % 8)) * 16);
 }
 
@@ -286,7 +286,7 @@ __device__ __forceinline__ void load_s_half_swizzled(const __nv_bfloat16* __rest
 }
 
 // The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128), MN-major.
-__device__ __forceinline__ void load_rows_swizzled(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
+[[maybe_unused]] __device__ __forceinline__ void load_rows_swizzled(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
                                                    const StepSource& source, uint32_t dst) {
 #pragma unroll
   for (int j = 0; j < kRowsPerThread; ++j) {
