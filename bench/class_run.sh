@@ -23,7 +23,7 @@
 # iterations per repetition; --out-dir: where the page and its files go.
 # Exits 77 with one line when no GPU is visible, 1 when the GPU tests failed
 # (after writing the page, which says so), else 0.
-# Environment: BUILD_DIR, CMAKE_CUDA_ARCHITECTURES, CUDACXX, PYTHON (default
+# Environment: BUILD_DIR, CMAKE_CUDA_ARCHITECTURES, CTEST_JOBS (default 4), CUDACXX, PYTHON (default
 # /usr/bin/python3 when it has matplotlib, else python3). Works from any directory.
 set -euo pipefail
 
@@ -76,7 +76,7 @@ cce_configure_and_build
 tests_log="$BUILD_DIR/class_ctest.log"
 cce_section "GPU tests: ctest -L \"gpu|stage\" -LE pytorch (output in $tests_log)"
 tests_status=0
-ctest --test-dir "$BUILD_DIR" -L "gpu|stage" -LE pytorch --output-on-failure -j 1 >"$tests_log" 2>&1 || tests_status=$?
+ctest --test-dir "$BUILD_DIR" -L "gpu|stage" -LE pytorch --output-on-failure -j "${CTEST_JOBS:-4}" >"$tests_log" 2>&1 || tests_status=$?
 grep -E '^[0-9]+% tests passed' "$tests_log" | tail -n 1 || cce_say "ctest printed no summary: see $tests_log"
 
 # 3. The benchmarks.

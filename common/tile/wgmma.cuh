@@ -10,14 +10,16 @@
 // grouped (commit_group) and a later wait_group(k) waits until at most k
 // groups are still running.
 //
-// Operands are K-major (D contiguous) with rows of 64 bf16 = 128 bytes in
+// The forward's operands are K-major (D contiguous) with rows of 64 bf16 = 128 bytes in
 // the 128-byte swizzle: the 16-byte chunk c of row r sits at chunk c ^ (r % 8)
 // (the layout TMA writes with CU_TENSOR_MAP_SWIZZLE_128B, and the one the
 // block-level product writes by hand), tiles starting on 1024-byte
 // boundaries. A 64-bit descriptor tells wgmma that layout: start address >> 4,
 // leading byte offset (unused with this swizzle, 1 by convention), 1024 bytes
 // between groups of 8 rows, swizzle mode 1 (128 bytes) in bits 62-63.
-// Stepping 16 columns of D is +32 bytes, i.e. +2 on the descriptor.
+// Stepping 16 columns of D is +32 bytes, i.e. +2 on the descriptor. The
+// backward's products (stage 09) also read MN-major operands
+// (wgmma_descriptor_mn), with the transpose immediates.
 #pragma once
 
 #include <cuda_runtime.h>
