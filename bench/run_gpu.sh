@@ -61,7 +61,7 @@ while [ $# -gt 0 ]; do
       break
       ;;
     -h | --help)
-      sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+      cce_usage "${BASH_SOURCE[0]}"
       exit 0
       ;;
     *) cce_die "unknown argument '$1' (try --help)" ;;

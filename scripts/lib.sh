@@ -14,6 +14,8 @@ cce_die() {
   exit 1
 }
 cce_section() { printf '\n==> %s\n' "$*"; }
+# A script's usage: its header comment, from line 2 to `set -euo pipefail`.
+cce_usage() { sed -n '2,/^set -euo/p' "$1" | sed '$d; s/^# \{0,1\}//'; }
 
 cce_is_root() { [ "$(id -u)" -eq 0 ]; }
 
