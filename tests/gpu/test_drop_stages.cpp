@@ -627,7 +627,9 @@ void check_tail_correction_is_the_algorithms(Which which) {
   ASSERT_GT(both.stats.kept_tiles, 0);
   ASSERT_GT(dropped_targets(p, in, both), 0) << "no target in a dropped tile";
   EXPECT_EQ(both.flags, none.flags);
-  if (has_de_only) EXPECT_EQ(both.flags, de_only.flags);
+  if (has_de_only) {
+    EXPECT_EQ(both.flags, de_only.flags);
+  }
 
   ReferenceOptions opt;  // the arithmetic's bound for this problem (nothing left out)
   opt.backward = true;
@@ -649,12 +651,16 @@ void check_tail_correction_is_the_algorithms(Which which) {
   const Gradients de_model = corrected_model(p, in, upstream, both, ref, 1.0, 0.0);
   const Gradients no_model = corrected_model(p, in, upstream, both, ref, 0.0, 0.0);
   EXPECT_EQ(matches(both, full, "corrected vs the model"), std::make_pair(true, true));
-  if (has_de_only) EXPECT_EQ(matches(de_only, de_model, "dE corrected vs the model"), std::make_pair(true, true));
+  if (has_de_only) {
+    EXPECT_EQ(matches(de_only, de_model, "dE corrected vs the model"), std::make_pair(true, true));
+  }
   EXPECT_EQ(matches(none, no_model, "uncorrected vs the model"), std::make_pair(true, true));
   // The same runs against the wrong models must fail: the test has the power to see a wrong correction.
   EXPECT_EQ(matches(both, half, "corrected vs half the correction"), std::make_pair(false, false));
   EXPECT_EQ(matches(none, full, "uncorrected vs the corrected model"), std::make_pair(false, false));
-  if (has_de_only) EXPECT_EQ(matches(de_only, full, "dE corrected vs the corrected model"), std::make_pair(true, false));
+  if (has_de_only) {
+    EXPECT_EQ(matches(de_only, full, "dE corrected vs the corrected model"), std::make_pair(true, false));
+  }
   // And every run within what it declares to the generic check.
   expect_reference_check(p, in, both, upstream, "corrected");
   expect_reference_check(p, in, none, upstream, "uncorrected");
@@ -702,17 +708,31 @@ TEST(PlanPerBatch, DroppingStaysWithinTheBound) { check_dropping_stays_within_th
 // Softcap, ignored tokens and per-token upstream gradients with tiles dropped
 // at the default eps (stage 10: the automatic eps): the reference check with
 // what the run declares.
+// bf16 inputs with softcap 30, reduction none, a share of ignored targets,
+// 10 targets spread over the vocabulary, and an upstream gradient U(0.5, 1.5)
+// per token.
+struct SoftcapIgnoredCase {
+  Problem p;
+  HostInputs in;
+  std::vector<float> upstream;
+};
+SoftcapIgnoredCase softcap_ignored_case(int64_t n, int64_t d, int64_t v, int seed, double ignore_fraction) {
+  SoftcapIgnoredCase c;
+  c.p = bf16_problem(n, d, v);
+  c.p.softcap = 30.0f;
+  c.p.reduction = Reduction::kNone;
+  GeneratorOptions gen;
+  gen.seed = seed;
+  gen.ignore_fraction = ignore_fraction;
+  c.in = generate_inputs(c.p, gen);
+  spread_some_targets(c.p, c.in, 10);
+  c.upstream = default_upstream(c.p, 5);
+  return c;
+}
+
 void check_softcap_and_ignored_tokens_with_tiles_dropped(Which which) {
   SKIP_WITHOUT_GPU();
-  Problem p = bf16_problem(300, 128, 16411);
-  p.softcap = 30.0f;
-  p.reduction = Reduction::kNone;
-  GeneratorOptions gen;
-  gen.seed = 87;
-  gen.ignore_fraction = 0.2;
-  HostInputs in = generate_inputs(p, gen);
-  spread_some_targets(p, in, 10);
-  const std::vector<float> upstream = default_upstream(p, 5);  // U(0.5, 1.5) per token
+  const auto [p, in, upstream] = softcap_ignored_case(300, 128, 16411, 87, 0.2);
   const DropRun run = run_drop(which, p, in, upstream, {});
   EXPECT_LT(run.stats.kept_tiles, run.stats.tiles) << "nothing dropped";
   EXPECT_GT(dropped_targets(p, in, run), 0) << "no target in a dropped tile";
@@ -744,15 +764,7 @@ TEST(PlanPerBatch, EveryTokenWithTheSameTarget) { check_every_token_with_the_sam
 // D holding 8 columns (D = 136).
 TEST(DeterministicProducts, BothProductPathsMatchTheReference) {
   SKIP_WITHOUT_GPU();
-  Problem p = bf16_problem(600, 136, 16411);
-  p.softcap = 30.0f;
-  p.reduction = Reduction::kNone;
-  GeneratorOptions gen;
-  gen.seed = 21;
-  gen.ignore_fraction = 0.1;
-  HostInputs in = generate_inputs(p, gen);
-  spread_some_targets(p, in, 10);
-  const std::vector<float> upstream = default_upstream(p, 5);
+  const auto [p, in, upstream] = softcap_ignored_case(600, 136, 16411, 21, 0.1);
   for (const char* path : {"", "mma_sync"}) {  // "": the fastest path here
     ASSERT_EQ(setenv("CCE_TILE_PATH", path, 1), 0);
     const DropRun run = run_drop(Which::kStage09, p, in, upstream, {});
