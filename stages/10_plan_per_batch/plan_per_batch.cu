@@ -53,6 +53,7 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scr
   chosen.plan = settings.plan;
   s09::KeptTiles kept;
   s09::BackwardChoice backward{settings.eps, s08::TokenBlocks{}, settings.correct_tail, settings.correct_dc};
+  if (choice != nullptr) *choice = EpsChoice{settings.eps, -1.0, {}};  // a forced dense plan decides no eps
   if (settings.plan != BackwardPlan::kDense) {
     const BatchPlanBuffers buffers = batch_plan_buffers(p, scratch);
     if (settings.group_tokens) backward.blocks = group_tokens(p, plan, buffers, backward_buffers, lse, stream);
@@ -162,6 +163,8 @@ std::vector<std::string> PlanPerBatchStage::report_lines() const {
                 no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC",
                 no_grouping_ ? "in row order" : "of grouped rows");
   lines[1] = buf;
+  if (ran_.plan == BackwardPlan::kDense && ran_.kept_fraction < 0.0)
+    lines[1] = "drop         none: --plan dense recomputes every pair";
   if (choice_.dropped_mass >= 0.0) {
     std::string masses = "candidates   dropped mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
                          std::to_string(kAutoLastExponent) + ":";

@@ -862,6 +862,27 @@ TEST(PlanPerBatch, BothPlansMatchTheReference) {
 }
 
 // The dense plan's slab is in the memory model once it ran, and the peak is the model.
+// A forced dense plan decides no eps: after a sparse run on the same stage
+// object, the report shows neither that run's automatic eps nor its
+// candidates.
+TEST(PlanPerBatch, ForcedDenseReportsNoEps) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 16411);
+  GeneratorOptions gen;
+  gen.seed = 5;
+  const HostInputs in = generate_inputs(p, gen);
+  const std::vector<float> upstream = default_upstream(p, 1);
+  s10::PlanPerBatchStage stage;
+  run_with(stage, p, in, upstream, {"--plan", "sparse"});
+  ASSERT_GE(stage.eps_choice().dropped_mass, 0.0) << "the sparse run chose no automatic eps";
+  run_with(stage, p, in, upstream, {"--plan", "dense"});
+  EXPECT_LT(stage.eps_choice().dropped_mass, 0.0);
+  const std::vector<std::string> lines = stage.report_lines();
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[1], "drop         none: --plan dense recomputes every pair");
+  for (const std::string& line : lines) EXPECT_NE(line.rfind("candidates", 0), size_t{0}) << line;
+}
+
 TEST(PlanPerBatch, DenseSlabIsInTheMemoryModel) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 64, 5000);
