@@ -249,7 +249,9 @@ TEST(StageChecks, EveryStageFailsAgainstTheOtherReduction) {
     const CheckReport wrong = check_outputs(sum, in, out, upstream, c.backward, int64_t{1} << 26, 8, approximation);
     EXPECT_FALSE(wrong.passed()) << stage->name() << " passes a check of the other reduction";
     for (const auto& cmp : wrong.comparisons)
-      if (cmp.name != "lse") EXPECT_FALSE(cmp.passed()) << stage->name() << ": " << cmp.summary();
+      if (cmp.name != "lse") {
+        EXPECT_FALSE(cmp.passed()) << stage->name() << ": " << cmp.summary();
+      }
   }
 }
 
