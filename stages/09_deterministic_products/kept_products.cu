@@ -377,6 +377,30 @@ __device__ __forceinline__ void run_products(Accumulators<kWgmma>& acc, unsigned
 constexpr size_t product_shared_bytes(bool wgmma) { return wgmma ? kWgmmaShared : kProductShared; }
 constexpr int product_blocks_per_sm(bool wgmma) { return wgmma ? kWgmmaBlocksPerSm : 2; }
 
+// The epilogues first put the block's 128×128 sums into shared memory (the
+// k-loop's stages are free by then) and then walk them a row per warp, so
+// that each row of dC or dE_acc is read and written as contiguous 16-byte
+// pieces. Stored straight from the fragments, a warp's store touched 8 rows
+// in 8-byte pieces, and those epilogues took a third of the products' time.
+constexpr int kSumsPitch = kTile + 8;  // floats: a half-warp's 8-byte stores of 4 rows hit 32 different banks
+constexpr size_t kSumsBytes = static_cast<size_t>(kTile) * kSumsPitch * sizeof(float);
+static_assert(kSumsBytes <= kProductShared && kSumsBytes <= kWgmmaShared, "the sums fit where the stages were");
+constexpr int kColumnsPerLane = kTile / 32;  // 4: a warp covers a row's 128 columns
+
+template <class Acc>
+__device__ __forceinline__ const float* stage_sums(Acc& acc, unsigned char* shared) {
+  __syncthreads();  // every warp is done reading the stages
+  float* sums = reinterpret_cast<float*>(shared);
+#pragma unroll
+  for (int r = 0; r < Acc::kRows; ++r)
+#pragma unroll
+    for (int c = 0; c < Acc::kCols; c += 2)  // columns c, c + 1 are adjacent
+      *reinterpret_cast<float2*>(sums + Acc::row_of(r) * kSumsPitch + Acc::col_of(c)) =
+          make_float2(acc.z(r, c), acc.z(r, c + 1));
+  __syncthreads();
+  return sums;
+}
+
 template <bool kWgmma, bool kAligned>
 __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
     dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e, __nv_bfloat16* __restrict__ dc) {
@@ -398,26 +422,32 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
         return source;
       },
       begin < end ? begin : -1, e, args.d, d0);
+  const float* sums = stage_sums(acc, shared);
+  // A warp per row, a lane per 4 columns: the tail's shares of a lane's columns are the same on every row.
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t col0 = d0 + lane * kColumnsPerLane;
+  float tail[kColumnsPerLane];
 #pragma unroll
-  for (int r = 0; r < Acc::kRows; ++r) {
-    const int64_t pos = tile * kTile + Acc::row_of(r);
-    if (pos >= args.v) continue;
-    const int2 targets = row_targets(tile_targets(args, tile), pos, args.sorted_position);
+  for (int k = 0; k < kColumnsPerLane; ++k) tail[k] = col0 + k < args.d ? tail_share(args, tile, col0 + k) : 0.0f;
+  const int2 tile_range = tile_targets(args, tile);
+  for (int r = warp; r < kTile; r += 8) {
+    const int64_t pos = tile * kTile + r;
+    if (pos >= args.v) break;
+    const int2 targets = row_targets(tile_range, pos, args.sorted_position);
     __nv_bfloat16* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
+    float x[kColumnsPerLane];
 #pragma unroll
-    for (int c = 0; c < Acc::kCols; c += 2) {  // columns c, c + 1 are adjacent
-      const int64_t col = d0 + Acc::col_of(c);
-      if (col >= args.d) continue;
-      const float x = acc.z(r, c) + tail_share(args, tile, col) +
-                      target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col);
-      if (col + 1 < args.d) {
-        const float y = acc.z(r, c + 1) + tail_share(args, tile, col + 1) +
-                        target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col + 1);
-        if (kAligned) *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(x, y);
-        else row[col] = __float2bfloat16(x), row[col + 1] = __float2bfloat16(y);
-      } else {
-        row[col] = __float2bfloat16(x);
-      }
+    for (int k = 0; k < kColumnsPerLane; ++k)
+      x[k] = col0 + k < args.d ? sums[r * kSumsPitch + lane * kColumnsPerLane + k] + tail[k] +
+                                     target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col0 + k)
+                               : 0.0f;
+    if (kAligned && col0 + kColumnsPerLane <= args.d) {  // d % 8 == 0: 8-byte aligned
+      __nv_bfloat162 packed[2] = {__floats2bfloat162_rn(x[0], x[1]), __floats2bfloat162_rn(x[2], x[3])};
+      *reinterpret_cast<uint2*>(row + col0) = *reinterpret_cast<const uint2*>(packed);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kColumnsPerLane; ++k)
+        if (col0 + k < args.d) row[col0 + k] = __float2bfloat16(x[k]);
     }
   }
 }
@@ -481,19 +511,24 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
         return source;
       },
       range.x, c, args.d, d0);
+  const float* sums = stage_sums(acc, shared);
   wait_turn(work.turn, work.part.y);
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t col0 = d0 + lane * kColumnsPerLane;
+  for (int r = warp; r < kTile; r += 8) {
+    const int64_t place = block * kTile + r;
+    if (place >= args.n) break;
+    const float* add = sums + r * kSumsPitch + lane * kColumnsPerLane;
+    float* out = de_acc + row_at(args, place) * args.d + col0;
+    // L2, not L1: an earlier part on another SM wrote it.
+    if (kAligned && col0 + kColumnsPerLane <= args.d) {  // d % 8 == 0: 16-byte aligned
+      float4 v = __ldcg(reinterpret_cast<const float4*>(out));
+      v.x += add[0], v.y += add[1], v.z += add[2], v.w += add[3];
+      __stcg(reinterpret_cast<float4*>(out), v);
+    } else {
 #pragma unroll
-  for (int r = 0; r < Acc::kRows; ++r) {
-    const int64_t place = block * kTile + Acc::row_of(r);
-    if (place >= args.n) continue;
-    const int64_t row = row_at(args, place);
-#pragma unroll
-    for (int c = 0; c < Acc::kCols; ++c) {
-      const int64_t col = d0 + Acc::col_of(c);
-      if (col < args.d) {  // L2, not L1: an earlier part on another SM wrote it
-        float* out = de_acc + row * args.d + col;
-        __stcg(out, __ldcg(out) + acc.z(r, c));
-      }
+      for (int k = 0; k < kColumnsPerLane; ++k)
+        if (col0 + k < args.d) __stcg(out + k, __ldcg(out + k) + add[k]);
     }
   }
   pass_turn(work.turn, work.part.y);
