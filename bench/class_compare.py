@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """A class's benchmark run on its own GPU, set beside ours: the results page for that GPU.
 
-    python3 bench/class_compare.py CLASS_JSON [--out-dir docs] [--ctest-log FILE] [--ours FILE ...] [--sm80 FILE]
+    python3 bench/class_compare.py CLASS_JSON [--out-dir docs] [--ctest-log FILE [--ctest-what TEXT]] [--ours FILE ...]
+                                   [--sm80 FILE]
 
 CLASS_JSON is cce_bench's JSON from the class's GPU (bench/class_run.sh makes it). Writes, in --out-dir:
   bench_<gpu>_<commit>.json   a copy of CLASS_JSON under its GPU's and commit's name
-  results_<gpu>.md            the page: the GPU and the run, the GPU tests' summary line (--ctest-log), and per
+  results_<gpu>.md            the page: the GPU and the run, the GPU tests' summary line (--ctest-log; --ctest-what
+                              says which tests ran), and per
                               shape a table of every case in both runs: the class's median time and its spread,
                               ours, their ratio, and a flag where they differ by more than the run-to-run spread
   figures/class_<gpu>.png     the class's time over ours per case (with matplotlib; the page says when it is not
@@ -111,9 +113,11 @@ def draw(rows, path):
     return None
 
 
-def ctest_summary(path):
+def ctest_summary(path, what=None):
     if path is None:
         return "not run with this page (bench/class_run.sh runs them)"
+    if what:
+        return f"{what}: {ctest_summary(path)}"
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = [l.strip() for l in f if re.match(r"\s*\d+% tests passed", l)]
@@ -177,6 +181,7 @@ def main():
     parser.add_argument("class_json")
     parser.add_argument("--out-dir", default=os.path.join(ROOT, "docs"))
     parser.add_argument("--ctest-log", help="the GPU tests' ctest output (its summary line goes on the page)")
+    parser.add_argument("--ctest-what", help="which tests the log is of (goes on the page before its summary line)")
     parser.add_argument("--ours", nargs="+", help="our benchmark files (default: docs/results.md's)")
     parser.add_argument("--sm80", default=os.path.join(ROOT, "docs", "bench_sm80_h100.json"))
     args = parser.parse_args()
@@ -212,7 +217,7 @@ def main():
             shutil.copyfile(args.class_json, os.path.join(args.out_dir, json_name))
         figure_name = f"class_{slug}.png"
         figure_note = draw(rows, os.path.join(args.out_dir, "figures", figure_name))
-        text = page(json_name, context, rows, missing, ours_gpus, sm80_note, ctest_summary(args.ctest_log),
+        text = page(json_name, context, rows, missing, ours_gpus, sm80_note, ctest_summary(args.ctest_log, args.ctest_what),
                     figure_note, figure_name)
         out = os.path.join(args.out_dir, f"results_{slug}.md")
         with open(out, "w", encoding="utf-8") as f:

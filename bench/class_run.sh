@@ -19,8 +19,10 @@
 #      where the two differ by more than the run-to-run spread.
 #
 # --shapes: cce_bench's shapes (default gpt2,llama3,gemma2,gemma2_flat: those of
-# ours that need no trained-model data); --quick: gpt2 only and 3 timed
-# iterations per repetition; --out-dir: where the page and its files go.
+# ours that need no trained-model data); --quick: the short run: builds only
+# the stage executables and cce_bench (not the GPU test suite), runs only the
+# stages' own checks (ctest -L stage) in step 2, and benchmarks gpt2 only, 3
+# timed iterations per repetition; --out-dir: where the page and its files go.
 # Exits 77 with one line when no GPU is visible, 1 when the GPU tests failed
 # (after writing the page, which says so), else 0.
 # Environment: BUILD_DIR, CMAKE_CUDA_ARCHITECTURES, CTEST_JOBS (default 4), CUDACXX, PYTHON (default
@@ -35,12 +37,15 @@ BUILD_DIR="${BUILD_DIR:-build}"
 shapes="gpt2,llama3,gemma2,gemma2_flat"
 out_dir="docs"
 bench_args=()
+test_labels="gpu|stage"
 while [ $# -gt 0 ]; do
   case "$1" in
     --shapes=*) shapes="${1#--shapes=}" ;;
     --quick)
       shapes="gpt2"
       bench_args+=(--iters=3)
+      test_labels="stage"
+      export CCE_BUILD_TARGETS="cce_stages cce_bench"
       ;;
     --out-dir=*) out_dir="${1#--out-dir=}" ;;
     -h | --help)
@@ -74,9 +79,11 @@ cce_configure_and_build
 
 # 2. The GPU tests.
 tests_log="$BUILD_DIR/class_ctest.log"
-cce_section "GPU tests: ctest -L \"gpu|stage\" -LE pytorch (output in $tests_log)"
+tests_what="ctest -L \"$test_labels\" -LE pytorch"
+[ "$test_labels" = "stage" ] && tests_what="the stages' own checks, $tests_what (--quick)"
+cce_section "GPU tests: $tests_what (output in $tests_log)"
 tests_status=0
-ctest --test-dir "$BUILD_DIR" -L "gpu|stage" -LE pytorch --output-on-failure -j "${CTEST_JOBS:-4}" >"$tests_log" 2>&1 || tests_status=$?
+ctest --test-dir "$BUILD_DIR" -L "$test_labels" -LE pytorch --output-on-failure -j "${CTEST_JOBS:-4}" >"$tests_log" 2>&1 || tests_status=$?
 grep -E '^[0-9]+% tests passed' "$tests_log" | tail -n 1 || cce_say "ctest printed no summary: see $tests_log"
 
 # 3. The benchmarks.
@@ -87,7 +94,7 @@ cce_section "benchmarks: ${cmd[*]}"
 "${cmd[@]}"
 
 # 4. The page.
-cmd=("$PYTHON" bench/class_compare.py "$bench_json" --out-dir "$out_dir" --ctest-log "$tests_log")
+cmd=("$PYTHON" bench/class_compare.py "$bench_json" --out-dir "$out_dir" --ctest-log "$tests_log" --ctest-what "$tests_what")
 cce_section "page: ${cmd[*]}"
 "${cmd[@]}"
 

@@ -7,7 +7,8 @@
 #   - ctest checks of the executable against the CPU reference on a small odd
 #     problem (N=77 D=100 V=1129), in fp32 and bf16, with SKIP_RETURN_CODE 77
 #     so that a machine without a GPU reports them as skipped,
-#   - an entry in the stage table (cce_stage_table) that tests and benchmarks loop over.
+#   - an entry in the stage table (cce_stage_table) that tests and benchmarks loop over,
+#   - a dependency of cce_stages, the target that builds every stage executable.
 # BACKWARD: the stage has a backward, so the checks also compare dE and dC.
 # USES: earlier stages whose building blocks this one includes (linked, never copied).
 # LIBS: other libraries the stage links (stage 11: NCCL).
@@ -71,6 +72,11 @@ function(cce_add_stage number name)
   target_compile_options(${stage} PRIVATE ${CCE_WARNINGS})
 
   cce_add_stage_checks(${stage} ${stage} "${ARG_BACKWARD}" "gpu;stage" ${ARG_CHECK_ARGS})
+  # cce_stages: every stage executable, what `ctest -L stage` runs (bench/class_run.sh --quick builds it).
+  if(NOT TARGET cce_stages)
+    add_custom_target(cce_stages)
+  endif()
+  add_dependencies(cce_stages ${stage})
 
   if(number IN_LIST CCE_EXERCISE_STAGES)
     if(NOT EXISTS ${dir}/exercise)

@@ -74,7 +74,8 @@ cce_report_gpu() {
   fi
 }
 
-# Configures (Ninja, Release) and builds everything in $BUILD_DIR with all cores.
+# Configures (Ninja, Release) and builds everything in $BUILD_DIR with all cores
+# (only the targets in $CCE_BUILD_TARGETS, space-separated, when it is set).
 # Arguments are extra `cmake` configure arguments. $CMAKE_CUDA_ARCHITECTURES
 # from the environment, when set, is passed on as -DCMAKE_CUDA_ARCHITECTURES.
 cce_configure_and_build() {
@@ -99,6 +100,11 @@ cce_configure_and_build() {
   cmake "${args[@]}"
   local jobs
   jobs="$(cce_nproc)"
-  cce_section "build: cmake --build $BUILD_DIR -j $jobs"
-  cmake --build "$BUILD_DIR" -j "$jobs"
+  local targets=()
+  if [ -n "${CCE_BUILD_TARGETS:-}" ]; then
+    read -r -a targets <<<"$CCE_BUILD_TARGETS"
+    targets=(--target "${targets[@]}")
+  fi
+  cce_section "build: cmake --build $BUILD_DIR -j $jobs${targets[*]:+ ${targets[*]}}"
+  cmake --build "$BUILD_DIR" -j "$jobs" ${targets[@]+"${targets[@]}"}
 }

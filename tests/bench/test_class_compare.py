@@ -103,6 +103,15 @@ class ClassCompareTest(unittest.TestCase):
         page = (self.root / "out" / "results_h200.md").read_text()
         self.assertNotIn("sm_80 paths", page)
         self.assertIn("**GPU tests:** not run with this page", page)
+
+    def test_which_tests_ran(self):
+        doc = document("NVIDIA H200", "9.0", [case("stage05_lse_locks/loss/gemma2", 14.0, 13.9, 14.1)])
+        result = self.run_script(doc, "--ctest-log", str(self.root / "ctest.log"), "--ctest-what",
+                                 "the stages' own checks")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        page = (self.root / "out" / "results_h200.md").read_text()
+        self.assertIn("**GPU tests:** the stages' own checks: `100% tests passed, 0 tests failed out of 506` "
+                      "(`ctest.log`).", page)
         self.assertIn("| stage05_lse_locks | loss | 14.00 (13.90–14.10) | 14.00 | 1.00 | within |\n", page)
 
     def test_malformed_file(self):
