@@ -162,11 +162,10 @@ int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget)
   return kAutoLastExponent;  // the smallest candidate: about half the tiles kept on the data measured
 }
 
-// The statistics' dropped mass at each candidate (one pass, a few µs), then
-// the largest eps within the budget.
-EpsChoice choose_drop_eps(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
+// The statistics' dropped mass at each candidate (one pass, a few µs).
+void measure_dropped_mass(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
                           const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
-                          double budget, cudaStream_t stream) {
+                          cudaStream_t stream) {
   LogEps log_eps{};
   for (int k = 0; k < kAutoExponents; ++k) log_eps.at[k] = std::log(std::ldexp(1.0f, -(kAutoFirstExponent + k)));
   unsigned long long* mass = buffers.dropped_mass;
@@ -176,19 +175,38 @@ EpsChoice choose_drop_eps(const Problem& p, const s09::DropPlan& plan, const Bat
       forward.stats, lse, backward.grad_scale, forward.target_logit, forward.target_position,
       blocks.token_order, p.n, plan.token_blocks, plan.tile_cols, log_eps, mass);
   CCE_CHECK_LAUNCH();
+}
+
+DroppedMass read_dropped_mass(const BatchPlanBuffers& buffers, cudaStream_t stream) {
   unsigned long long host[kAutoExponents + 1];
-  CCE_CUDA_CHECK(cudaMemcpyAsync(host, mass, sizeof host, cudaMemcpyDeviceToHost, stream));
+  CCE_CUDA_CHECK(cudaMemcpyAsync(host, buffers.dropped_mass, sizeof host, cudaMemcpyDeviceToHost, stream));
   CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const double rows = static_cast<double>(std::max<unsigned long long>(host[kAutoExponents], 1));
+  DroppedMass measured;
+  std::copy(host, host + kAutoExponents, measured.mass.begin());
+  measured.rows = host[kAutoExponents];
+  return measured;
+}
+
+// The largest eps within the budget.
+EpsChoice choose_drop_eps(const DroppedMass& measured, double budget) {
+  const double rows = static_cast<double>(std::max<unsigned long long>(measured.rows, 1));
   double dropped[kAutoExponents];  // a pair dropped at e is dropped at every larger eps too
   unsigned long long above = 0;
-  for (int k = kAutoExponents - 1; k >= 0; --k) above += host[k], dropped[k] = static_cast<double>(above) / kMassUnit / rows;
+  for (int k = kAutoExponents - 1; k >= 0; --k)
+    above += measured.mass[k], dropped[k] = static_cast<double>(above) / kMassUnit / rows;
   const int exponent = choose_drop_exponent(dropped, budget);
   EpsChoice choice;
   choice.eps = std::ldexp(1.0f, -exponent);
   choice.dropped_mass = dropped[exponent - kAutoFirstExponent];
   std::copy(dropped, dropped + kAutoExponents, choice.candidates.begin());
   return choice;
+}
+
+EpsChoice choose_drop_eps(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
+                          const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
+                          double budget, cudaStream_t stream) {
+  measure_dropped_mass(p, plan, buffers, backward, lse, blocks, stream);
+  return choose_drop_eps(read_dropped_mass(buffers, stream), budget);
 }
 
 }  // namespace cce::s10

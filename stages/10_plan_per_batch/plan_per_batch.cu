@@ -42,43 +42,71 @@ BackwardPlan choose_backward_plan(BackwardPlan flag, double kept_fraction) {
   return kept_fraction > kDenseAboveKept ? BackwardPlan::kDense : BackwardPlan::kSparse;
 }
 
+PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs) {
+  PlanChoice chosen;
+  chosen.kept_fraction = static_cast<double>(pairs.kept) / static_cast<double>(pairs.pairs);
+  chosen.plan = choose_backward_plan(flag, chosen.kept_fraction);
+  return chosen;
+}
+
+BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                             const float* upstream, const DropSettings& settings, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  BatchBackward batch;
+  batch.buffers = s09::backward_buffers(p, plan, scratch);
+  batch.plan_buffers = batch_plan_buffers(p, scratch);
+  batch.choice = s09::BackwardChoice{settings.eps, s08::TokenBlocks{}, settings.correct_tail, settings.correct_dc};
+  s09::compute_grad_scale(in, upstream, batch.buffers, stream);
+  if (settings.plan != BackwardPlan::kDense && settings.group_tokens)
+    batch.choice.blocks = group_tokens(p, plan, batch.plan_buffers, batch.buffers, lse, stream);
+  return batch;
+}
+
+KeptPairs decide_kept_pairs(const Problem& p, const DropPlan& plan, const float* lse, BatchBackward& batch,
+                            cudaStream_t stream) {
+  batch.kept = s09::decide_kept_tiles(p, plan, batch.buffers, lse, batch.choice, stream);
+  return KeptPairs{batch.kept.kept(), plan.tiles * plan.token_blocks};
+}
+
+float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
+                         const DropSettings& settings, PlanChoice& chosen, const BatchBackward& batch, void* de,
+                         void* dc, cudaStream_t stream, SideStream& side, DropStats* stats) {
+  const Problem& p = in.problem;
+  if (chosen.plan == BackwardPlan::kSparse)
+    return s09::backward_to_accumulator(in, plan, batch.buffers, lse, batch.choice, batch.kept, de, dc, stream, side,
+                                        stats);
+  // Dense: every target's term is in S, so finish_de must add none.
+  chosen.slabs = plan_dense_slabs(p, settings.dense_slab_columns);
+  scratch.allocate(dense_slab_items(p, chosen.slabs));
+  CCE_CUDA_CHECK(cudaMemsetAsync(batch.buffers.target_coefficient, 0, static_cast<size_t>(p.n) * 4, stream));
+  float* de_acc = s09::de_accumulator(p, batch.buffers, de);
+  dense_backward(in, chosen.slabs, scratch.get<float>(kDenseSlabItem), lse, batch.buffers.grad_scale, de_acc, dc,
+                 stream);
+  if (stats != nullptr)  // every pair recomputed, one chunk per slab
+    *stats = DropStats{plan.tiles * plan.token_blocks, plan.tiles * plan.token_blocks, chosen.slabs.count,
+                       batch.choice.eps};
+  return de_acc;
+}
+
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
                                const float* upstream, const DropSettings& settings, void* de, void* dc,
                                cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice,
                                PlanChoice* ran) {
   const Problem& p = in.problem;
-  const s09::BackwardBuffers backward_buffers = s09::backward_buffers(p, plan, scratch);
-  s09::compute_grad_scale(in, upstream, backward_buffers, stream);
+  BatchBackward batch = begin_backward(in, plan, scratch, lse, upstream, settings, stream);
   PlanChoice chosen;
   chosen.plan = settings.plan;
-  s09::KeptTiles kept;
-  s09::BackwardChoice backward{settings.eps, s08::TokenBlocks{}, settings.correct_tail, settings.correct_dc};
   if (choice != nullptr) *choice = EpsChoice{settings.eps, -1.0, {}};  // a forced dense plan decides no eps
   if (settings.plan != BackwardPlan::kDense) {
-    const BatchPlanBuffers buffers = batch_plan_buffers(p, scratch);
-    if (settings.group_tokens) backward.blocks = group_tokens(p, plan, buffers, backward_buffers, lse, stream);
     EpsChoice eps{settings.eps, -1.0, {}};
     if (settings.dropped_mass > 0.0)
-      eps = choose_drop_eps(p, plan, buffers, backward_buffers, lse, backward.blocks, settings.dropped_mass, stream);
-    backward.eps = eps.eps;
+      eps = choose_drop_eps(p, plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks,
+                            settings.dropped_mass, stream);
+    batch.choice.eps = eps.eps;
     if (choice != nullptr) *choice = eps;
-    kept = s09::decide_kept_tiles(p, plan, backward_buffers, lse, backward, stream);
-    chosen.kept_fraction = static_cast<double>(kept.kept()) / static_cast<double>(plan.tiles * plan.token_blocks);
-    chosen.plan = choose_backward_plan(settings.plan, chosen.kept_fraction);
+    chosen = choose_plan(settings.plan, decide_kept_pairs(p, plan, lse, batch, stream));
   }
-  if (chosen.plan == BackwardPlan::kSparse) {
-    if (ran != nullptr) *ran = chosen;
-    return s09::backward_to_accumulator(in, plan, backward_buffers, lse, backward, kept, de, dc, stream, side, stats);
-  }
-  // Dense: every target's term is in S, so finish_de must add none.
-  chosen.slabs = plan_dense_slabs(p, settings.dense_slab_columns);
-  scratch.allocate(dense_slab_items(p, chosen.slabs));
-  CCE_CUDA_CHECK(cudaMemsetAsync(backward_buffers.target_coefficient, 0, static_cast<size_t>(p.n) * 4, stream));
-  float* de_acc = s09::de_accumulator(p, backward_buffers, de);
-  dense_backward(in, chosen.slabs, scratch.get<float>(kDenseSlabItem), lse, backward_buffers.grad_scale, de_acc, dc,
-                 stream);
-  if (stats != nullptr)  // every pair recomputed, one chunk per slab
-    *stats = DropStats{plan.tiles * plan.token_blocks, plan.tiles * plan.token_blocks, chosen.slabs.count, backward.eps};
+  float* de_acc = run_backward_plan(in, plan, scratch, lse, settings, chosen, batch, de, dc, stream, side, stats);
   if (ran != nullptr) *ran = chosen;
   return de_acc;
 }
@@ -144,53 +172,62 @@ std::vector<int> PlanPerBatchStage::token_order() const {
   return order;
 }
 
+std::string describe_automatic_eps(const EpsChoice& choice, double budget) {
+  char buf[320];
+  if (choice.dropped_mass >= 0.0)
+    std::snprintf(buf, sizeof buf, " (automatic: the largest of 2^-%d..2^-%d dropping at most %.3g of each row's "
+                  "softmax on average; dropped %.4f)", kAutoFirstExponent, kAutoLastExponent, budget,
+                  choice.dropped_mass);
+  else
+    std::snprintf(buf, sizeof buf, " (automatic, at most 2^-%d)", kAutoFirstExponent);
+  return buf;
+}
+
+std::string describe_candidates(const EpsChoice& choice) {
+  std::string masses = "candidates   dropped mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
+                       std::to_string(kAutoLastExponent) + ":";
+  for (double m : choice.candidates) {
+    char one[16];
+    std::snprintf(one, sizeof one, " %.4f", m);
+    masses += one;
+  }
+  return masses;
+}
+
+std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
+  std::string why = ran.kept_fraction < 0.0 ? std::string("--plan dense")
+                                            : "the decision keeps " + percent(ran.kept_fraction) + " of the pairs";
+  if (ran.kept_fraction >= 0.0 && flag == BackwardPlan::kAuto)
+    why += ran.plan == BackwardPlan::kDense ? ", more than " + percent(kDenseAboveKept)
+                                            : ", at most " + percent(kDenseAboveKept);
+  else if (ran.kept_fraction >= 0.0)
+    why += std::string(", --plan ") + to_string(ran.plan);
+  char buf[320];
+  if (ran.plan == BackwardPlan::kDense)
+    std::snprintf(buf, sizeof buf, "backward     dense: every pair, 3 cuBLAS GEMMs per slab of %lld columns (%lld "
+                  "slabs) (%s)", static_cast<long long>(ran.slabs.columns), static_cast<long long>(ran.slabs.count),
+                  why.c_str());
+  else
+    std::snprintf(buf, sizeof buf, "backward     sparse: stage 09's products over the kept pairs (%s)", why.c_str());
+  return buf;
+}
+
 std::vector<std::string> PlanPerBatchStage::report_lines() const {
   std::vector<std::string> lines = DeterministicProductsStage::report_lines();  // plan, drop, kept tiles
   if (lines.size() < 2) return lines;
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
   std::string rule = s08::describe_eps(eps);
+  if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, dropped_mass_budget());
   char buf[320];
-  if (automatic_eps(last_problem_.dtype)) {
-    if (choice_.dropped_mass >= 0.0)
-      std::snprintf(buf, sizeof buf, " (automatic: the largest of 2^-%d..2^-%d dropping at most %.3g of each row's "
-                    "softmax on average; dropped %.4f)", kAutoFirstExponent, kAutoLastExponent, dropped_mass_budget(),
-                    choice_.dropped_mass);
-    else
-      std::snprintf(buf, sizeof buf, " (automatic, at most 2^-%d)", kAutoFirstExponent);
-    rule += buf;
-  }
   std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s; token blocks %s", rule.c_str(),
                 no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC",
                 no_grouping_ ? "in row order" : "of grouped rows");
   lines[1] = buf;
   if (ran_.plan == BackwardPlan::kDense && ran_.kept_fraction < 0.0)
     lines[1] = "drop         none: --plan dense recomputes every pair";
-  if (choice_.dropped_mass >= 0.0) {
-    std::string masses = "candidates   dropped mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
-                         std::to_string(kAutoLastExponent) + ":";
-    for (double m : choice_.candidates) {
-      char one[16];
-      std::snprintf(one, sizeof one, " %.4f", m);
-      masses += one;
-    }
-    lines.insert(lines.begin() + 2, masses);
-  }
-  if (ran_.kept_fraction >= 0.0 || ran_.plan == BackwardPlan::kDense) {
-    std::string why = ran_.kept_fraction < 0.0 ? std::string("--plan dense")
-                                                : "the decision keeps " + percent(ran_.kept_fraction) + " of the pairs";
-    if (ran_.kept_fraction >= 0.0 && parse_backward_plan(plan_flag_) == BackwardPlan::kAuto)
-      why += ran_.plan == BackwardPlan::kDense ? ", more than " + percent(kDenseAboveKept)
-                                               : ", at most " + percent(kDenseAboveKept);
-    else if (ran_.kept_fraction >= 0.0)
-      why += std::string(", --plan ") + to_string(ran_.plan);
-    if (ran_.plan == BackwardPlan::kDense)
-      std::snprintf(buf, sizeof buf, "backward     dense: every pair, 3 cuBLAS GEMMs per slab of %lld columns (%lld "
-                    "slabs) (%s)", static_cast<long long>(ran_.slabs.columns), static_cast<long long>(ran_.slabs.count),
-                    why.c_str());
-    else
-      std::snprintf(buf, sizeof buf, "backward     sparse: stage 09's products over the kept pairs (%s)", why.c_str());
-    lines.push_back(buf);
-  }
+  if (choice_.dropped_mass >= 0.0) lines.insert(lines.begin() + 2, describe_candidates(choice_));
+  if (ran_.kept_fraction >= 0.0 || ran_.plan == BackwardPlan::kDense)
+    lines.push_back(describe_plan(ran_, parse_backward_plan(plan_flag_)));
   return lines;
 }
 

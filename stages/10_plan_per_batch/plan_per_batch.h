@@ -90,10 +90,26 @@ BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scrat
 // The grouped token order (after s09::compute_grad_scale).
 s08::TokenBlocks group_tokens(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                               const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream);
-// The largest candidate eps whose dropped mass per row is within budget, over these token blocks.
+// The largest candidate eps whose dropped mass per row is within budget, over these token blocks:
+// measure_dropped_mass, read_dropped_mass, then the choice from what was read.
 EpsChoice choose_drop_eps(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                           const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
                           double budget, cudaStream_t stream);
+// What the automatic eps is chosen from: mass[k], the softmax mass of the
+// (token block, tile) pairs whose smallest dropping candidate is
+// 2^-(kAutoFirstExponent + k), in fixed point (units of 2^-32), and the rows
+// with a gradient. Integers: split the pairs any way (the tiles of several
+// GPUs), the masses' sums are the same in any order.
+struct DroppedMass {
+  std::array<unsigned long long, kAutoExponents> mass{};
+  unsigned long long rows = 0;
+};
+// On the stream, into buffers.dropped_mass: the kAutoExponents masses, then the rows.
+void measure_dropped_mass(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
+                          const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
+                          cudaStream_t stream);
+DroppedMass read_dropped_mass(const BatchPlanBuffers& buffers, cudaStream_t stream);  // waits for the stream
+EpsChoice choose_drop_eps(const DroppedMass& measured, double budget);
 
 // ---- plan_per_batch.cu: the stage ----
 // The backward's settings (the stage's flags).
@@ -111,6 +127,37 @@ struct PlanChoice {
   double kept_fraction = -1.0;  // of the pairs the decision would keep (−1: not decided, a forced dense plan)
   DenseSlabs slabs;             // the dense plan's
 };
+// What the plan is chosen from: the (token block, tile) pairs the decision
+// keeps at the chosen eps, of all. Sums over any split of the tiles.
+struct KeptPairs {
+  int64_t kept = 0, pairs = 0;
+};
+// auto: dense above kDenseAboveKept of the pairs kept; a forced plan stays.
+PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs);
+
+// The backward in steps, each a free function (backward_to_accumulator runs
+// them in order): begin_backward, then, unless the dense plan is forced, the
+// eps (settings.eps, or measure_dropped_mass … choose_drop_eps) and
+// decide_kept_pairs at it, choose_plan, then run_backward_plan.
+struct BatchBackward {
+  s09::BackwardBuffers buffers;
+  BatchPlanBuffers plan_buffers;
+  s09::BackwardChoice choice;  // eps (settings.eps until one is chosen), token blocks, corrections
+  s09::KeptTiles kept;         // decide_kept_pairs's
+};
+// The grad scale, and the token blocks (grouped when the settings say so and the dense plan is not forced).
+BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
+                             const float* upstream, const DropSettings& settings, cudaStream_t stream);
+// Stage 09's decision at batch.choice.eps (into batch.kept); the pairs it keeps.
+KeptPairs decide_kept_pairs(const Problem& problem, const DropPlan& plan, const float* lse, BatchBackward& batch,
+                            cudaStream_t stream);
+// Stage 09's backward over the kept pairs, or the dense plan (whose slab it
+// adds to `scratch`: dense_slab_items); sets chosen.slabs for the dense plan.
+// Returns the fp32 dE accumulator.
+float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
+                         const DropSettings& settings, PlanChoice& chosen, const BatchBackward& batch, void* de,
+                         void* dc, cudaStream_t stream, SideStream& side, DropStats* stats);
+
 // The whole backward up to the fp32 dE accumulator: the grad scale, the
 // plan, then stage 09's backward (s09::backward_to_accumulator says what it
 // returns) or the dense plan, whose slab it adds to `scratch` (the memory
@@ -120,6 +167,12 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scr
                                cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice = nullptr,
                                PlanChoice* ran = nullptr);
 std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan& plan);
+
+// The report's words on a backward's choices: the automatic eps's rule
+// (appended to the eps), the candidates' masses (a line), the plan and why (a line).
+std::string describe_automatic_eps(const EpsChoice& choice, double budget);
+std::string describe_candidates(const EpsChoice& choice);
+std::string describe_plan(const PlanChoice& ran, BackwardPlan flag);
 
 class PlanPerBatchStage : public s09::DeterministicProductsStage {
  public:

@@ -67,7 +67,7 @@ std::vector<int64_t> shard_targets(const Problem& p, const std::vector<int64_t>&
 
 std::vector<MemoryItem> combine_scratch(const Problem& p) {
   const size_t n = static_cast<size_t>(p.n);
-  return {{"row max of every shard [N]", n * 4}, {"rescaled sums, target logits [2][N]", 2 * n * 4}};
+  return {{"row max of every shard [N]", n * 4}, {"rescaled sums, target logits [2][N]", 2 * n * 4}, {kJoinItem, 16}};
 }
 
 void combine_row_states(const Problem& global, const int64_t* targets, const Scratch& scratch, ncclComm_t comm,
@@ -100,6 +100,37 @@ void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, 
   round_de_kernel<__nv_bfloat16><<<blocks_for(count), kThreads, 0, stream>>>(de_acc, count,
                                                                              static_cast<__nv_bfloat16*>(de));
   CCE_CHECK_LAUNCH();
+}
+
+void join_dropped_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t stream) {
+  check_nccl(ncclAllReduce(mass, mass, s10::kAutoExponents, ncclUint64, ncclSum, comm, stream),
+             "ncclAllReduce (dropped mass per eps)");
+}
+
+s10::KeptPairs join_kept_pairs(const s10::KeptPairs& local, const Scratch& scratch, ncclComm_t comm,
+                               cudaStream_t stream) {
+  int64_t host[2] = {local.kept, local.pairs};
+  int64_t* joined = scratch.get<int64_t>(kJoinItem);
+  CCE_CUDA_CHECK(cudaMemcpyAsync(joined, host, sizeof host, cudaMemcpyHostToDevice, stream));
+  check_nccl(ncclAllReduce(joined, joined, 2, ncclInt64, ncclSum, comm, stream), "ncclAllReduce (kept pairs)");
+  CCE_CUDA_CHECK(cudaMemcpyAsync(host, joined, sizeof host, cudaMemcpyDeviceToHost, stream));
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return s10::KeptPairs{host[0], host[1]};
+}
+
+s10::DroppedMass join_dropped_mass(const std::vector<s10::DroppedMass>& shards) {
+  s10::DroppedMass joined;
+  if (shards.empty()) return joined;
+  joined.rows = shards.front().rows;
+  for (const s10::DroppedMass& shard : shards)
+    for (int k = 0; k < s10::kAutoExponents; ++k) joined.mass[k] += shard.mass[k];
+  return joined;
+}
+
+s10::KeptPairs join_kept_pairs(const std::vector<s10::KeptPairs>& shards) {
+  s10::KeptPairs joined;
+  for (const s10::KeptPairs& shard : shards) joined.kept += shard.kept, joined.pairs += shard.pairs;
+  return joined;
 }
 
 }  // namespace cce::s11

@@ -40,6 +40,76 @@ std::vector<Comparison> compare_with_single(const HostOutputs& sharded, const Ho
   return comparisons;
 }
 
+// The eps and the plan here against stage 10's on one GPU: the same (P=1:
+// every statistic bitwise too). Across P the shards' tiles are not one GPU's,
+// so the joined statistics differ a little; the choice they lead to must not.
+bool same_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage& single, int gpus) {
+  const s10::EpsChoice here = sharded.eps_choice(), there = single.eps_choice();
+  const s10::PlanChoice ran = sharded.plan_choice(), single_ran = single.plan_choice();
+  bool same = here.eps == there.eps && ran.plan == single_ran.plan;
+  if (gpus == 1)
+    same = same && here.dropped_mass == there.dropped_mass && here.candidates == there.candidates &&
+           ran.kept_fraction == single_ran.kept_fraction;
+  auto describe = [](const s10::EpsChoice& eps, const s10::PlanChoice& plan) {
+    if (plan.kept_fraction < 0.0) return std::string("dense, every pair (--plan dense)");
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s at %s, %.2f%% of the pairs kept", s10::to_string(plan.plan),
+                  s08::describe_eps(eps.eps).c_str(), 100.0 * plan.kept_fraction);
+    return std::string(buf);
+  };
+  std::printf("  plan         here: %s; stage 10: %s: %s\n", describe(here, ran).c_str(),
+              describe(there, single_ran).c_str(),
+              same ? (gpus == 1 ? "the same, every statistic bitwise" : "the same eps and plan") : "DIFFERENT");
+  return same;
+}
+
+// P GPUs' dE and dC against stage 10's on one: each is within the reference's
+// bound at the same eps and plan, so they are within twice it of each other.
+std::vector<Comparison> compare_gradients_within_bound(const Problem& p, const HostInputs& inputs,
+                                                       const std::vector<float>& upstream, const HostOutputs& sharded,
+                                                       const HostOutputs& single, GradientApproximation approximation) {
+  ReferenceOptions opt;
+  opt.backward = true;
+  opt.upstream = upstream;
+  opt.bounds = true;
+  opt.approximation = approximation;
+  const ReferenceResult ref = reference_cross_entropy(p, inputs, opt);
+  auto twice = [](std::vector<double> bound) {
+    for (double& b : bound) b *= 2.0;
+    return bound;
+  };
+  auto as_double = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+  return {compare("dE vs stage 10 (within twice the reference's bound)", sharded.de, as_double(single.de),
+                  twice(ref.de_bound), 2.0 * ref.output_rtol, p.d),
+          compare("dC vs stage 10 (within twice the reference's bound)", sharded.dc, as_double(single.dc),
+                  twice(ref.dc_bound), 2.0 * ref.output_rtol, p.d)};
+}
+
+// What the backward chose, in stage 10's words, and from what.
+void print_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage& flags, Dtype dtype, int gpus) {
+  const s10::DropSettings settings = flags.settings(dtype);
+  const s10::EpsChoice eps = sharded.eps_choice();
+  const s10::PlanChoice ran = sharded.plan_choice();
+  if (ran.plan == s10::BackwardPlan::kDense && ran.kept_fraction < 0.0) {
+    std::printf("  drop         none: --plan dense recomputes every pair\n");
+  } else {
+    std::string rule = s08::describe_eps(eps.eps);
+    if (settings.dropped_mass > 0.0) rule += s10::describe_automatic_eps(eps, settings.dropped_mass);
+    std::printf("  drop         %s; tail correction %s; token blocks %s\n", rule.c_str(),
+                !settings.correct_tail ? "off" : !settings.correct_dc ? "of dE" : "of dE and dC",
+                settings.group_tokens ? "of grouped rows (each shard its own)" : "in row order");
+    if (eps.dropped_mass >= 0.0) std::printf("  %s\n", s10::describe_candidates(eps).c_str());
+  }
+  std::printf("  %s\n", s10::describe_plan(ran, settings.plan).c_str());
+  if (ran.kept_fraction >= 0.0) {
+    const s10::KeptPairs joined = sharded.joined_kept_pairs();
+    std::printf("  joined       chosen once from the statistics of %d shard%s, summed by all-reduce: %s%lld of "
+                "%lld pairs kept; the same choice on every GPU\n",
+                gpus, gpus == 1 ? "" : "s", eps.dropped_mass >= 0.0 ? "the dropped mass per eps, then " : "",
+                static_cast<long long>(joined.kept), static_cast<long long>(joined.pairs));
+  }
+}
+
 std::string json_sizes(const std::vector<size_t>& bytes) {
   std::string text = "[";
   for (size_t i = 0; i < bytes.size(); ++i) text += (i ? ", " : "") + std::to_string(bytes[i] / 1e6);
@@ -68,12 +138,6 @@ int run(int argc, char** argv) {
   if (!parser.parse(argc, argv)) return kExitOk;
   drop_stage.validate_options();
   validate_file_flags(parser, f);
-  if (drop_stage.dropped_mass_flag_set())
-    throw InputError("--dropped-mass: the shards keep one fixed eps (--drop-eps; default 2^-8), stage 10's automatic eps "
-                     "would differ from shard to shard");
-  if (drop_stage.plan_flag() != "sparse" && parser.was_set("plan"))
-    throw InputError("--plan: the shards run stage 10's sparse plan (its dense plan is not sharded)");
-  drop_stage.fix_plan(s10::BackwardPlan::kSparse);  // for the shards and for --compare-single
 
   Problem p = f.problem();
   GeneratorOptions gen = f.generator();
@@ -117,9 +181,8 @@ int run(int argc, char** argv) {
   validate_shards(p, gpus, present);
 
   if (f.load.empty()) inputs = generate_inputs(p, gen);
-  // One fixed eps for every shard (and for --compare-single): stage 10's
-  // automatic eps, chosen from each shard's statistics, would differ between them.
-  if (drop_stage.automatic_eps(p.dtype)) drop_stage.fix_drop_eps(s08::default_drop_eps(p.dtype));
+  // Stage 10's settings on every shard (and for --compare-single's stage 10):
+  // its automatic eps and plan are chosen once, from the shards' joined statistics.
   const ShardOptions options{drop_stage.settings(p.dtype), [&](const Problem& shard) { return drop_stage.plan_for(shard); }};
   ShardedVocabulary sharded(p, inputs, upstream.values, gpus, options);
   cudaDeviceProp prop{};
@@ -144,6 +207,12 @@ int run(int argc, char** argv) {
                 static_cast<long long>(drop.kept_tiles), static_cast<long long>(drop.tiles),
                 100.0 * static_cast<double>(drop.kept_tiles) / static_cast<double>(drop.tiles),
                 static_cast<long long>(drop.chunks));
+  if (f.backward) print_choice(sharded, drop_stage, p.dtype, gpus);
+  // What the backward left out on purpose: nothing with the dense plan.
+  const GradientApproximation approximation =
+      f.backward && sharded.plan_choice().plan == s10::BackwardPlan::kDense
+          ? GradientApproximation{}
+          : GradientApproximation{f.backward ? sharded.eps_choice().eps : options.drop.eps, options.drop.correct_tail};
 
   int status = kExitOk;
   auto report = [&](const std::vector<Comparison>& comparisons) {
@@ -153,12 +222,12 @@ int run(int argc, char** argv) {
   };
   if (f.check) {
     const CheckReport check = check_outputs(p, inputs, out, upstream.values, f.backward, int64_t{1} << 26, 8,
-                                            GradientApproximation{options.drop.eps, options.drop.correct_tail});
+                                            approximation);
     std::printf("  check        %s\n", check.note.c_str());
     report(check.comparisons);
-    const bool agree = sharded.replicas_agree(f.backward);
-    std::printf("  replicas     loss, LSE%s bitwise equal on every GPU: %s\n", f.backward ? ", dE" : "",
-                agree ? "yes" : "NO");
+    const bool agree = sharded.replicas_agree(f.backward) && (!f.backward || sharded.choices_agree());
+    std::printf("  replicas     loss, LSE%s bitwise equal on every GPU: %s\n",
+                f.backward ? ", dE, the eps and the plan" : "", agree ? "yes" : "NO");
     if (f.backward) sharded.forward_backward(); else sharded.forward();
     const HostOutputs again = sharded.download();
     const bool same = again.loss == out.loss && again.lse == out.lse && again.de == out.de && again.dc == out.dc;
@@ -172,7 +241,13 @@ int run(int argc, char** argv) {
     single.poison_outputs();
     if (f.backward) single.forward_backward(); else single.forward();
     std::printf("  one GPU      stage 10 on GPU 0 alone:\n");
-    report(compare_with_single(out, single.download(), gpus, p));
+    const HostOutputs single_out = single.download();
+    report(compare_with_single(out, single_out, gpus, p));
+    if (f.backward) {
+      if (!same_choice(sharded, drop_stage, gpus)) status = kExitCheckFailed;
+      if (gpus > 1 && f.check && p.n * p.v <= (int64_t{1} << 26))
+        report(compare_gradients_within_bound(p, inputs, upstream.values, out, single_out, approximation));
+    }
     if (f.iters > 0)
       single_ms = f.backward ? single.time_forward_backward_ms(static_cast<int>(f.iters))
                              : single.time_forward_ms(static_cast<int>(f.iters));
@@ -202,7 +277,9 @@ int run(int argc, char** argv) {
          << ",\n  \"problem\": \"" << p.describe() << "\",\n  \"n\": " << p.n << ", \"d\": " << p.d << ", \"v\": " << p.v
          << ",\n  \"data\": \"" << (f.load.empty() ? to_string(gen.mode) : "loaded") << "\",\n  \"backward\": " << (f.backward ? "true" : "false")
          << ",\n  \"iters\": " << f.iters << ",\n  \"step_ms\": " << step_ms << ",\n  \"nccl_ms\": " << nccl_ms
-         << ",\n  \"stage10_one_gpu_ms\": " << single_ms << ",\n  \"kept_tiles\": " << drop.kept_tiles
+         << ",\n  \"stage10_one_gpu_ms\": " << single_ms << ",\n  \"plan\": \""
+         << (f.backward ? s10::to_string(sharded.plan_choice().plan) : "none") << "\", \"eps\": "
+         << (f.backward ? sharded.eps_choice().eps : 0.0f) << ",\n  \"kept_tiles\": " << drop.kept_tiles
          << ", \"tiles\": " << drop.tiles << ",\n  \"peak_MB_per_gpu\": " << json_sizes(peaks)
          << ",\n  \"input_MB_per_gpu\": " << json_sizes(sharded.input_bytes()) << ",\n  \"commit\": \""
          << (std::getenv("CCE_COMMIT") ? std::getenv("CCE_COMMIT") : "unknown") << "\"\n}\n";

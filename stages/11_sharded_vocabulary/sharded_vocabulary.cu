@@ -65,10 +65,15 @@ struct ShardedVocabulary::Rank {
   Scratch scratch;
   s10::SideStream side;
   s10::DropStats stats;
+  s10::EpsChoice choice;  // the last backward's, from the joined statistics
+  s10::PlanChoice ran;
+  s10::KeptPairs joined;
   cudaStream_t stream = nullptr;
   ncclComm_t comm = nullptr;
-  cudaEvent_t nccl_events[4] = {};  // around the forward's collectives, then the backward's
-  bool backward_timed = false;
+  // Around the collectives: the forward's, the dropped masses', the kept pairs', dE's.
+  static constexpr int kTimed = 4;
+  cudaEvent_t nccl_events[2 * kTimed] = {};
+  bool timed[kTimed] = {};
   size_t baseline = 0;  // tracked bytes on this GPU before its inputs (the cuBLAS workspace)
 
   size_t input_bytes() const { return in.bytes() + targets.bytes(); }
@@ -188,17 +193,51 @@ void ShardedVocabulary::step(bool backward) {
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[0], r.stream));
     combine_row_states(problem_, r.targets.get(), r.scratch, r.comm, r.loss.get(), r.lse.get(), r.stream);
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[1], r.stream));
-    r.backward_timed = backward;
+    for (bool& timed : r.timed) timed = false;
+    r.timed[0] = true;
     if (backward) {
-      float* de_acc = s10::backward_to_accumulator(r.in, r.plan, r.scratch, r.lse.get(), r.upstream.get(),
-                                                   options_.drop, r.de.get(), r.dc.get(), r.stream, r.side, &r.stats);
+      float* de_acc = backward_to_accumulator(r);
       s10::add_target_terms(r.in, s09::backward_buffers(r.local, r.plan, r.scratch), de_acc, r.stream);
-      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[2], r.stream));
+      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[6], r.stream));
       reduce_de(problem_, de_acc, r.de.get(), r.comm, r.stream);
-      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[3], r.stream));
+      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[7], r.stream));
+      r.timed[3] = true;
     }
     CCE_CUDA_CHECK(cudaStreamSynchronize(r.stream));
   });
+}
+
+// Stage 10's backward_to_accumulator, step by step, with the statistics its
+// choices read joined across the shards in between: every GPU then chooses
+// from the same sums, and so chooses the same eps and plan. With one GPU the
+// all-reduces leave the numbers as they are: stage 10's choice, bit for bit.
+float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
+  const s10::DropSettings& settings = options_.drop;
+  const float* lse = r.lse.get();
+  s10::BatchBackward batch = s10::begin_backward(r.in, r.plan, r.scratch, lse, r.upstream.get(), settings, r.stream);
+  r.choice = s10::EpsChoice{settings.eps, -1.0, {}};  // a forced dense plan decides no eps
+  r.ran = s10::PlanChoice{};
+  r.ran.plan = settings.plan;
+  r.joined = s10::KeptPairs{};
+  if (settings.plan != s10::BackwardPlan::kDense) {
+    if (settings.dropped_mass > 0.0) {
+      s10::measure_dropped_mass(r.local, r.plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks, r.stream);
+      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[2], r.stream));
+      join_dropped_mass(batch.plan_buffers.dropped_mass, r.comm, r.stream);
+      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[3], r.stream));
+      r.timed[1] = true;
+      r.choice = s10::choose_drop_eps(s10::read_dropped_mass(batch.plan_buffers, r.stream), settings.dropped_mass);
+    }
+    batch.choice.eps = r.choice.eps;
+    const s10::KeptPairs local = s10::decide_kept_pairs(r.local, r.plan, lse, batch, r.stream);
+    CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[4], r.stream));
+    r.joined = join_kept_pairs(local, r.scratch, r.comm, r.stream);
+    CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[5], r.stream));
+    r.timed[2] = true;
+    r.ran = s10::choose_plan(settings.plan, r.joined);
+  }
+  return s10::run_backward_plan(r.in, r.plan, r.scratch, lse, settings, r.ran, batch, r.de.get(), r.dc.get(), r.stream,
+                                r.side, &r.stats);
 }
 
 void ShardedVocabulary::forward() { step(false); }
@@ -207,10 +246,14 @@ void ShardedVocabulary::forward_backward() { step(true); }
 double ShardedVocabulary::last_nccl_ms() const {
   const Rank& r = *ranks_.front();
   CCE_CUDA_CHECK(cudaSetDevice(r.device));
-  float forward_ms = 0.0f, backward_ms = 0.0f;
-  CCE_CUDA_CHECK(cudaEventElapsedTime(&forward_ms, r.nccl_events[0], r.nccl_events[1]));
-  if (r.backward_timed) CCE_CUDA_CHECK(cudaEventElapsedTime(&backward_ms, r.nccl_events[2], r.nccl_events[3]));
-  return static_cast<double>(forward_ms) + backward_ms;
+  double total = 0.0;
+  for (int k = 0; k < Rank::kTimed; ++k) {
+    if (!r.timed[k]) continue;
+    float ms = 0.0f;
+    CCE_CUDA_CHECK(cudaEventElapsedTime(&ms, r.nccl_events[2 * k], r.nccl_events[2 * k + 1]));
+    total += ms;
+  }
+  return total;
 }
 
 namespace {
@@ -292,9 +335,28 @@ void ShardedVocabulary::reset_peak_memory() {
 
 std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) const {
   const Rank& r = *ranks_.at(static_cast<size_t>(p));
-  return concat(concat(output_memory(r.local, backward), backward ? s10::backward_scratch(r.local, r.plan)
-                                                                   : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan))),
-                combine_scratch(r.local));
+  std::vector<MemoryItem> items =
+      concat(concat(output_memory(r.local, backward), backward ? s10::backward_scratch(r.local, r.plan)
+                                                               : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan))),
+             combine_scratch(r.local));
+  // A backward that ran the dense plan added its slab (and it stays until released), as in stage 10.
+  if (backward && r.scratch.has(s10::kDenseSlabItem))
+    items = concat(items, s10::dense_slab_items(r.local, s10::plan_dense_slabs(r.local, options_.drop.dense_slab_columns)));
+  return items;
+}
+
+s10::EpsChoice ShardedVocabulary::eps_choice() const { return ranks_.front()->choice; }
+s10::PlanChoice ShardedVocabulary::plan_choice() const { return ranks_.front()->ran; }
+s10::KeptPairs ShardedVocabulary::joined_kept_pairs() const { return ranks_.front()->joined; }
+
+bool ShardedVocabulary::choices_agree() const {
+  const Rank& first = *ranks_.front();
+  for (const auto& r : ranks_)
+    if (r->choice.eps != first.choice.eps || r->choice.dropped_mass != first.choice.dropped_mass ||
+        r->choice.candidates != first.choice.candidates || r->ran.plan != first.ran.plan ||
+        r->ran.kept_fraction != first.ran.kept_fraction)
+      return false;
+  return true;
 }
 
 s10::DropStats ShardedVocabulary::drop_stats() const {

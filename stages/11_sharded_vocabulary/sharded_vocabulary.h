@@ -11,9 +11,14 @@
 //               S_i = Σ_p s_i^p·exp(m_i^p − M_i), z_i = Σ_p z_i^p  (ncclSum, 2N)
 //             LSE_i = M_i + log S_i, loss_i = LSE_i − z_i on every GPU;
 //   backward  every GPU runs stage 10's backward on its shard with the full
-//             LSE: its dC rows are complete and stay where they are; its dE
-//             is a partial sum over its vocabulary, all-reduced in fp32
-//             (N·D floats) and rounded once.
+//             LSE, with the plan chosen once for all shards: each shard
+//             measures stage 10's statistics on its tiles (the dropped mass
+//             per candidate eps, then the kept pairs at the chosen eps), two
+//             small all-reduces sum them, and every GPU makes stage 10's
+//             choice (eps, sparse or dense) from the same sums. Its dC rows
+//             are complete and stay where they are; its dE is a partial sum
+//             over its vocabulary, all-reduced in fp32 (N·D floats) and
+//             rounded once.
 // One process drives every GPU, a host thread per GPU (ncclCommInitAll):
 // stage 10's backward reads its kept-tile lists on the host, so each GPU
 // needs a thread of its own to stay busy. README.md gives the reasons and the costs.
@@ -64,10 +69,25 @@ void combine_row_states(const Problem& global, const int64_t* targets, const Scr
 // dE: the shards' fp32 accumulators summed in place, then rounded into `de`.
 void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, cudaStream_t stream);
 
+// The plan's statistics joined, so that every GPU chooses from the same numbers:
+// the automatic eps's masses (stage 10's batch_plan_buffers().dropped_mass,
+// measured there) summed in place; the rows with a gradient after them are
+// the same on every GPU and are not summed.
+void join_dropped_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t stream);
+// The kept pairs and the pairs summed over the shards (through the combine's
+// scratch item kJoinItem); waits for the stream.
+s10::KeptPairs join_kept_pairs(const s10::KeptPairs& local, const Scratch& scratch, ncclComm_t comm,
+                               cudaStream_t stream);
+constexpr const char* kJoinItem = "kept pairs, pairs of every shard [2]";
+// What those all-reduces compute, on the host (the CPU tests' model of them):
+// masses, kept pairs and pairs summed; the rows with a gradient the first shard's.
+s10::DroppedMass join_dropped_mass(const std::vector<s10::DroppedMass>& shards);
+s10::KeptPairs join_kept_pairs(const std::vector<s10::KeptPairs>& shards);
+
 // ---- sharded_vocabulary.cu: P GPUs, a thread each ----
 
 struct ShardOptions {
-  s10::DropSettings drop;  // eps, tail correction (stage 10's flags)
+  s10::DropSettings drop;  // eps (fixed, or automatic), plan, tail correction (stage 10's flags)
   // Each shard's plan from its own problem (stage 10's --chunk-rows, --slot-mb).
   std::function<s10::DropPlan(const Problem&)> plan = [](const Problem& p) { return s10::plan_drop(p); };
 };
@@ -105,12 +125,20 @@ class ShardedVocabulary {
   std::vector<MemoryItem> memory_model(int p, bool backward) const;
   // Kept tiles of the last backward, summed over the shards.
   s10::DropStats drop_stats() const;
+  // The last backward's eps and plan: chosen from the joined statistics, the
+  // same on every GPU (GPU 0's; choices_agree compares them).
+  s10::EpsChoice eps_choice() const;
+  s10::PlanChoice plan_choice() const;
+  bool choices_agree() const;
+  // The last backward's statistics as joined (summed over the shards).
+  s10::KeptPairs joined_kept_pairs() const;
 
  private:
   struct Rank;
   template <typename Step>
   void on_every_gpu(const Step& step) const;
   void step(bool backward);
+  float* backward_to_accumulator(Rank& r) const;  // stage 10's steps, the statistics joined between them
   Problem problem_;
   std::vector<float> upstream_;
   ShardOptions options_;
