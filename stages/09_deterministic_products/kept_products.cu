@@ -19,7 +19,6 @@
 // the highest priority beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <type_traits>
 
@@ -121,30 +120,28 @@ constexpr size_t kProductShared = kStages * kStageBytes;
 using ProductAccumulators = MmaSyncWarpGrid<32, 64, 4, 2>;
 static_assert(static_cast<size_t>(kStep) * kWidePitch <= static_cast<size_t>(kTile) * kNarrowPitch, "A's two shapes");
 
-// Per k-step a thread copies rows_per_thread(kN) rows' 16-byte chunks of
-// the other operand (kN of its columns): rows step_row<kN>(j) of the step's kStep.
-__host__ __device__ constexpr int rows_per_thread(int n) { return kStep * (n / 8) / 256; }  // blockDim.x == 256
-template <int kN>
-__device__ __forceinline__ int step_row(int j) { return (threadIdx.x + j * 256) / (kN / 8); }
+// Per k-step a thread copies kRowsPerThread rows' 16-byte chunks of the
+// other operand: rows step_row(j) of the step's kStep.
+constexpr int kRowsPerThread = kStep * (kTile / 8) / 256;  // blockDim.x == 256
+__device__ __forceinline__ int step_row(int j) { return (threadIdx.x + j * 256) / (kTile / 8); }
 
 // What one k-step reads: its S tile and half, and the rows of the other
 // operand (−1: a zero row). Found a step ahead of its copies (run_items), so
 // that the index loads behind it wait behind a step of products, not before one.
-template <int kN>
 struct StepSource {
   const __nv_bfloat16* s;
   int step;
-  int rows[rows_per_thread(kN)];
+  int rows[kRowsPerThread];
 };
 
 // The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128) into dst (pitch kWidePitch).
 template <bool kAligned>
 __device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
-                                          const StepSource<kTile>& source, __nv_bfloat16* dst) {
+                                          const StepSource& source, __nv_bfloat16* dst) {
   constexpr int kParts = kTile / 8;
 #pragma unroll
-  for (int j = 0; j < rows_per_thread(kTile); ++j) {
-    const int r = step_row<kTile>(j), part = threadIdx.x % kParts;
+  for (int j = 0; j < kRowsPerThread; ++j) {
+    const int r = step_row(j), part = threadIdx.x % kParts;
     const int64_t row = source.rows[j], k = d0 + part * 8;
     __nv_bfloat16* out = dst + r * kWidePitch + part * 8;
     if constexpr (kAligned) {
@@ -223,7 +220,7 @@ __device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned cha
   auto b_of = [&](int stage) { return reinterpret_cast<__nv_bfloat16*>(shared + stage * kStageBytes + kOperandBytes); };
   unsigned loaded = 0;  // bit s: stage s holds a step (a mask, not an array: registers, not local memory)
   int fetch = first, fetch_step = 0;
-  StepSource<kTile> ahead{};
+  StepSource ahead{};
   if (fetch >= 0) ahead = source(fetch, 0);
   auto issue = [&](int stage) {
     loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
@@ -247,51 +244,29 @@ __device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned cha
 }
 
 // ------------------------------------------------------------ bf16, Hopper
-// The same k-loop on wgmma (sm_90a, D % 8 == 0), over an output of 128 rows
-// × kN columns of D: each warpgroup multiplies its 64 rows by the step's
-// operands straight from shared memory, 4 wgmma m64nNk16 per step. The
-// operands are written by cp.async into the 128-byte swizzle (wgmma.cuh):
+// The same k-loop on wgmma (sm_90a, D % 8 == 0): each warpgroup multiplies
+// its 64 rows of the 128×128 output by the step's operands straight from
+// shared memory, 4 wgmma m64n128k16 per step, the accumulators laid out as
+// the block-level tile product's (TileProductWgmma). The operands are written
+// by cp.async into the 128-byte swizzle (wgmma.cuh):
 //   A, dE: the S half [128 tokens][64 vocab], K-major, a warpgroup's 64 rows 8 KB apart;
 //   A, dC: the S rows [64 tokens][128 vocab] read as Sᵀ, MN-major, two 64-vocabulary pieces 8 KB apart;
-//   B:     the step's 64 rows of C or E × kN columns of D, MN-major, kN/64 pieces 8 KB apart.
-// kN = 256 reads each S half once for twice the columns: 85 FLOP per byte
-// copied where kN = 128 has 64. It takes one block per SM (128 accumulators
-// per thread, 4 stages of 48 KB, 2 steps ahead); kN = 128 two (3 stages of
-// 32 KB, 1 step ahead, the other block hiding the rest).
-// One step's wgmmas stay in flight while the next step's copies are issued,
-// so a stage is refilled two steps after its wgmmas were issued
-// (kAhead ≤ kStages − 2).
-template <int kN>
-struct WgmmaOwner {
-  static constexpr int kStages = kN == 128 ? 3 : 4, kAhead = kStages - 2;
-  static constexpr uint32_t kPiece = kStep * 128;  // [64 k rows][128 bytes]: 8 KB
-  static constexpr uint32_t kABytes = 2 * kPiece, kBBytes = (kN / 64) * kPiece;
-  static constexpr uint32_t kStageBytes = kABytes + kBBytes;
-  static constexpr size_t kShared = kStages * kStageBytes + 1024;  // +1024: the swizzle's alignment
-  static constexpr int kBlocksPerSm = kShared <= 113 * 1024 ? 2 : 1;
-  static_assert(kN == 128 || kN == 256, "m64n128k16 or m64n256k16");
-};
+//   B:     the step's 64 rows of C or E × 128 columns of D, MN-major, two 64-column pieces 8 KB apart.
+// kWgmmaAhead steps are loaded ahead and one step's wgmmas stay in flight
+// while the next step's copies are issued, so a stage is refilled two steps
+// after its wgmmas were issued (kWgmmaAhead ≤ kWgmmaStages − 2); the second
+// block on the SM hides what the one step ahead does not.
+constexpr int kWgmmaStages = 3, kWgmmaAhead = 1;  // 97 KB: two blocks per SM (one with 4 stages: 1.2x slower)
+constexpr uint32_t kWgmmaPiece = kStep * 128;  // [64 k rows][128 bytes]: 8 KB
+constexpr uint32_t kWgmmaOperandBytes = 2 * kWgmmaPiece;
+constexpr uint32_t kWgmmaStageBytes = 2 * kWgmmaOperandBytes;
+constexpr size_t kWgmmaShared = kWgmmaStages * kWgmmaStageBytes + 1024;  // +1024: the swizzle's alignment
+constexpr int kWgmmaBlocksPerSm = kWgmmaShared <= 113 * 1024 ? 2 : 1;
+static_assert(kWgmmaAhead <= kWgmmaStages - 2, "a stage is refilled only after its wgmmas are done");
 
-// A warpgroup's 64 × kN piece of the output (the m16n8 picture of
-// mma_sync.cuh repeated kN/8 times, warp w on rows 16w..16w+15 of its 64).
-template <int kN>
-struct WgmmaSums {
-  static constexpr int kRows = 2, kCols = kN / 4;
-  float d[kN / 2];
-  __device__ __forceinline__ static int row_of(int r) {
-    return static_cast<int>(threadIdx.x / 128) * 64 + ((threadIdx.x / 32) % 4) * 16 + (threadIdx.x % 32) / 4 + 8 * r;
-  }
-  __device__ __forceinline__ static int col_of(int c) { return (c / 2) * 8 + (threadIdx.x % 4) * 2 + (c % 2); }
-  __device__ __forceinline__ float& z(int r, int c) { return d[(c / 2) * 4 + r * 2 + (c % 2)]; }
-  __device__ __forceinline__ void zero() {
-#pragma unroll
-    for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
-  }
-};
-
-// Byte offset of 16-byte chunk `chunk` (8 bf16 each) of k-row `k` in an MN-major operand.
+// Byte offset of 16-byte chunk `chunk` (0..15, 8 bf16 each) of k-row `k` in an MN-major operand.
 [[maybe_unused]] __device__ __forceinline__ uint32_t mn_major_offset(int k, int chunk) {
-  return (chunk / 8) * WgmmaOwner<128>::kPiece + k * 128 + (((chunk % 8) ^ (k % 8)) * 16);
+  return (chunk / 8) * kWgmmaPiece + k * 128 + (((chunk % 8) ^ (k % 8)) * 16);
 }
 
 // The step's half of an S tile ([128 tokens][128 vocab] in memory).
@@ -310,14 +285,12 @@ __device__ __forceinline__ void load_s_half_swizzled(const __nv_bfloat16* __rest
   }
 }
 
-// The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + kN), MN-major.
-template <int kN>
-[[maybe_unused]] __device__ __forceinline__ void load_rows_swizzled(const __nv_bfloat16* __restrict__ src, int64_t d,
-                                                                    int64_t d0, const StepSource<kN>& source,
-                                                                    uint32_t dst) {
+// The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128), MN-major.
+[[maybe_unused]] __device__ __forceinline__ void load_rows_swizzled(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
+                                                   const StepSource& source, uint32_t dst) {
 #pragma unroll
-  for (int j = 0; j < rows_per_thread(kN); ++j) {
-    const int k = step_row<kN>(j), chunk = threadIdx.x % (kN / 8);
+  for (int j = 0; j < kRowsPerThread; ++j) {
+    const int k = step_row(j), chunk = threadIdx.x % (kTile / 8);
     const int64_t row = source.rows[j], col = d0 + chunk * 8;
     const bool valid = row >= 0 && col < d;  // d % 8 == 0: a chunk is all in or all out
     cp_async_16(dst + mn_major_offset(k, chunk), valid ? src + row * d + col : src, valid);
@@ -325,52 +298,50 @@ template <int kN>
 }
 
 // acc += A · B over one k-step of 64 in the stage at `stage` (A, then B).
-template <bool kTransposeS, int kN>
-__device__ __forceinline__ void wgmma_step(WgmmaSums<kN>& acc, uint32_t stage) {
-  using Owner = WgmmaOwner<kN>;
+template <bool kTransposeS>
+__device__ __forceinline__ void wgmma_step(TileProductWgmma& acc, uint32_t stage) {
   const uint32_t warpgroup = threadIdx.x / 128;
-  const uint64_t desc_b = wgmma_descriptor_mn(stage + Owner::kABytes, Owner::kPiece);
-  constexpr int kTransposeA = kTransposeS ? 1 : 0;
-  const uint64_t desc_a = kTransposeS ? wgmma_descriptor_mn(stage + warpgroup * Owner::kPiece, Owner::kPiece)
-                                      : wgmma_descriptor(stage + warpgroup * Owner::kPiece);
-  const uint64_t a_step = kTransposeS ? 128 : 2;  // 16 rows of k: +2048 bytes MN-major, +32 K-major
+  const uint64_t desc_b = wgmma_descriptor_mn(stage + kWgmmaOperandBytes, kWgmmaPiece);
   wgmma_arrive();
+  if constexpr (kTransposeS) {
+    const uint64_t desc_a = wgmma_descriptor_mn(stage + warpgroup * kWgmmaPiece, kWgmmaPiece);
 #pragma unroll
-  for (int ks = 0; ks < kStep / 16; ++ks) {
-    if constexpr (kN == 128) wgmma_m64n128k16<kTransposeA, 1>(acc.d, desc_a + a_step * ks, desc_b + 128 * ks, 1);
-    else wgmma_m64n256k16<kTransposeA, 1>(acc.d, desc_a + a_step * ks, desc_b + 128 * ks, 1);
+    for (int ks = 0; ks < kStep / 16; ++ks) wgmma_m64n128k16<1, 1>(acc.d, desc_a + 128 * ks, desc_b + 128 * ks, 1);
+  } else {
+    const uint64_t desc_a = wgmma_descriptor(stage + warpgroup * kWgmmaPiece);
+#pragma unroll
+    for (int ks = 0; ks < kStep / 16; ++ks) wgmma_m64n128k16<0, 1>(acc.d, desc_a + 2 * ks, desc_b + 128 * ks, 1);
   }
   wgmma_commit();
 }
 
 // run_items on wgmma: the same items, sources and order of adds per element.
-template <bool kTransposeS, int kN, class Next, class Source>
-__device__ __forceinline__ void run_items_wgmma(WgmmaSums<kN>& acc, unsigned char* shared, Next&& next,
+template <bool kTransposeS, class Next, class Source>
+__device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned char* shared, Next&& next,
                                                 Source&& source, int first, const __nv_bfloat16* __restrict__ other,
                                                 int64_t d, int64_t d0) {
-  using Owner = WgmmaOwner<kN>;
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
   const uint32_t base = (raw + 1023u) & ~1023u;
-  auto stage_at = [&](int stage) { return base + stage * Owner::kStageBytes; };
+  auto stage_at = [&](int stage) { return base + stage * kWgmmaStageBytes; };
   unsigned loaded = 0;
   int fetch = first, fetch_step = 0;
-  StepSource<kN> ahead{};
+  StepSource ahead{};
   if (fetch >= 0) ahead = source(fetch, 0);
   auto issue = [&](int stage) {
     loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
     if (fetch >= 0) {
       load_s_half_swizzled<kTransposeS>(ahead.s, ahead.step, stage_at(stage));
-      load_rows_swizzled<kN>(other, d, d0, ahead, stage_at(stage) + Owner::kABytes);
+      load_rows_swizzled(other, d, d0, ahead, stage_at(stage) + kWgmmaOperandBytes);
       if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
       if (fetch >= 0) ahead = source(fetch, fetch_step);
     }
     cp_async_commit();
   };
 #pragma unroll
-  for (int stage = 0; stage < Owner::kAhead; ++stage) issue(stage);
-  for (int stage = 0, load_stage = Owner::kAhead;; stage = (stage + 1) % Owner::kStages,
-           load_stage = (load_stage + 1) % Owner::kStages) {
-    cp_async_wait<Owner::kAhead - 1>();
+  for (int stage = 0; stage < kWgmmaAhead; ++stage) issue(stage);
+  for (int stage = 0, load_stage = kWgmmaAhead;; stage = (stage + 1) % kWgmmaStages,
+           load_stage = (load_stage + 1) % kWgmmaStages) {
+    cp_async_wait<kWgmmaAhead - 1>();
     asm volatile("fence.proxy.async.shared::cta;\n" ::);  // cp.async wrote it; wgmma reads through the async proxy
     // This stage's data is in, and every warpgroup's wgmmas of two steps ago
     // (load_stage's last reader) are done: each waited for them below.
@@ -385,46 +356,38 @@ __device__ __forceinline__ void run_items_wgmma(WgmmaSums<kN>& acc, unsigned cha
 }
 
 // The products' accumulators and k-loop on each path: mma.sync (any GPU from
-// sm_80, any D, 128 columns) or wgmma (Hopper, D % 8 == 0, kN columns).
-template <bool kWgmma, int kN>
-using Accumulators = std::conditional_t<kWgmma, WgmmaSums<kN>, ProductAccumulators>;
-template <bool kWgmma, int kN, bool kTransposeS, bool kAligned, class Next, class Source>
-__device__ __forceinline__ void run_products(Accumulators<kWgmma, kN>& acc, unsigned char* shared, Next&& next,
+// sm_80, any D) or wgmma (Hopper, D % 8 == 0).
+template <bool kWgmma>
+using Accumulators = std::conditional_t<kWgmma, TileProductWgmma, ProductAccumulators>;
+template <bool kWgmma, bool kTransposeS, bool kAligned, class Next, class Source>
+__device__ __forceinline__ void run_products(Accumulators<kWgmma>& acc, unsigned char* shared, Next&& next,
                                              Source&& source, int first, const __nv_bfloat16* __restrict__ other,
                                              int64_t d, int64_t d0) {
   if constexpr (kWgmma) {
     static_assert(kAligned, "the wgmma path loads 16-byte chunks");
 #if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    run_items_wgmma<kTransposeS, kN>(acc, shared, next, source, first, other, d, d0);
+    run_items_wgmma<kTransposeS>(acc, shared, next, source, first, other, d, d0);
 #else
     __trap();  // built without sm_90a: the host never launches this path
 #endif
   } else {
-    static_assert(kN == kTile, "the mma.sync owners are 128 columns wide");
     run_items<kTransposeS, kAligned>(acc, shared, next, source, first, other, d, d0);
   }
 }
-constexpr size_t product_shared_bytes(bool wgmma, int n) {
-  return !wgmma ? kProductShared : n == 128 ? WgmmaOwner<128>::kShared : WgmmaOwner<256>::kShared;
-}
-constexpr int product_blocks_per_sm(bool wgmma, int n) {
-  return !wgmma ? 2 : n == 128 ? WgmmaOwner<128>::kBlocksPerSm : WgmmaOwner<256>::kBlocksPerSm;
-}
+constexpr size_t product_shared_bytes(bool wgmma) { return wgmma ? kWgmmaShared : kProductShared; }
+constexpr int product_blocks_per_sm(bool wgmma) { return wgmma ? kWgmmaBlocksPerSm : 2; }
 
-// The epilogues first put the block's 128 × kN sums into shared memory (the
-// k-loop's stages are free by then) and then walk them a row per warp, 128
-// columns per pass, 4 per lane, so that each row of dC or dE_acc is read and
-// written as contiguous 16-byte pieces. Stored straight from the fragments, a
-// warp's store touched 8 rows in 8-byte pieces, and those epilogues took a
-// third of the products' time.
-__host__ __device__ constexpr int sums_pitch(int n) { return n + 8; }  // floats: a half-warp's 8-byte stores of 4 rows hit 32 different banks
-constexpr size_t sums_bytes(int n) { return static_cast<size_t>(kTile) * sums_pitch(n) * sizeof(float); }
-static_assert(sums_bytes(128) <= kProductShared && sums_bytes(128) <= WgmmaOwner<128>::kShared &&
-                  sums_bytes(256) <= WgmmaOwner<256>::kShared,
-              "the sums fit where the stages were");
-constexpr int kLaneColumns = 4;  // a pass: 32 lanes × 4 columns
+// The epilogues first put the block's 128×128 sums into shared memory (the
+// k-loop's stages are free by then) and then walk them a row per warp, so
+// that each row of dC or dE_acc is read and written as contiguous 16-byte
+// pieces. Stored straight from the fragments, a warp's store touched 8 rows
+// in 8-byte pieces, and those epilogues took a third of the products' time.
+constexpr int kSumsPitch = kTile + 8;  // floats: a half-warp's 8-byte stores of 4 rows hit 32 different banks
+constexpr size_t kSumsBytes = static_cast<size_t>(kTile) * kSumsPitch * sizeof(float);
+static_assert(kSumsBytes <= kProductShared && kSumsBytes <= kWgmmaShared, "the sums fit where the stages were");
+constexpr int kColumnsPerLane = kTile / 32;  // 4: a warp covers a row's 128 columns
 
-template <int kN, class Acc>
+template <class Acc>
 __device__ __forceinline__ const float* stage_sums(Acc& acc, unsigned char* shared) {
   __syncthreads();  // every warp is done reading the stages
   float* sums = reinterpret_cast<float*>(shared);
@@ -432,69 +395,59 @@ __device__ __forceinline__ const float* stage_sums(Acc& acc, unsigned char* shar
   for (int r = 0; r < Acc::kRows; ++r)
 #pragma unroll
     for (int c = 0; c < Acc::kCols; c += 2)  // columns c, c + 1 are adjacent
-      *reinterpret_cast<float2*>(sums + Acc::row_of(r) * sums_pitch(kN) + Acc::col_of(c)) =
+      *reinterpret_cast<float2*>(sums + Acc::row_of(r) * kSumsPitch + Acc::col_of(c)) =
           make_float2(acc.z(r, c), acc.z(r, c + 1));
   __syncthreads();
   return sums;
 }
 
-template <bool kWgmma, int kN, bool kAligned>
-__global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma, kN))
+template <bool kWgmma, bool kAligned>
+__global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
     dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e, __nv_bfloat16* __restrict__ dc) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.y];
-  const int64_t d0 = static_cast<int64_t>(blockIdx.x) * kN;
+  const int64_t d0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int begin = args.offsets[tile], end = args.offsets[tile + 1];
-  using Acc = Accumulators<kWgmma, kN>;
+  using Acc = Accumulators<kWgmma>;
   Acc acc;
   acc.zero();
-  run_products<kWgmma, kN, true, kAligned>(
+  run_products<kWgmma, true, kAligned>(
       acc, shared, [&](int slot) { return slot < end ? slot : -1; },
       [&](int slot, int step) {
-        StepSource<kN> source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
+        StepSource source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
         const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
 #pragma unroll
-        for (int j = 0; j < rows_per_thread(kN); ++j)
-          source.rows[j] = row0 + step_row<kN>(j) < args.n ? row_at(args, row0 + step_row<kN>(j)) : -1;
+        for (int j = 0; j < kRowsPerThread; ++j)
+          source.rows[j] = row0 + step_row(j) < args.n ? row_at(args, row0 + step_row(j)) : -1;
         return source;
       },
       begin < end ? begin : -1, e, args.d, d0);
-  const float* sums = stage_sums<kN>(acc, shared);
-  // A warp per row; a lane's columns, and so the tail's shares of them, are the same on every row.
+  const float* sums = stage_sums(acc, shared);
+  // A warp per row, a lane per 4 columns: the tail's shares of a lane's columns are the same on every row.
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  constexpr int kPasses = kN / (32 * kLaneColumns);
-  float tail[kPasses][kLaneColumns];
+  const int64_t col0 = d0 + lane * kColumnsPerLane;
+  float tail[kColumnsPerLane];
 #pragma unroll
-  for (int g = 0; g < kPasses; ++g)
-#pragma unroll
-    for (int k = 0; k < kLaneColumns; ++k) {
-      const int64_t col = d0 + (g * 32 + lane) * kLaneColumns + k;
-      tail[g][k] = col < args.d ? tail_share(args, tile, col) : 0.0f;
-    }
+  for (int k = 0; k < kColumnsPerLane; ++k) tail[k] = col0 + k < args.d ? tail_share(args, tile, col0 + k) : 0.0f;
   const int2 tile_range = tile_targets(args, tile);
   for (int r = warp; r < kTile; r += 8) {
     const int64_t pos = tile * kTile + r;
     if (pos >= args.v) break;
     const int2 targets = row_targets(tile_range, pos, args.sorted_position);
     __nv_bfloat16* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
+    float x[kColumnsPerLane];
 #pragma unroll
-    for (int g = 0; g < kPasses; ++g) {
-      const int local = (g * 32 + lane) * kLaneColumns;
-      const int64_t col0 = d0 + local;
-      float x[kLaneColumns];
+    for (int k = 0; k < kColumnsPerLane; ++k)
+      x[k] = col0 + k < args.d ? sums[r * kSumsPitch + lane * kColumnsPerLane + k] + tail[k] +
+                                     target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col0 + k)
+                               : 0.0f;
+    if (kAligned && col0 + kColumnsPerLane <= args.d) {  // d % 8 == 0: 8-byte aligned
+      __nv_bfloat162 packed[2] = {__floats2bfloat162_rn(x[0], x[1]), __floats2bfloat162_rn(x[2], x[3])};
+      *reinterpret_cast<uint2*>(row + col0) = *reinterpret_cast<const uint2*>(packed);
+    } else {
 #pragma unroll
-      for (int k = 0; k < kLaneColumns; ++k)
-        x[k] = col0 + k < args.d ? sums[r * sums_pitch(kN) + local + k] + tail[g][k] +
-                                       target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col0 + k)
-                                 : 0.0f;
-      if (kAligned && col0 + kLaneColumns <= args.d) {  // d % 8 == 0: 8-byte aligned
-        const __nv_bfloat162 packed[2] = {__floats2bfloat162_rn(x[0], x[1]), __floats2bfloat162_rn(x[2], x[3])};
-        *reinterpret_cast<uint2*>(row + col0) = *reinterpret_cast<const uint2*>(packed);
-      } else {
-#pragma unroll
-        for (int k = 0; k < kLaneColumns; ++k)
-          if (col0 + k < args.d) row[col0 + k] = __float2bfloat16(x[k]);
-      }
+      for (int k = 0; k < kColumnsPerLane; ++k)
+        if (col0 + k < args.d) row[col0 + k] = __float2bfloat16(x[k]);
     }
   }
 }
@@ -532,55 +485,50 @@ __device__ __forceinline__ void pass_turn(int* turn, int part) {
   if (threadIdx.x == 0) atomicExch(turn, part + 1);
 }
 
-template <bool kWgmma, int kN, bool kAligned>
-__global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma, kN))
+template <bool kWgmma, bool kAligned>
+__global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
     de_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ c, float* __restrict__ de_acc,
                      int64_t d_tiles) {
   extern __shared__ __align__(16) unsigned char shared[];
   const DePart work = draw_de_part(args, d_tiles);
-  const int64_t block = work.part.x, d0 = work.column_tile * kN;
+  const int64_t block = work.part.x, d0 = work.column_tile * kTile;
   const int* kept = args.slot_of + block * args.tiles;
   // Items: positions in the token block's list of kept tiles that fall in this chunk.
   const int* list = args.block_lists + block * (args.tiles + 1);
   const int2 range = make_int2(work.part.z, work.part.w);
-  using Acc = Accumulators<kWgmma, kN>;
+  using Acc = Accumulators<kWgmma>;
   Acc acc;
   acc.zero();
-  run_products<kWgmma, kN, false, kAligned>(
+  run_products<kWgmma, false, kAligned>(
       acc, shared, [&](int item) { return item < range.y ? item : -1; },
       [&](int item, int step) {
         const int tile = list[1 + item];
-        StepSource<kN> source{slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, {}};
+        StepSource source{slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, {}};
         const int64_t pos0 = static_cast<int64_t>(tile) * kTile + step * kStep;
 #pragma unroll
-        for (int j = 0; j < rows_per_thread(kN); ++j)
-          source.rows[j] = pos0 + step_row<kN>(j) < args.v ? args.order[pos0 + step_row<kN>(j)] : -1;
+        for (int j = 0; j < kRowsPerThread; ++j)
+          source.rows[j] = pos0 + step_row(j) < args.v ? args.order[pos0 + step_row(j)] : -1;
         return source;
       },
       range.x, c, args.d, d0);
-  const float* sums = stage_sums<kN>(acc, shared);
+  const float* sums = stage_sums(acc, shared);
   wait_turn(work.turn, work.part.y);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t col0 = d0 + lane * kColumnsPerLane;
   for (int r = warp; r < kTile; r += 8) {
     const int64_t place = block * kTile + r;
     if (place >= args.n) break;
-    float* out_row = de_acc + row_at(args, place) * args.d;
+    const float* add = sums + r * kSumsPitch + lane * kColumnsPerLane;
+    float* out = de_acc + row_at(args, place) * args.d + col0;
+    // L2, not L1: an earlier part on another SM wrote it.
+    if (kAligned && col0 + kColumnsPerLane <= args.d) {  // d % 8 == 0: 16-byte aligned
+      float4 v = __ldcg(reinterpret_cast<const float4*>(out));
+      v.x += add[0], v.y += add[1], v.z += add[2], v.w += add[3];
+      __stcg(reinterpret_cast<float4*>(out), v);
+    } else {
 #pragma unroll
-    for (int g = 0; g < kN / (32 * kLaneColumns); ++g) {
-      const int local = (g * 32 + lane) * kLaneColumns;
-      const int64_t col0 = d0 + local;
-      const float* add = sums + r * sums_pitch(kN) + local;
-      float* out = out_row + col0;
-      // L2, not L1: an earlier part on another SM wrote it.
-      if (kAligned && col0 + kLaneColumns <= args.d) {  // d % 8 == 0: 16-byte aligned
-        float4 v = __ldcg(reinterpret_cast<const float4*>(out));
-        v.x += add[0], v.y += add[1], v.z += add[2], v.w += add[3];
-        __stcg(reinterpret_cast<float4*>(out), v);
-      } else {
-#pragma unroll
-        for (int k = 0; k < kLaneColumns; ++k)
-          if (col0 + k < args.d) __stcg(out + k, __ldcg(out + k) + add[k]);
-      }
+      for (int k = 0; k < kColumnsPerLane; ++k)
+        if (col0 + k < args.d) __stcg(out + k, __ldcg(out + k) + add[k]);
     }
   }
   pass_turn(work.turn, work.part.y);
@@ -768,14 +716,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
                    tail.sums,
                    tail.ld,
                    plan.tile_cols};
-  // The owners' path (the block-level path of the tile engine says which) and
-  // width: columns of D per block.
-  const bool bf16 = p.dtype == Dtype::kBFloat16;
-  const bool wgmma = bf16 && choose_block_path(p) == TilePath::kWgmma;
-  const char* forced_cols = std::getenv("CCE_OWNER_COLS");  // EXPERIMENT
-  const int owner_cols = !wgmma ? static_cast<int>(plan.tile_cols) : forced_cols != nullptr && std::atoi(forced_cols) == 128 ? 128 : 256;
-  const int64_t blocks_per_sm = bf16 ? product_blocks_per_sm(wgmma, owner_cols) : 1;
-  const unsigned d_tiles = static_cast<unsigned>((p.d + owner_cols - 1) / owner_cols);
+  const unsigned d_tiles = static_cast<unsigned>((p.d + plan.tile_cols - 1) / plan.tile_cols);
   const unsigned kept_tiles = static_cast<unsigned>(last_kept - first_kept);
   // dE's parts of this chunk (found here, not by every block). A token block
   // whose rows need many tiles (grouped tokens put such rows together) has a
@@ -793,10 +734,8 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
     items += ranges[b].y - ranges[b].x;
   }
   int64_t cap = std::numeric_limits<int>::max();
-  if (bf16) {
-    const int64_t resident = blocks_per_sm * multiprocessor_count();
-    cap = std::max<int64_t>(kLeastDePart, (items * d_tiles + resident - 1) / resident);
-  }
+  if (p.dtype == Dtype::kBFloat16)
+    cap = std::max<int64_t>(kLeastDePart, (items * d_tiles + 2 * multiprocessor_count() - 1) / (2 * multiprocessor_count()));
   std::vector<int4> parts;
   for (int64_t part = 0, more = 1; more; ++part) {
     more = 0;
@@ -827,12 +766,11 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   CCE_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   CCE_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   if (p.dtype == Dtype::kBFloat16) {
-    auto launch = [&](auto on_wgmma, auto columns, auto aligned) {
-      constexpr bool kWgmma = decltype(on_wgmma)::value, kAligned = decltype(aligned)::value;
-      constexpr int kN = decltype(columns)::value;
-      auto dc_kernel = dc_products_bf16<kWgmma, kN, kAligned>;
-      auto de_kernel = de_products_bf16<kWgmma, kN, kAligned>;
-      constexpr size_t kShared = product_shared_bytes(kWgmma, kN);
+    auto launch = [&](auto wgmma, auto aligned) {
+      constexpr bool kWgmma = decltype(wgmma)::value, kAligned = decltype(aligned)::value;
+      auto dc_kernel = dc_products_bf16<kWgmma, kAligned>;
+      auto de_kernel = de_products_bf16<kWgmma, kAligned>;
+      constexpr size_t kShared = product_shared_bytes(kWgmma);
       CCE_CUDA_CHECK(cudaFuncSetAttribute(dc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
       CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
       if (de_blocks > 0) {
@@ -846,12 +784,10 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
         CCE_CHECK_LAUNCH();
       }
     };
-    using Narrow = std::integral_constant<int, kTile>;
-    using Wide = std::integral_constant<int, 256>;
-    if (wgmma && owner_cols == 256) launch(std::true_type{}, Wide{}, std::true_type{});
-    else if (wgmma) launch(std::true_type{}, Narrow{}, std::true_type{});
-    else if (p.d % 8 == 0) launch(std::false_type{}, Narrow{}, std::true_type{});
-    else launch(std::false_type{}, Narrow{}, std::false_type{});
+    // The block-level path of the tile engine says which products run here.
+    if (choose_block_path(p) == TilePath::kWgmma) launch(std::true_type{}, std::true_type{});
+    else if (p.d % 8 == 0) launch(std::false_type{}, std::true_type{});
+    else launch(std::false_type{}, std::false_type{});
     dc_unkept_rows<__nv_bfloat16><<<unkept_grid, 256, 0, stream>>>(
         args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
     CCE_CHECK_LAUNCH();
