@@ -64,9 +64,11 @@ class Stage {
   // forward state for its backward (stage 08's tile statistics) keeps it only
   // then. The drivers call it before every forward; the default ignores it.
   virtual void expect_backward(bool) {}
-  // Needs the LSE of forward(); writes dE and dC completely.
+  // Needs the LSE of forward(); writes dE and dC completely. dc may be null
+  // when skips_null_dc() (a frozen classifier: dC's work is skipped).
   virtual void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                         cudaStream_t stream) = 0;
+  virtual bool skips_null_dc() const { return false; }
 
   // Stage-specific flags and report lines (e.g. stage 07's filtering).
   virtual void add_options(OptionParser&) {}

@@ -126,11 +126,9 @@ void cce_detach_allocator() { AllocationTracker::detach_source(); }
 // for mean and sum, [N] for none), the forward told that a backward follows.
 // Every pointer is the caller's device memory, used in place. A target that
 // is neither ignore_index nor in [0, V) is bad input (status 2). dc NULL: the
-// caller wants no dC (a frozen classifier). The stages' backwards write dC
-// as they go (stage 09's products make dE and dC from the same recomputed
-// tiles, stage 10's dense plan per slab), so it goes to a buffer from the
-// caller's allocator that is released when the call returns: the caller
-// keeps no [V, D] gradient, but dC's arithmetic is still done.
+// caller wants no dC (a frozen classifier). Stages 09 and 10 then skip dC's
+// work (Stage::skips_null_dc); the others write dC as they go, into a buffer
+// from the caller's allocator released when the call returns.
 int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const void* c, const int64_t* targets,
             const float* upstream, float* loss, float* lse, void* de, void* dc, void* stream, char* error,
             int error_len) {
@@ -154,8 +152,8 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
     // idle only from here on, not through the caller's preparations.
     check_targets(targets, p.n, p.v, p.ignore_index, s);
     const DeviceInputs in = DeviceInputs::borrow(p, e, c, targets);
-    DeviceBuffer<uint8_t> unwanted_dc;
-    if (backward && dc == nullptr) {
+    DeviceBuffer<uint8_t> unwanted_dc;  // for stages that write dC whatever the caller wants
+    if (backward && dc == nullptr && !stage.skips_null_dc()) {
       unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());
       dc = unwanted_dc.get();
     }

@@ -23,10 +23,8 @@ Each call is whole (the stage keeps no state between calls), so several forwards
 backwards (gradient accumulation) are fine.
 
 A frozen classifier (c.requires_grad False) goes through the ops loss_and_grad_e and grad_e: no
-dC is returned or kept for autograd, and c.grad stays None. The stages still compute dC into
-scratch released at the end of the call (their backwards make dE and dC from the same recomputed
-tiles), so this saves the [V, D] gradient's memory between forward and backward, not its
-arithmetic.
+dC is returned or kept for autograd, and c.grad stays None. Stages 09 and 10 skip dC's work; the
+others compute dC into scratch released at the end of the call.
 
 The stages' scratch comes from PyTorch's caching allocator (torch.cuda.memory_allocated counts it);
 each stage object keeps its scratch between calls.

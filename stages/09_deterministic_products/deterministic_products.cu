@@ -234,7 +234,7 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
   TailSums tail;
   if (choice.correct_tail && kept.kept() < pairs) {
     const s08::DecisionInputs inputs{&buffers.forward.kept, lse, buffers.grad_scale, choice.blocks};
-    if (choice.correct_dc) tail = buffers.tail;
+    if (choice.correct_dc && dc != nullptr) tail = buffers.tail;
     s08::correct_dropped_tail(in, s08::tile_grid(p), inputs, buffers.keep, de_acc, tail, stream);
   } else {
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));

@@ -119,6 +119,7 @@ class DeterministicProductsStage : public Stage {
   void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override;
   void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                 cudaStream_t stream) override;
+  bool skips_null_dc() const override { return true; }  // no dC products, no dC tail (stage 10's dense plan: no dC GEMM)
   void add_options(OptionParser& parser) override;
   void validate_options() const override;
   std::vector<std::string> report_lines() const override;

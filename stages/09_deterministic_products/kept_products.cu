@@ -778,7 +778,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
                                                              de_acc, static_cast<int64_t>(d_tiles));
         CCE_CHECK_LAUNCH();
       }
-      if (kept_tiles > 0) {
+      if (kept_tiles > 0 && dc != nullptr) {
         dc_kernel<<<dc_grid, 256, kShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
                                                      static_cast<__nv_bfloat16*>(dc));
         CCE_CHECK_LAUNCH();
@@ -788,11 +788,13 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
     if (choose_block_path(p) == TilePath::kWgmma) launch(std::true_type{}, std::true_type{});
     else if (p.d % 8 == 0) launch(std::false_type{}, std::true_type{});
     else launch(std::false_type{}, std::false_type{});
-    dc_unkept_rows<__nv_bfloat16><<<unkept_grid, 256, 0, stream>>>(
-        args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
-    CCE_CHECK_LAUNCH();
+    if (dc != nullptr) {
+      dc_unkept_rows<__nv_bfloat16><<<unkept_grid, 256, 0, stream>>>(
+          args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
+      CCE_CHECK_LAUNCH();
+    }
   } else {
-    if (kept_tiles > 0) {
+    if (kept_tiles > 0 && dc != nullptr) {
       dc_products_fp32<<<dc_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
                                                     static_cast<float*>(dc));
       CCE_CHECK_LAUNCH();
@@ -802,9 +804,11 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
           args, reinterpret_cast<const float*>(in.c.get()), de_acc);
       CCE_CHECK_LAUNCH();
     }
-    dc_unkept_rows<float><<<unkept_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
-                                                           static_cast<float*>(dc));
-    CCE_CHECK_LAUNCH();
+    if (dc != nullptr) {
+      dc_unkept_rows<float><<<unkept_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
+                                                             static_cast<float*>(dc));
+      CCE_CHECK_LAUNCH();
+    }
   }
   CCE_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
   CCE_CUDA_CHECK(cudaStreamWaitEvent(stream, side.join, 0));

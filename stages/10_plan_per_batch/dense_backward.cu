@@ -123,10 +123,12 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab
     const float* beta = index == 0 ? &zero : &one;
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n, columns, &one, c_slab, type, d, slab, type,
                                   s_pitch, beta, de_acc, CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    // dC_slab [columns, D] (column-major [D, columns]) = Eᵀ [D, N] · S [N, columns].
-    void* dc_slab = static_cast<unsigned char*>(dc) + first * p.d * element;
-    CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, columns, n, &one, in.e.get(), type, d, slab,
-                                  type, s_pitch, &zero, dc_slab, type, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    // dC_slab [columns, D] (column-major [D, columns]) = Eᵀ [D, N] · S [N, columns]; none for a frozen classifier.
+    if (dc != nullptr) {
+      void* dc_slab = static_cast<unsigned char*>(dc) + first * p.d * element;
+      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, columns, n, &one, in.e.get(), type, d, slab,
+                                    type, s_pitch, &zero, dc_slab, type, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
     // END EXERCISE
   }
 }

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/check.h"
 #include "common/compare.h"
 #include "common/reference.h"
 #include "common/runner.h"
@@ -777,6 +778,40 @@ TEST(DeterministicProducts, BothProductPathsMatchTheReference) {
   unsetenv("CCE_TILE_PATH");
 }
 
+
+// A frozen classifier: with a null dC, stages 09 and 10 skip dC's work
+// (products, tail, the dense plan's GEMM) and write the same dE, bit for bit.
+TEST(PlanPerBatch, NullDcLeavesDeAsItWas) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 16411);
+  GeneratorOptions gen;
+  gen.seed = 31;
+  const HostInputs in = generate_inputs(p, gen);
+  const std::vector<float> upstream = default_upstream(p, 1);
+  const DeviceInputs dev = DeviceInputs::upload(p, in);
+  DeviceBuffer<float> loss(1), lse(static_cast<size_t>(p.n)), up(upstream.size());
+  copy_to_device(up.get(), upstream.data(), upstream.size() * 4);
+  DeviceBuffer<uint8_t> de(static_cast<size_t>(p.n * p.d) * 2), dc(static_cast<size_t>(p.v * p.d) * 2);
+  auto de_after = [&](Stage& stage, void* dc_or_null) {
+    stage.expect_backward(true);
+    stage.forward(dev, loss.get(), lse.get(), nullptr);
+    stage.backward(dev, lse.get(), up.get(), de.get(), dc_or_null, nullptr);
+    CCE_CUDA_CHECK(cudaDeviceSynchronize());
+    return download_values(de, p.dtype);
+  };
+  s09::DeterministicProductsStage stage09;
+  ASSERT_TRUE(stage09.skips_null_dc());
+  EXPECT_TRUE(de_after(stage09, dc.get()) == de_after(stage09, nullptr)) << "stage 09";
+  for (const char* plan : {"sparse", "dense"}) {
+    s10::PlanPerBatchStage stage10;
+    OptionParser parser(stage10.name());
+    stage10.add_options(parser);
+    const char* argv[] = {"stage", "--plan", plan};
+    ASSERT_TRUE(parser.parse(3, const_cast<char**>(argv)));
+    stage10.validate_options();
+    EXPECT_TRUE(de_after(stage10, dc.get()) == de_after(stage10, nullptr)) << "stage 10, " << plan;
+  }
+}
 
 // ---- Stage 10's plan: sparse or dense ----
 // The dense plan claims an exact gradient: the check allows the arithmetic only.
