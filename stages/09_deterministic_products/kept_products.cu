@@ -387,11 +387,6 @@ constexpr size_t kSumsBytes = static_cast<size_t>(kTile) * kSumsPitch * sizeof(f
 static_assert(kSumsBytes <= kProductShared && kSumsBytes <= kWgmmaShared, "the sums fit where the stages were");
 constexpr int kColumnsPerLane = kTile / 32;  // 4: a warp covers a row's 128 columns
 
-// A block's first kStagedItems items' list entries are read into shared
-// memory at its start, all at once, so that finding a step's sources costs
-// one dependent load (the rows' order), not two or three in a row.
-constexpr int kStagedItems = 256;
-
 template <class Acc>
 __device__ __forceinline__ const float* stage_sums(Acc& acc, unsigned char* shared) {
   __syncthreads();  // every warp is done reading the stages
@@ -413,10 +408,6 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.y];
   const int64_t d0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int begin = args.offsets[tile], end = args.offsets[tile + 1];
-  __shared__ int staged_block[kStagedItems];  // the token block of slot begin + i
-  for (int i = static_cast<int>(threadIdx.x); i < end - begin && i < kStagedItems; i += blockDim.x)
-    staged_block[i] = args.slot_block[begin + i];
-  __syncthreads();
   using Acc = Accumulators<kWgmma>;
   Acc acc;
   acc.zero();
@@ -424,8 +415,7 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
       acc, shared, [&](int slot) { return slot < end ? slot : -1; },
       [&](int slot, int step) {
         StepSource source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
-        const int token_block = slot - begin < kStagedItems ? staged_block[slot - begin] : args.slot_block[slot];
-        const int64_t row0 = static_cast<int64_t>(token_block) * kTile + step * kStep;
+        const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
 #pragma unroll
         for (int j = 0; j < kRowsPerThread; ++j)
           source.rows[j] = row0 + step_row(j) < args.n ? row_at(args, row0 + step_row(j)) : -1;
@@ -506,22 +496,14 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
   // Items: positions in the token block's list of kept tiles that fall in this chunk.
   const int* list = args.block_lists + block * (args.tiles + 1);
   const int2 range = make_int2(work.part.z, work.part.w);
-  __shared__ int staged_tile[kStagedItems], staged_slot[kStagedItems];  // item range.x + i's tile and slot
-  for (int i = static_cast<int>(threadIdx.x); i < range.y - range.x && i < kStagedItems; i += blockDim.x) {
-    const int tile = list[1 + range.x + i];
-    staged_tile[i] = tile, staged_slot[i] = kept[tile];
-  }
-  __syncthreads();
   using Acc = Accumulators<kWgmma>;
   Acc acc;
   acc.zero();
   run_products<kWgmma, false, kAligned>(
       acc, shared, [&](int item) { return item < range.y ? item : -1; },
       [&](int item, int step) {
-        const bool staged = item - range.x < kStagedItems;
-        const int tile = staged ? staged_tile[item - range.x] : list[1 + item];
-        const int slot = staged ? staged_slot[item - range.x] : kept[tile];
-        StepSource source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
+        const int tile = list[1 + item];
+        StepSource source{slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, {}};
         const int64_t pos0 = static_cast<int64_t>(tile) * kTile + step * kStep;
 #pragma unroll
         for (int j = 0; j < kRowsPerThread; ++j)
