@@ -3,15 +3,16 @@ at gemma2's and lm32k's shapes through
   c_call            cce_run by ctypes, its outputs allocated once (the C interface alone: the targets' check, the stage)
   forward_op        torch.ops.cce_stages.loss_and_grad without autograd (the custom op's dispatch added)
   op_with_backward  linear_cross_entropy(...).backward() (what bench/peers.py's stage10_plan_per_batch_op times)
+  frozen_classifier the same with c.requires_grad=False: no dC, and stages 09 and 10 skip its work
 each timed as cce_bench and peers.py time a case: a synchronization, then CUDA events around one call (median of
 30 after 3 warm-ups; host_ms: the host's time to return from the call).
 
     python3 python/op_overhead_probe.py build/python OUT.json
 
-The inputs are the files peers.py reads: /tmp/cce-inputs/gemma2 and /tmp/lm-gen/lm32k, {e,c,targets}.npy, written
-by stage 01's --save (bench/peers.py's save_command; lm32k at its dims with the realistic generator:
---n 8192 --d 768 --v 32000)."""
-import ctypes, json, statistics, sys, time
+The inputs are the files peers.py reads: /tmp/cce-inputs/gemma2, /tmp/cce-inputs/gemma2_flat (when there) and
+/tmp/lm-gen/lm32k, {e,c,targets}.npy, written by stage 01's --save (bench/peers.py's save_command; lm32k at its
+dims with the realistic generator: --n 8192 --d 768 --v 32000)."""
+import ctypes, json, os, statistics, sys, time
 import numpy as np
 import torch
 sys.path.insert(0, sys.argv[1])
@@ -30,7 +31,10 @@ def timed(fn, clear=lambda: None, reps=30, warm=3):
     return {"gpu_ms_median": statistics.median(gpu), "host_ms_median": statistics.median(host)}
 
 out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "shapes": {}}
-for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("lm32k", "/tmp/lm-gen/lm32k")):
+for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("gemma2_flat", "/tmp/cce-inputs/gemma2_flat"),
+                      ("lm32k", "/tmp/lm-gen/lm32k")):
+    if shape == "gemma2_flat" and not os.path.isdir(folder):
+        continue
     e = torch.from_numpy(np.load(folder + "/e.npy")).cuda().bfloat16()
     c = torch.from_numpy(np.load(folder + "/c.npy")).cuda().bfloat16()
     t = torch.from_numpy(np.load(folder + "/targets.npy")).cuda().long()
@@ -48,7 +52,8 @@ for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("lm32k", "/tmp/lm-g
     def clear():
         E.grad = None; C.grad = None
     full = lambda: cs.linear_cross_entropy(E, C, t).backward()
+    frozen = lambda: cs.linear_cross_entropy(E, c, t).backward()  # c.requires_grad is False
     out["shapes"][shape] = {"n": n, "d": d, "v": v, "c_call": timed(raw), "forward_op": timed(fwd),
-                            "op_with_backward": timed(full, clear)}
+                            "op_with_backward": timed(full, clear), "frozen_classifier": timed(frozen, clear)}
     print(shape, json.dumps(out["shapes"][shape]))
 json.dump(out, open(sys.argv[2], "w"), indent=1)
