@@ -97,15 +97,14 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
 #endif
 }
 
-template <int kTransposeA = 0, int kTransposeB = 0>
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
 #if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" CCE_WGMMA_REGS_0_63 "," CCE_WGMMA_REGS_64_127
-      "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
       : CCE_WGMMA_D64(0), CCE_WGMMA_D64(64)
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransposeA), "n"(kTransposeB));
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)scale_d;
 #endif

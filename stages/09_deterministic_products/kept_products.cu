@@ -19,7 +19,6 @@
 // the highest priority beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <type_traits>
 
@@ -29,7 +28,6 @@
 #include "common/tile/tile_path.h"
 #include "common/tile/tile_wgmma.cuh"
 #include "common/tile/wgmma.cuh"
-#include "common/tile/wgmma_pipeline.cuh"  // sm90:: mbarrier helpers
 #include "stages/09_deterministic_products/deterministic_products.h"
 #include "stages/09_deterministic_products/slot_space.cuh"
 
@@ -536,252 +534,6 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
   pass_turn(work.turn, work.part.y);
 }
 
-// ------------------------------------------------- bf16, Hopper, warp-specialized (EXPERIMENT)
-// 384 threads: warpgroup 0 copies (cp.async into the 128-byte swizzle, each
-// thread's copies of a stage counted on its "full" mbarrier), warpgroups 1
-// and 2 multiply, each its 64 rows of a 128 × 256 output (m64n256k16), and
-// release a stage on its "empty" mbarrier once their wgmmas have read it.
-// 4 stages of 48 KB; the consumers never meet the producer at a barrier.
-// 168 registers per thread fit all three (1 block per SM), without setmaxnreg.
-struct WsOwner {
-  static constexpr int kN = 256, kStages = 4, kThreads = 384, kProducers = 128, kConsumers = 256;
-  static constexpr uint32_t kPiece = kStep * 128;
-  static constexpr uint32_t kABytes = 2 * kPiece, kBBytes = (kN / 64) * kPiece, kStageBytes = kABytes + kBBytes;
-  static constexpr size_t kShared = 1024 + kStages * kStageBytes + 2 * kStages * 8;
-  static constexpr int kRows = kStep * (kN / 8) / kProducers;  // a producer's rows per step: 16
-  static constexpr int kPitch = kN + 8;  // the staged sums' row, floats
-  static_assert(static_cast<size_t>(kTile) * kPitch * 4 <= kStages * kStageBytes, "the sums fit in the stages");
-};
-struct WsSource {
-  const __nv_bfloat16* s;
-  int step;
-  int rows[WsOwner::kRows];
-};
-__device__ __forceinline__ int ws_producer() { return static_cast<int>(threadIdx.x); }  // warpgroup 0
-__device__ __forceinline__ int ws_step_row(int j) { return (ws_producer() + j * WsOwner::kProducers) / (WsOwner::kN / 8); }
-
-// A consumer warpgroup's 64 × 256 piece.
-struct WsSums {
-  static constexpr int kRows = 2, kCols = 64;
-  float d[128];
-  __device__ __forceinline__ static int row_of(int r) {
-    return (static_cast<int>(threadIdx.x / 128) - 1) * 64 + ((threadIdx.x / 32) % 4) * 16 + (threadIdx.x % 32) / 4 + 8 * r;
-  }
-  __device__ __forceinline__ static int col_of(int c) { return (c / 2) * 8 + (threadIdx.x % 4) * 2 + (c % 2); }
-  __device__ __forceinline__ float& z(int r, int c) { return d[(c / 2) * 4 + r * 2 + (c % 2)]; }
-};
-__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
-
-// The k-loop: the producer's side returns false, the consumers' true with acc holding their sums.
-template <bool kTransposeS, class Next, class Source>
-__device__ __forceinline__ bool run_items_ws(WsSums& acc, unsigned char* shared, Next&& next, Source&& find_source,
-                                             int first, int steps, const __nv_bfloat16* __restrict__ other, int64_t d,
-                                             int64_t d0) {
-#if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using W = WsOwner;
-  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
-  const uint32_t base = (raw + 1023u) & ~1023u;
-  const uint32_t full = base + W::kStages * W::kStageBytes, empty = full + 8 * W::kStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < W::kStages; ++s) {
-      sm90::barrier_init(full + 8 * s, W::kProducers);      // each producer thread's copies
-      sm90::barrier_init(empty + 8 * s, W::kConsumers / 32);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (threadIdx.x < W::kProducers) {
-    int fetch = first, fetch_step = 0;
-    WsSource ahead{};
-    if (fetch >= 0) ahead = find_source(fetch, 0);
-    for (int i = 0, s = 0, phase = 0; i < steps; ++i) {
-      sm90::barrier_wait(empty + 8 * s, phase ^ 1);  // on the first pass the stages count as empty
-      const uint32_t stage = base + s * W::kStageBytes;
-#pragma unroll
-      for (int j = 0; j < kTile * 8 / W::kProducers; ++j) {  // the S half: 1024 chunks
-        const int x = ws_producer() + j * W::kProducers;
-        if constexpr (kTransposeS) {
-          const int k = x / 16, chunk = x % 16;
-          cp_async_16(stage + mn_major_offset(k, chunk), ahead.s + (ahead.step * kStep + k) * kTile + chunk * 8, true);
-        } else {
-          const int r = x / 8, chunk = x % 8;
-          cp_async_16(stage + r * 128 + ((chunk ^ (r % 8)) * 16), ahead.s + r * kTile + ahead.step * kStep + chunk * 8,
-                      true);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < W::kRows; ++j) {  // the rows: 64 × 32 chunks
-        const int k = ws_step_row(j), chunk = ws_producer() % (W::kN / 8);
-        const int64_t row = ahead.rows[j], col = d0 + chunk * 8;
-        const bool valid = row >= 0 && col < d;
-        cp_async_16(stage + W::kABytes + mn_major_offset(k, chunk), valid ? other + row * d + col : other, valid);
-      }
-      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full + 8 * s) : "memory");
-      if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
-      if (fetch >= 0) ahead = find_source(fetch, fetch_step);
-      if (++s == W::kStages) s = 0, phase ^= 1;
-    }
-    return false;
-  }
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc.d[i] = 0.0f;
-  const uint32_t consumer = threadIdx.x / 128 - 1;
-  const bool lane0 = threadIdx.x % 32 == 0;
-  for (int i = 0, s = 0, previous = 0, phase = 0; i < steps; ++i) {
-    sm90::barrier_wait(full + 8 * s, phase);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async wrote it; wgmma reads through the async proxy
-    const uint32_t stage = base + s * W::kStageBytes;
-    const uint64_t desc_b = wgmma_descriptor_mn(stage + W::kABytes, W::kPiece);
-    const uint64_t desc_a = kTransposeS ? wgmma_descriptor_mn(stage + consumer * W::kPiece, W::kPiece)
-                                        : wgmma_descriptor(stage + consumer * W::kPiece);
-    const uint64_t a_step = kTransposeS ? 128 : 2;
-    wgmma_arrive();
-#pragma unroll
-    for (int ks = 0; ks < kStep / 16; ++ks)
-      wgmma_m64n256k16<kTransposeS ? 1 : 0, 1>(acc.d, desc_a + a_step * ks, desc_b + 128 * ks, 1);
-    wgmma_commit();
-    if (i > 0) {
-      wgmma_wait<1>();
-      if (lane0) sm90::barrier_arrive(empty + 8 * previous);
-    }
-    previous = s;
-    if (++s == W::kStages) s = 0, phase ^= 1;
-  }
-  wgmma_wait<0>();
-  wgmma_fence_operands(acc.d);
-  return true;
-#else
-  (void)acc, (void)shared, (void)next, (void)find_source, (void)first, (void)steps, (void)other, (void)d, (void)d0;
-  __trap();
-  return false;
-#endif
-}
-
-__device__ __forceinline__ const float* ws_stage_sums(WsSums& acc, unsigned char* shared) {
-  consumers_sync();  // both consumer warpgroups are done reading the stages
-  float* sums = reinterpret_cast<float*>(shared);
-#pragma unroll
-  for (int r = 0; r < WsSums::kRows; ++r)
-#pragma unroll
-    for (int c = 0; c < WsSums::kCols; c += 2)
-      *reinterpret_cast<float2*>(sums + WsSums::row_of(r) * WsOwner::kPitch + WsSums::col_of(c)) =
-          make_float2(acc.z(r, c), acc.z(r, c + 1));
-  consumers_sync();
-  return sums;
-}
-
-__global__ void __launch_bounds__(384, 1)
-    dc_products_ws(ProductArgs args, const __nv_bfloat16* __restrict__ e, __nv_bfloat16* __restrict__ dc) {
-  extern __shared__ __align__(16) unsigned char shared[];
-  const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.y];
-  const int64_t d0 = static_cast<int64_t>(blockIdx.x) * WsOwner::kN;
-  const int begin = args.offsets[tile], end = args.offsets[tile + 1];
-  WsSums acc;
-  const bool consumer = run_items_ws<true>(
-      acc, shared, [&](int slot) { return slot < end ? slot : -1; },
-      [&](int slot, int step) {
-        WsSource source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
-        const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
-#pragma unroll
-        for (int j = 0; j < WsOwner::kRows; ++j)
-          source.rows[j] = row0 + ws_step_row(j) < args.n ? row_at(args, row0 + ws_step_row(j)) : -1;
-        return source;
-      },
-      begin < end ? begin : -1, 2 * (end - begin), e, args.d, d0);
-  if (!consumer) return;
-  const float* sums = ws_stage_sums(acc, shared);
-  const int warp = static_cast<int>(threadIdx.x / 32) - 4, lane = static_cast<int>(threadIdx.x % 32);
-  float tail[2][kColumnsPerLane];
-#pragma unroll
-  for (int g = 0; g < 2; ++g)
-#pragma unroll
-    for (int k = 0; k < kColumnsPerLane; ++k) {
-      const int64_t col = d0 + (g * 32 + lane) * kColumnsPerLane + k;
-      tail[g][k] = col < args.d ? tail_share(args, tile, col) : 0.0f;
-    }
-  const int2 tile_range = tile_targets(args, tile);
-  for (int r = warp; r < kTile; r += 8) {
-    const int64_t pos = tile * kTile + r;
-    if (pos >= args.v) break;
-    const int2 targets = row_targets(tile_range, pos, args.sorted_position);
-    __nv_bfloat16* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
-#pragma unroll
-    for (int g = 0; g < 2; ++g) {
-      const int local = (g * 32 + lane) * kColumnsPerLane;
-      const int64_t col0 = d0 + local;
-      float x[kColumnsPerLane];
-#pragma unroll
-      for (int k = 0; k < kColumnsPerLane; ++k)
-        x[k] = col0 + k < args.d ? sums[r * WsOwner::kPitch + local + k] + tail[g][k] +
-                                       target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col0 + k)
-                                 : 0.0f;
-      if (col0 + kColumnsPerLane <= args.d) {
-        const __nv_bfloat162 packed[2] = {__floats2bfloat162_rn(x[0], x[1]), __floats2bfloat162_rn(x[2], x[3])};
-        *reinterpret_cast<uint2*>(row + col0) = *reinterpret_cast<const uint2*>(packed);
-      } else {
-#pragma unroll
-        for (int k = 0; k < kColumnsPerLane; ++k)
-          if (col0 + k < args.d) row[col0 + k] = __float2bfloat16(x[k]);
-      }
-    }
-  }
-}
-
-__global__ void __launch_bounds__(384, 1)
-    de_products_ws(ProductArgs args, const __nv_bfloat16* __restrict__ c, float* __restrict__ de_acc, int64_t d_tiles) {
-  extern __shared__ __align__(16) unsigned char shared[];
-  const DePart work = draw_de_part(args, d_tiles);
-  const int64_t block = work.part.x, d0 = work.column_tile * WsOwner::kN;
-  const int* kept = args.slot_of + block * args.tiles;
-  const int* list = args.block_lists + block * (args.tiles + 1);
-  const int2 range = make_int2(work.part.z, work.part.w);
-  WsSums acc;
-  const bool consumer = run_items_ws<false>(
-      acc, shared, [&](int item) { return item < range.y ? item : -1; },
-      [&](int item, int step) {
-        const int tile = list[1 + item];
-        WsSource source{slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, {}};
-        const int64_t pos0 = static_cast<int64_t>(tile) * kTile + step * kStep;
-#pragma unroll
-        for (int j = 0; j < WsOwner::kRows; ++j)
-          source.rows[j] = pos0 + ws_step_row(j) < args.v ? args.order[pos0 + ws_step_row(j)] : -1;
-        return source;
-      },
-      range.x, 2 * (range.y - range.x), c, args.d, d0);
-  if (!consumer) return;
-  const float* sums = ws_stage_sums(acc, shared);
-  if (threadIdx.x == 128 && work.part.y > 0) {
-    while (atomicAdd(const_cast<int*>(work.turn), 0) != work.part.y) __nanosleep(100);
-    __threadfence();
-  }
-  consumers_sync();
-  const int warp = static_cast<int>(threadIdx.x / 32) - 4, lane = static_cast<int>(threadIdx.x % 32);
-  for (int r = warp; r < kTile; r += 8) {
-    const int64_t place = block * kTile + r;
-    if (place >= args.n) break;
-    float* out_row = de_acc + row_at(args, place) * args.d;
-#pragma unroll
-    for (int g = 0; g < 2; ++g) {
-      const int local = (g * 32 + lane) * kColumnsPerLane;
-      const int64_t col0 = d0 + local;
-      const float* add = sums + r * WsOwner::kPitch + local;
-      float* out = out_row + col0;
-      if (col0 + kColumnsPerLane <= args.d) {
-        float4 v = __ldcg(reinterpret_cast<const float4*>(out));
-        v.x += add[0], v.y += add[1], v.z += add[2], v.w += add[3];
-        __stcg(reinterpret_cast<float4*>(out), v);
-      } else {
-#pragma unroll
-        for (int k = 0; k < kColumnsPerLane; ++k)
-          if (col0 + k < args.d) __stcg(out + k, __ldcg(out + k) + add[k]);
-      }
-    }
-  }
-  __threadfence();
-  consumers_sync();
-  if (threadIdx.x == 128) atomicExch(work.turn, work.part.y + 1);
-}
-
 // ------------------------------------------------------------------ fp32
 // 64×64 output tiles, a 16×16 grid of threads with 4×4 outputs each; the
 // operands from global memory through shared memory, one item at a time.
@@ -964,10 +716,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
                    tail.sums,
                    tail.ld,
                    plan.tile_cols};
-  const bool ws = p.dtype == Dtype::kBFloat16 && choose_block_path(p) == TilePath::kWgmma &&
-                  !(std::getenv("CCE_OWNER_WS") != nullptr && std::atoi(std::getenv("CCE_OWNER_WS")) == 0);  // EXPERIMENT
-  const int64_t owner_cols = ws ? WsOwner::kN : plan.tile_cols;
-  const unsigned d_tiles = static_cast<unsigned>((p.d + owner_cols - 1) / owner_cols);
+  const unsigned d_tiles = static_cast<unsigned>((p.d + plan.tile_cols - 1) / plan.tile_cols);
   const unsigned kept_tiles = static_cast<unsigned>(last_kept - first_kept);
   // dE's parts of this chunk (found here, not by every block). A token block
   // whose rows need many tiles (grouped tokens put such rows together) has a
@@ -986,7 +735,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   }
   int64_t cap = std::numeric_limits<int>::max();
   if (p.dtype == Dtype::kBFloat16)
-    cap = std::max<int64_t>(kLeastDePart, (items * d_tiles + (ws ? 1 : 2) * multiprocessor_count() - 1) / ((ws ? 1 : 2) * multiprocessor_count()));
+    cap = std::max<int64_t>(kLeastDePart, (items * d_tiles + 2 * multiprocessor_count() - 1) / (2 * multiprocessor_count()));
   std::vector<int4> parts;
   for (int64_t part = 0, more = 1; more; ++part) {
     more = 0;
@@ -1036,20 +785,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
       }
     };
     // The block-level path of the tile engine says which products run here.
-    if (ws) {
-      CCE_CUDA_CHECK(cudaFuncSetAttribute(dc_products_ws, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(WsOwner::kShared)));
-      CCE_CUDA_CHECK(cudaFuncSetAttribute(de_products_ws, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(WsOwner::kShared)));
-      if (de_blocks > 0) {
-        de_products_ws<<<de_blocks, WsOwner::kThreads, WsOwner::kShared, side.stream>>>(
-            args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()), de_acc, static_cast<int64_t>(d_tiles));
-        CCE_CHECK_LAUNCH();
-      }
-      if (kept_tiles > 0 && dc != nullptr) {
-        dc_products_ws<<<dc_grid, WsOwner::kThreads, WsOwner::kShared, stream>>>(
-            args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
-        CCE_CHECK_LAUNCH();
-      }
-    } else if (choose_block_path(p) == TilePath::kWgmma) launch(std::true_type{}, std::true_type{});
+    if (choose_block_path(p) == TilePath::kWgmma) launch(std::true_type{}, std::true_type{});
     else if (p.d % 8 == 0) launch(std::false_type{}, std::true_type{});
     else launch(std::false_type{}, std::false_type{});
     if (dc != nullptr) {
