@@ -304,13 +304,16 @@ void targets_at_the_edge(const Problem& p, HostInputs& in, const DropRun& run, i
   }
 }
 
-// The decision tests' inputs: N = 300 (3 token blocks, the last partial), 10% ignored.
-HostInputs decision_inputs(const Problem& p, uint64_t seed) {
+// Generated (realistic) inputs of the given seed.
+HostInputs seeded_inputs(const Problem& p, uint64_t seed, double ignore_fraction = 0.0) {
   GeneratorOptions gen;
   gen.seed = seed;
-  gen.ignore_fraction = 0.1;
+  gen.ignore_fraction = ignore_fraction;
   return generate_inputs(p, gen);
 }
+
+// The decision tests' inputs: N = 300 (3 token blocks, the last partial), 10% ignored.
+HostInputs decision_inputs(const Problem& p, uint64_t seed) { return seeded_inputs(p, seed, 0.1); }
 
 void check_kept_list_is_the_brute_force_one(Which which) {
   SKIP_WITHOUT_GPU();
@@ -784,9 +787,7 @@ TEST(DeterministicProducts, BothProductPathsMatchTheReference) {
 TEST(PlanPerBatch, NullDcLeavesDeAsItWas) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 128, 16411);
-  GeneratorOptions gen;
-  gen.seed = 31;
-  const HostInputs in = generate_inputs(p, gen);
+  const HostInputs in = seeded_inputs(p, 31);
   const std::vector<float> upstream = default_upstream(p, 1);
   const DeviceInputs dev = DeviceInputs::upload(p, in);
   DeviceBuffer<float> loss(1), lse(static_cast<size_t>(p.n)), up(upstream.size());
@@ -896,16 +897,13 @@ TEST(PlanPerBatch, BothPlansMatchTheReference) {
     }
 }
 
-// The dense plan's slab is in the memory model once it ran, and the peak is the model.
 // A forced dense plan decides no eps: after a sparse run on the same stage
 // object, the report shows neither that run's automatic eps nor its
 // candidates.
 TEST(PlanPerBatch, ForcedDenseReportsNoEps) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 128, 16411);
-  GeneratorOptions gen;
-  gen.seed = 5;
-  const HostInputs in = generate_inputs(p, gen);
+  const HostInputs in = seeded_inputs(p, 5);
   const std::vector<float> upstream = default_upstream(p, 1);
   s10::PlanPerBatchStage stage;
   run_with(stage, p, in, upstream, {"--plan", "sparse"});
@@ -918,6 +916,7 @@ TEST(PlanPerBatch, ForcedDenseReportsNoEps) {
   for (const std::string& line : lines) EXPECT_NE(line.rfind("candidates", 0), size_t{0}) << line;
 }
 
+// The dense plan's slab is in the memory model once it ran, and the peak is the model.
 TEST(PlanPerBatch, DenseSlabIsInTheMemoryModel) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 64, 5000);
