@@ -380,8 +380,8 @@ constexpr int product_blocks_per_sm(bool wgmma) { return wgmma ? kWgmmaBlocksPer
 // The epilogues first put the block's 128×128 sums into shared memory (the
 // k-loop's stages are free by then) and then walk them a row per warp, so
 // that each row of dC or dE_acc is read and written as contiguous 16-byte
-// pieces. Stored straight from the fragments, a warp's store touched 8 rows
-// in 8-byte pieces, and those epilogues took a third of the products' time.
+// pieces; stored straight from the fragments, a warp's store would touch 8
+// rows in 8-byte pieces.
 constexpr int kSumsPitch = kTile + 8;  // floats: a half-warp's 8-byte stores of 4 rows hit 32 different banks
 constexpr size_t kSumsBytes = static_cast<size_t>(kTile) * kSumsPitch * sizeof(float);
 static_assert(kSumsBytes <= kProductShared && kSumsBytes <= kWgmmaShared, "the sums fit where the stages were");
