@@ -436,6 +436,7 @@ void setup_stage(ActiveCase& c, const CaseSpec& spec) {
       // decision would keep, which chose it.
       const s10::PlanChoice ran = plan->plan_choice();
       c.fixed_counters["dense_plan"] = ran.plan == s10::BackwardPlan::kDense ? 1.0 : 0.0;
+      c.fixed_counters["dense_before_forward"] = ran.before_forward ? 1.0 : 0.0;  // loss and gradient by 3 GEMMs
       if (ran.kept_fraction >= 0.0) c.fixed_counters["decided_kept_frac"] = ran.kept_fraction;
     }
   }

@@ -49,6 +49,12 @@ void StageRunner::forward() {
 void StageRunner::forward_backward() {
   if (!stage_.has_backward()) throw InputError("stage " + stage_.name() + " has no backward (it comes in a later stage)");
   allocate_gradients();
+  stage_.loss_and_gradient(inputs_, loss_.get(), lse_.get(), upstream_dev_.get(), de_.get(), dc_.get(), nullptr);
+}
+
+void StageRunner::forward_then_backward() {
+  if (!stage_.has_backward()) throw InputError("stage " + stage_.name() + " has no backward (it comes in a later stage)");
+  allocate_gradients();
   stage_.expect_backward(true);
   stage_.forward(inputs_, loss_.get(), lse_.get(), nullptr);
   stage_.backward(inputs_, lse_.get(), upstream_dev_.get(), de_.get(), dc_.get(), nullptr);

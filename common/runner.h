@@ -32,7 +32,10 @@ class StageRunner {
 
   void poison_outputs();  // loss, LSE and (once allocated) dE, dC
   void forward();
-  void forward_backward();
+  void forward_backward();  // Stage::loss_and_gradient
+  // The forward and the backward as two calls, as autograd makes them (the
+  // backward then cannot be planned with the forward).
+  void forward_then_backward();
   void synchronize();
   HostOutputs download() const;
 

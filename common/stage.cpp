@@ -51,6 +51,13 @@ DeviceInputs DeviceInputs::upload(const Problem& problem, const HostInputs& inpu
   return d;
 }
 
+void Stage::loss_and_gradient(const DeviceInputs& in, float* loss, float* lse, const float* upstream, void* de,
+                              void* dc, cudaStream_t stream) {
+  expect_backward(true);
+  forward(in, loss, lse, stream);
+  backward(in, lse, upstream, de, dc, stream);
+}
+
 void ForwardOnlyStage::backward(const DeviceInputs&, const float*, const float*, void*, void*, cudaStream_t) {
   throw InputError("stage " + name() + " computes the forward only (the fused backward comes in stage 06)");
 }

@@ -69,6 +69,12 @@ class Stage {
   virtual void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                         cudaStream_t stream) = 0;
   virtual bool skips_null_dc() const { return false; }
+  // Loss and gradient in one call, for a caller that has the upstream
+  // gradient before the forward (the drivers, the benchmarks): the default
+  // is expect_backward(true), forward(), backward(). A stage may plan the
+  // two together (stage 10's dense plan computes the gradient with the loss).
+  virtual void loss_and_gradient(const DeviceInputs& in, float* loss, float* lse, const float* upstream, void* de,
+                                 void* dc, cudaStream_t stream);
 
   // Stage-specific flags and report lines (e.g. stage 07's filtering).
   virtual void add_options(OptionParser&) {}

@@ -78,17 +78,19 @@ Accumulators prepare_backward(const DeviceInputs& in, const float* upstream, con
   return acc;
 }
 
+void cast_to_bf16(const float* src, void* dst, int64_t count, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  if (count == 0) return;
+  cast_kernel<__nv_bfloat16><<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      src, static_cast<__nv_bfloat16*>(dst), count);
+  CCE_CHECK_LAUNCH();
+}
+
 void finish_backward(const DeviceInputs& in, const Accumulators& acc, void* de, void* dc, cudaStream_t stream) {
   const Problem& p = in.problem;
   if (p.dtype != Dtype::kBFloat16) return;
-  constexpr int kThreads = 256;
-  auto cast = [&](const float* src, void* dst, int64_t count) {
-    cast_kernel<__nv_bfloat16><<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-        src, static_cast<__nv_bfloat16*>(dst), count);
-    CCE_CHECK_LAUNCH();
-  };
-  cast(acc.de, de, p.n * p.d);
-  cast(acc.dc, dc, p.v * p.d);
+  cast_to_bf16(acc.de, de, p.n * p.d, stream);
+  cast_to_bf16(acc.dc, dc, p.v * p.d, stream);
 }
 
 void backward(const DeviceInputs& in, Scratch& scratch, const float* lse, const float* upstream, void* de, void* dc,

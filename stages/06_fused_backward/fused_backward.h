@@ -38,6 +38,8 @@ struct Accumulators {
 // Zeroes the accumulators and computes g_i from the upstream gradient.
 Accumulators prepare_backward(const DeviceInputs& in, const float* upstream, const Scratch& scratch, void* de,
                               void* dc, cudaStream_t stream);
+// fp32 [count] rounded into bf16 [count] (dst: __nv_bfloat16).
+void cast_to_bf16(const float* src, void* dst, int64_t count, cudaStream_t stream);
 // Casts the accumulators into dE and dC (bf16); nothing for fp32.
 void finish_backward(const DeviceInputs& in, const Accumulators& acc, void* de, void* dc, cudaStream_t stream);
 

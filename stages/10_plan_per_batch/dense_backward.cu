@@ -1,12 +1,22 @@
 // The dense plan: when most tiles would be kept, recomputing them one by one
-// costs more than recomputing everything with cuBLAS. The vocabulary is cut
+// costs more than recomputing everything with cuBLAS. Two ways, by whether
+// the forward has run.
+//
+// After the forward (dense_backward), the LSE is known: the vocabulary is cut
 // into slabs of columns; per slab, three GEMMs and one pass over the slab:
 //   Z = E·C_slabᵀ (fp32), S = g·(p − onehot)·softcap' in place (bf16, packed
 //   into the first half of each fp32 row), dE += S·C_slab (fp32 accumulator),
 //   dC_slab = Sᵀ·E.
-// The LSE is the forward's, so every sum is over one slab's columns in
-// cuBLAS's fixed order: deterministic, and exact up to the arithmetic of
-// stage 01's backward (fp32 logits, S rounded once).
+// Four GEMMs with the forward's.
+//
+// Before the forward (dense_loss_and_gradient), planned from the previous
+// batch: the rows are cut into chunks, and a chunk's logits are the whole
+// rows, so its LSE comes from them (stage 02's one pass) and S follows in
+// place (stage 01's); then dE's rows = S·C and dC += Sᵀ·E_rows. Three GEMMs.
+// dC sums over the chunks (fp32 for bf16), which the slabs avoid.
+//
+// Every sum runs in cuBLAS's fixed order: deterministic, and exact up to the
+// arithmetic of stage 01's backward (fp32 logits, S rounded once).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -15,6 +25,9 @@
 #include "common/check.h"
 #include "common/cublas_handle.h"
 #include "common/device_math.cuh"
+#include "common/token_reduction.h"
+#include "stages/02_online_softmax/online_softmax.h"
+#include "stages/06_fused_backward/fused_backward.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
 namespace cce::s10 {
@@ -70,6 +83,11 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
       for (int k = 0; k < 4 && j + k < columns; ++k) z_row[j + k] = s[k];
     }
   }
+}
+
+// dC's sum over several chunks needs more than bf16 holds.
+bool accumulates_dc_in_fp32(const Problem& p, const DenseChunks& chunks, bool with_dc) {
+  return with_dc && p.dtype == Dtype::kBFloat16 && chunks.count > 1;
 }
 
 int to_int(int64_t x) { return static_cast<int>(x); }  // Problem::validate keeps N, D, V below 2^31
@@ -131,6 +149,70 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab
     }
     // END EXERCISE
   }
+}
+
+DenseChunks plan_dense_chunks(const Problem& p, int64_t rows) {
+  constexpr int64_t kRowMultiple = 128;
+  if (rows <= 0) {
+    const int64_t fit = static_cast<int64_t>(kDefaultDenseChunkBytes / (4 * static_cast<size_t>(std::max<int64_t>(p.v, 1))));
+    rows = std::max(kRowMultiple, fit / kRowMultiple * kRowMultiple);
+  }
+  DenseChunks chunks;
+  chunks.rows = std::min(p.n, rows);
+  chunks.count = chunks.rows > 0 ? (p.n + chunks.rows - 1) / chunks.rows : 0;
+  return chunks;
+}
+
+std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& chunks, bool with_dc) {
+  std::vector<MemoryItem> items = {{kDenseChunkItem, static_cast<size_t>(chunks.rows * p.v) * 4},
+                                   {kDenseGradScaleItem, static_cast<size_t>(p.n) * 4}};
+  items = concat(items, per_token_loss_scratch(p));
+  if (accumulates_dc_in_fp32(p, chunks, with_dc)) items.push_back({kDenseDcItem, static_cast<size_t>(p.v * p.d) * 4});
+  return items;
+}
+
+void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
+                             float* lse, const float* upstream, void* de, void* dc, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const bool bf16 = p.dtype == Dtype::kBFloat16;
+  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const size_t element = p.element_bytes();
+  const int d = to_int(p.d), v = to_int(p.v);
+  float* logits = scratch.get<float>(kDenseChunkItem);
+  float* grad_scale = scratch.get<float>(kDenseGradScaleItem);
+  float* per_token = per_token_loss_buffer(p, loss, scratch);
+  // dC's sum over the chunks: in dC itself (fp32, or a single bf16 chunk), else in fp32 beside it.
+  float* dc_acc = accumulates_dc_in_fp32(p, chunks, dc != nullptr) ? scratch.get<float>(kDenseDcItem) : nullptr;
+  void* dc_sum = dc_acc != nullptr ? static_cast<void*>(dc_acc) : dc;
+  const cudaDataType_t dc_sum_type = dc_acc != nullptr ? CUDA_R_32F : type;
+  compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
+  const float one = 1.0f, zero = 0.0f;
+  cublasHandle_t handle = cublas_handle();
+  for (int64_t first = 0; first < p.n; first += chunks.rows) {
+    // The chunk as a problem of its own rows: stage 01's and 02's functions run on it unchanged.
+    Problem rows_problem = p;
+    rows_problem.n = std::min(chunks.rows, p.n - first);
+    const void* e_rows = static_cast<const unsigned char*>(in.e.get()) + first * p.d * element;
+    const DeviceInputs rows = DeviceInputs::borrow(rows_problem, e_rows, in.c.get(), in.targets.get() + first);
+    s01::gemm_logits(rows, logits, stream);
+    s02::online_cross_entropy_rows(rows, logits, lse + first, per_token + first, stream);
+    const int s_pitch = to_int(s01::logits_to_dlogits_in_place(rows, logits, lse + first, grad_scale + first, stream));
+    const int n_rows = to_int(rows_problem.n);
+    CCE_CUBLAS_CHECK(cublasSetStream(handle, stream));
+    // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows], written once.
+    void* de_rows = static_cast<unsigned char*>(de) + first * p.d * element;
+    CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n_rows, v, &one, in.c.get(), type, d, logits,
+                                  type, s_pitch, &zero, de_rows, type, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V]; none for a frozen classifier.
+    if (dc != nullptr) {
+      const float* beta = first == 0 ? &zero : &one;
+      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, n_rows, &one, e_rows, type, d, logits,
+                                    type, s_pitch, beta, dc_sum, dc_sum_type, d, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+    }
+  }
+  finish_loss(p, per_token, in.targets.get(), loss, stream);
+  if (dc_acc != nullptr) s06::cast_to_bf16(dc_acc, dc, p.v * p.d, stream);
 }
 
 }  // namespace cce::s10

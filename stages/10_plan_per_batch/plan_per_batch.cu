@@ -10,6 +10,11 @@
 namespace cce::s10 {
 namespace {
 
+// Batches of one model: the history of plans carries over while the shape stays.
+bool same_model(const Problem& a, const Problem& b) {
+  return a.n == b.n && a.d == b.d && a.v == b.v && a.dtype == b.dtype;
+}
+
 std::string percent(double fraction) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * fraction);
@@ -40,6 +45,11 @@ BackwardPlan parse_backward_plan(const std::string& text) {
 BackwardPlan choose_backward_plan(BackwardPlan flag, double kept_fraction) {
   if (flag != BackwardPlan::kAuto) return flag;
   return kept_fraction > kDenseAboveKept ? BackwardPlan::kDense : BackwardPlan::kSparse;
+}
+
+bool dense_before_forward(BackwardPlan flag, const PlanHistory& history) {
+  if (flag != BackwardPlan::kAuto) return flag == BackwardPlan::kDense;
+  return history.kept_fraction > kDenseAboveKept && history.dense_since < kDecideEveryBatches - 1;
 }
 
 PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs) {
@@ -113,15 +123,43 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scr
 
 std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {
   if (!backward) return DeterministicProductsStage::workspace(p, false);
-  std::vector<MemoryItem> items = s10::backward_scratch(p, plan_for(p));
-  // A backward that ran the dense plan added its slab (and it stays until released).
+  // What the plans that ran have allocated (it stays until released): stage
+  // 09's scratch (also before any run), the dense plan's slab after a
+  // forward, its chunk before one.
+  const std::vector<MemoryItem> sparse = s10::backward_scratch(p, plan_for(p));
+  const bool before_forward = scratch_.has(kDenseChunkItem);
+  std::vector<MemoryItem> items;
+  if (!before_forward || scratch_.has(sparse.front().first)) items = sparse;
   if (scratch_.has(kDenseSlabItem)) items = concat(items, dense_slab_items(p, plan_dense_slabs(p, slab_columns_flag_)));
+  if (before_forward)
+    items = concat(items, dense_chunk_items(p, plan_dense_chunks(p, chunk_rows_flag_), scratch_.has(kDenseDcItem)));
   return items;
 }
 
 GradientApproximation PlanPerBatchStage::gradient_approximation() const {
   if (ran_.plan == BackwardPlan::kDense) return {};
   return DeterministicProductsStage::gradient_approximation();
+}
+
+void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, float* lse, const float* upstream,
+                                          void* de, void* dc, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  if (!same_model(p, history_problem_)) history_ = PlanHistory{}, history_problem_ = p;
+  const BackwardPlan flag = parse_backward_plan(plan_flag_);
+  if (!dense_before_forward(flag, history_)) {
+    Stage::loss_and_gradient(in, loss, lse, upstream, de, dc, stream);  // backward() records its decision
+    return;
+  }
+  const DenseChunks chunks = plan_dense_chunks(p, chunk_rows_flag_);
+  scratch_.allocate(dense_chunk_items(p, chunks, dc != nullptr));
+  dense_loss_and_gradient(in, chunks, scratch_, loss, lse, upstream, de, dc, stream);
+  ++history_.dense_since;
+  last_problem_ = p;
+  stats_ready_ = false;
+  const int64_t pairs = plan_for(p).tiles * plan_for(p).token_blocks;
+  stats_ = DropStats{pairs, pairs, chunks.count, 0.0f};
+  choice_ = EpsChoice{0.0f, -1.0, {}};
+  ran_ = PlanChoice{BackwardPlan::kDense, flag == BackwardPlan::kDense ? -1.0 : history_.kept_fraction, {}, true, chunks};
 }
 
 void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
@@ -133,6 +171,10 @@ void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const
   scratch_.allocate(workspace(p, true));
   const float* de_acc = s10::backward_to_accumulator(in, plan_for(p), scratch_, lse, upstream, settings(p.dtype), de, dc,
                                                 stream, side_, &stats_, &choice_, &ran_);
+  if (ran_.kept_fraction >= 0.0) {  // a decision: what the next batch of this problem is planned from
+    history_problem_ = p;
+    history_ = PlanHistory{ran_.kept_fraction, 0};
+  }
   finish_de(in, s09::backward_buffers(p, plan_for(p), scratch_), de_acc, de, stream);
 }
 
@@ -146,7 +188,11 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
                     "the backward: sparse (stage 09's kept tiles), dense (every tile, 3 cuBLAS GEMMs per vocabulary "
                     "slab) or auto (default: dense when more than a third of the pairs would be kept)");
   parser.add_int("dense-slab-columns", &slab_columns_flag_,
-                 "the dense plan's vocabulary columns per slab; 0 = as many as 512 MiB of fp32 logits hold");
+                 "the dense plan's vocabulary columns per slab after a forward; 0 = as many as 512 MiB of fp32 "
+                 "logits hold");
+  parser.add_int("dense-chunk-rows", &chunk_rows_flag_,
+                 "the dense plan's rows per chunk before the forward (loss and gradient together); 0 = as many as "
+                 "2 GiB of fp32 logits hold");
   parser.add_flag("no-token-grouping", &no_grouping_,
                   "token blocks of rows in their order (default: rows grouped by how many tiles they need)");
 }
@@ -156,6 +202,7 @@ void PlanPerBatchStage::validate_options() const {
   if (!(mass_flag_ >= 0.0 && mass_flag_ <= 1.0)) throw InputError("--dropped-mass must be in [0, 1]");
   parse_backward_plan(plan_flag_);
   if (slab_columns_flag_ < 0) throw InputError("--dense-slab-columns must be >= 0");
+  if (chunk_rows_flag_ < 0) throw InputError("--dense-chunk-rows must be >= 0");
   if (mass_flag_ > 0.0 && (eps_flag_ > 0.0 || keep_all_))
     throw InputError(std::string("--dropped-mass sets the automatic eps: it contradicts ") +
                      (keep_all_ ? "--keep-all" : "--drop-eps"));
@@ -202,7 +249,18 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
                                             : ", at most " + percent(kDenseAboveKept);
   else if (ran.kept_fraction >= 0.0)
     why += std::string(", --plan ") + to_string(ran.plan);
-  char buf[320];
+  char buf[400];
+  if (ran.before_forward) {
+    const std::string before_why = ran.kept_fraction < 0.0
+                                       ? std::string("--plan dense")
+                                       : "the last decision kept " + percent(ran.kept_fraction) +
+                                             " of the pairs, more than " + percent(kDenseAboveKept) +
+                                             "; every " + std::to_string(kDecideEveryBatches) + "th batch decides again";
+    std::snprintf(buf, sizeof buf, "backward     dense before the forward: loss and gradient by 3 cuBLAS GEMMs per "
+                  "chunk of %lld rows (%lld chunks) (%s)", static_cast<long long>(ran.chunks.rows),
+                  static_cast<long long>(ran.chunks.count), before_why.c_str());
+    return buf;
+  }
   if (ran.plan == BackwardPlan::kDense)
     std::snprintf(buf, sizeof buf, "backward     dense: every pair, 3 cuBLAS GEMMs per slab of %lld columns (%lld "
                   "slabs) (%s)", static_cast<long long>(ran.slabs.columns), static_cast<long long>(ran.slabs.count),
@@ -225,6 +283,8 @@ std::vector<std::string> PlanPerBatchStage::report_lines() const {
   lines[1] = buf;
   if (ran_.plan == BackwardPlan::kDense && ran_.kept_fraction < 0.0)
     lines[1] = "drop         none: --plan dense recomputes every pair";
+  else if (ran_.before_forward)
+    lines[1] = "drop         none: the dense plan computes every pair";
   if (choice_.dropped_mass >= 0.0) lines.insert(lines.begin() + 2, describe_candidates(choice_));
   if (ran_.kept_fraction >= 0.0 || ran_.plan == BackwardPlan::kDense)
     lines.push_back(describe_plan(ran_, parse_backward_plan(plan_flag_)));

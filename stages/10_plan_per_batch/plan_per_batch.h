@@ -10,7 +10,10 @@
 //   3. stage 09's backward at that eps over those token blocks, unless more
 //      than a third of the (token block, tile) pairs would be kept: then the
 //      dense plan (dense_backward.cu) recomputes everything with cuBLAS,
-//      three GEMMs per slab of the vocabulary, which costs less.
+//      three GEMMs per slab of the vocabulary, which costs less;
+//   4. and when the previous batch was dense, the next one is planned dense
+//      before its forward: loss and gradient together, three GEMMs per chunk
+//      of rows and no forward of its own (loss_and_gradient).
 // README.md derives the choices and gives the measurements.
 #pragma once
 
@@ -79,6 +82,42 @@ std::vector<MemoryItem> dense_slab_items(const Problem& problem, const DenseSlab
 void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab, const float* lse,
                     const float* grad_scale, float* de_acc, void* dc, cudaStream_t stream);
 
+// The dense plan before the forward (loss and gradient in one call): per
+// chunk of rows, stage 02's forward on cuBLAS logits (fp32), stage 01's
+// gradient in place, dE's rows = S·C, dC += Sᵀ·E_rows. Three GEMMs in all,
+// where the plan after a forward pays four; dC sums over the chunks in fp32,
+// in chunk order.
+struct DenseChunks {
+  int64_t rows = 0, count = 0;
+};
+constexpr size_t kDefaultDenseChunkBytes = size_t{2} << 30;
+constexpr const char* kDenseChunkItem = "dense plan: a chunk of logits fp32 [chunk rows, V]";
+constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16, several chunks)";
+constexpr const char* kDenseGradScaleItem = "dense plan: per-token grad scale [N]";
+// `rows` per chunk (at most N); 0: as many as kDefaultDenseChunkBytes hold, a multiple of 128, at least 128.
+DenseChunks plan_dense_chunks(const Problem& problem, int64_t rows = 0);
+// The chunk, the grad scale, the per-token losses (mean, sum) and, for bf16
+// with several chunks and a dC, its fp32 accumulator.
+std::vector<MemoryItem> dense_chunk_items(const Problem& problem, const DenseChunks& chunks, bool with_dc);
+// loss, LSE, dE and dC (unless null) completely, from dense_chunk_items's scratch.
+void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
+                             float* lse, const float* upstream, void* de, void* dc, cudaStream_t stream);
+
+// What plans the next batch before its forward: the last decision of this
+// problem, and how many batches ran dense since it without deciding.
+struct PlanHistory {
+  double kept_fraction = -1.0;  // of the last decision (−1: none yet)
+  int dense_since = 0;
+};
+// Every kDecideEveryBatches-th batch in a row of dense ones decides again
+// (it runs the forward with the statistics), so a batch that turned peaked
+// goes back to the sparse plan.
+constexpr int kDecideEveryBatches = 16;
+// Whether loss_and_gradient runs the dense plan before the forward: --plan
+// dense always, sparse never, auto when the last decision kept more than
+// kDenseAboveKept and fewer than kDecideEveryBatches − 1 batches ran dense since.
+bool dense_before_forward(BackwardPlan flag, const PlanHistory& history);
+
 // ---- batch_plan.cu: the plan's buffers and steps ----
 struct BatchPlanBuffers {
   int* token_order = nullptr;  // [N]: token block b holds rows token_order[128b ..]
@@ -125,7 +164,9 @@ struct DropSettings {
 struct PlanChoice {
   BackwardPlan plan = BackwardPlan::kSparse;
   double kept_fraction = -1.0;  // of the pairs the decision would keep (−1: not decided, a forced dense plan)
-  DenseSlabs slabs;             // the dense plan's
+  DenseSlabs slabs;             // the dense plan's after a forward
+  bool before_forward = false;  // the dense plan before the forward (loss_and_gradient): kept_fraction is the last decision's
+  DenseChunks chunks;           // its chunks
 };
 // What the plan is chosen from: the (token block, tile) pairs the decision
 // keeps at the chosen eps, of all. Sums over any split of the tiles.
@@ -183,6 +224,9 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
   void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                 cudaStream_t stream) override;
+  // The dense plan before the forward when dense_before_forward says so; else forward() and backward().
+  void loss_and_gradient(const DeviceInputs& in, float* loss, float* lse, const float* upstream, void* de, void* dc,
+                         cudaStream_t stream) override;
   void add_options(OptionParser& parser) override;
   void validate_options() const override;
   std::vector<std::string> report_lines() const override;
@@ -210,8 +254,11 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   bool no_grouping_ = false;
   std::string plan_flag_ = "auto";  // --plan
   int64_t slab_columns_flag_ = 0;    // --dense-slab-columns
+  int64_t chunk_rows_flag_ = 0;      // --dense-chunk-rows
   EpsChoice choice_;
   PlanChoice ran_;
+  PlanHistory history_;
+  Problem history_problem_;  // the problem history_ is of (another one starts a new history)
 };
 
 std::unique_ptr<Stage> make_stage();

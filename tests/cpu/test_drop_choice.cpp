@@ -150,7 +150,6 @@ TEST(DropChoice, TailSumsInTheStatisticsRowsOnlyWhereTheyFit) {
 
 // Stage 10's plan: auto switches to dense just above a third of the pairs kept; a forced plan stays.
 TEST(DropChoice, PlanSwitchesAboveAThird) {
-
   EXPECT_EQ(choose_backward_plan(BackwardPlan::kAuto, kDenseAboveKept), BackwardPlan::kSparse);
   EXPECT_EQ(choose_backward_plan(BackwardPlan::kAuto, std::nextafter(kDenseAboveKept, 1.0)),
             BackwardPlan::kDense);
@@ -185,6 +184,45 @@ TEST(DropChoice, DenseSlabs) {
   EXPECT_EQ(dense_slab_items(p, slabs).front().second, size_t{77} * 320 * 4);
   p.n = 1 << 22;  // the budget holds fewer than 256 columns: 256
   EXPECT_EQ(plan_dense_slabs(p).columns, 256);
+}
+
+// Before the forward: --plan dense always plans dense, sparse never; auto
+// follows the last decision above a third kept, and every
+// kDecideEveryBatches-th batch of a dense run decides again.
+TEST(DropChoice, DenseBeforeTheForwardFollowsTheLastDecision) {
+  EXPECT_TRUE(dense_before_forward(BackwardPlan::kDense, PlanHistory{}));
+  EXPECT_FALSE(dense_before_forward(BackwardPlan::kSparse, PlanHistory{1.0, 0}));
+  EXPECT_FALSE(dense_before_forward(BackwardPlan::kAuto, PlanHistory{}))
+      << "no decision yet: the first batch decides";
+  EXPECT_FALSE(dense_before_forward(BackwardPlan::kAuto, PlanHistory{kDenseAboveKept, 0}));
+  EXPECT_TRUE(dense_before_forward(BackwardPlan::kAuto, PlanHistory{std::nextafter(kDenseAboveKept, 1.0), 0}));
+  // A decision (batch 1), then batches 2 .. kDecideEveryBatches dense, then a decision again.
+  PlanHistory history{0.9, 0};
+  int dense = 0;
+  while (dense_before_forward(BackwardPlan::kAuto, history)) ++dense, ++history.dense_since;
+  EXPECT_EQ(dense, kDecideEveryBatches - 1);
+}
+
+// The chunks of rows before the forward: 2 GiB of fp32 logits by default (a
+// multiple of 128 rows, at least 128, at most N), or the rows asked for.
+TEST(DropChoice, DenseChunks) {
+  Problem p;
+  p.n = 8192, p.d = 2304, p.v = 256000;
+  DenseChunks chunks = plan_dense_chunks(p);
+  EXPECT_EQ(chunks.rows, 2048);
+  EXPECT_EQ(chunks.count, 4);
+  EXPECT_LE(static_cast<size_t>(chunks.rows * p.v) * 4, kDefaultDenseChunkBytes);
+  p.n = 77, p.v = 1129;
+  EXPECT_EQ(plan_dense_chunks(p).rows, 77);
+  EXPECT_EQ(plan_dense_chunks(p).count, 1);
+  chunks = plan_dense_chunks(p, 30);
+  EXPECT_EQ(chunks.count, 3);
+  p.dtype = Dtype::kBFloat16;
+  EXPECT_EQ(dense_chunk_items(p, chunks, true).back().first, kDenseDcItem) << "bf16, several chunks: dC in fp32";
+  EXPECT_NE(dense_chunk_items(p, chunks, false).back().first, kDenseDcItem) << "no dC: no accumulator";
+  EXPECT_NE(dense_chunk_items(p, plan_dense_chunks(p), true).back().first, kDenseDcItem) << "one chunk: dC written once";
+  p.v = 1 << 24, p.n = 1000;  // the budget holds fewer than 128 rows: 128
+  EXPECT_EQ(plan_dense_chunks(p).rows, 128);
 }
 
 }  // namespace

@@ -33,11 +33,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "common/check.h"
 #include "common/compare.h"
 #include "common/reference.h"
 #include "common/runner.h"
+#include "common/token_reduction.h"
 #include "tests/gpu/skip_without_gpu.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
 #include "stages/09_deterministic_products/deterministic_products.h"
@@ -65,9 +67,21 @@ struct DropRun {
   GradientApproximation approximation;  // what the backward declares it left out
 };
 
+// Whether the last run sorted the vocabulary (stage 10's dense plan before
+// the forward runs no forward of stage 08's, so it has no order, no flags).
+template <class S>
+bool sorted_forward_ran(const S& stage) {
+  if constexpr (std::is_same_v<S, s10::PlanPerBatchStage>) return !stage.plan_choice().before_forward;
+  return true;
+}
+
+// How the loss and gradient are asked for: one call (Stage::loss_and_gradient,
+// as the drivers do), or a forward and a backward (as autograd does).
+enum class Calls { kTogether, kApart };
+
 template <class S>
 DropRun run_with(S& stage, const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
-                 std::vector<const char*> flags) {
+                 std::vector<const char*> flags, Calls calls = Calls::kTogether) {
   OptionParser parser(stage.name());
   stage.add_options(parser);
   flags.insert(flags.begin(), "stage");
@@ -75,16 +89,19 @@ DropRun run_with(S& stage, const Problem& p, const HostInputs& in, const std::ve
   stage.validate_options();
   StageRunner runner(stage, p, in, upstream);
   runner.poison_outputs();
-  runner.forward_backward();
+  if (calls == Calls::kTogether)
+    runner.forward_backward();
+  else
+    runner.forward_then_backward();
   DropRun run;
   run.out = runner.download();
-  run.order = stage.vocabulary_order();
+  if (sorted_forward_ran(stage)) run.order = stage.vocabulary_order();
   run.approximation = stage.gradient_approximation();
   return run;
 }
 
 DropRun run_drop(Which which, const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
-                 std::vector<const char*> flags) {
+                 std::vector<const char*> flags, Calls calls = Calls::kTogether) {
   auto identity = [&](DropRun& run) {
     run.token_order.resize(static_cast<size_t>(p.n));
     for (int64_t i = 0; i < p.n; ++i) run.token_order[i] = static_cast<int>(i);  // rows in their order
@@ -99,11 +116,11 @@ DropRun run_drop(Which which, const Problem& p, const HostInputs& in, const std:
     return run;
   }
   auto deterministic = [&](auto& stage) {
-    DropRun run = run_with(stage, p, in, upstream, std::move(flags));
+    DropRun run = run_with(stage, p, in, upstream, std::move(flags), calls);
     const s09::DropStats stats = stage.stats();
     run.stats.tiles = stats.tiles, run.stats.kept_tiles = stats.kept_tiles, run.stats.chunks = stats.chunks;
     run.stats.choice.eps = stats.eps;
-    run.flags = stage.kept_flags();
+    if (sorted_forward_ran(stage)) run.flags = stage.kept_flags();
     return run;
   };
   if (which == Which::kStage09) {
@@ -120,12 +137,12 @@ DropRun run_drop(Which which, const Problem& p, const HostInputs& in, const std:
   DropRun run = deterministic(stage);
   run.stats.choice = stage.eps_choice();
   run.stats.plan = stage.plan_choice();
-  run.token_order = stage.token_order();
+  if (sorted_forward_ran(stage)) run.token_order = stage.token_order();
   return run;
 }
 DropRun run_stage10(const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
-                    std::vector<const char*> flags) {
-  return run_drop(Which::kStage10, p, in, upstream, std::move(flags));
+                    std::vector<const char*> flags, Calls calls = Calls::kTogether) {
+  return run_drop(Which::kStage10, p, in, upstream, std::move(flags), calls);
 }
 
 Problem bf16_problem(int64_t n, int64_t d, int64_t v) {
@@ -859,16 +876,19 @@ TEST(PlanPerBatch, PlanFollowsTheKeptShare) {
       EXPECT_LT(chosen.kept_fraction, 0.05) << "a peaked softmax should keep few pairs";
       EXPECT_EQ(chosen.plan, s10::BackwardPlan::kSparse);
     }
-    const DropRun forced = run_stage10(p, in, upstream, {"--plan", s10::to_string(chosen.plan)});
+    // The decision ran after the forward, so the same plan forced there (two calls) gives the same bits.
+    const DropRun forced = run_stage10(p, in, upstream, {"--plan", s10::to_string(chosen.plan)}, Calls::kApart);
     EXPECT_EQ(forced.stats.plan.plan, chosen.plan);
+    EXPECT_FALSE(automatic.stats.plan.before_forward) << what << ": a first batch has no decision to follow";
     EXPECT_TRUE(forced.out.de == automatic.out.de && forced.out.dc == automatic.out.dc)
         << what << ": auto and --plan " << s10::to_string(chosen.plan) << " differ";
   }
 }
 
 // Both plans give the reference's result on the same inputs (odd sizes,
-// softcap, ignored tokens, each reduction, both dtypes), the dense one over
-// several slabs whose last is short; and the dense plan is bitwise equal over two runs.
+// softcap, ignored tokens, each reduction, both dtypes): the dense one after
+// a forward over several slabs whose last is short, before one over several
+// chunks of rows whose last is short; and each dense plan is bitwise equal over two runs.
 TEST(PlanPerBatch, BothPlansMatchTheReference) {
   SKIP_WITHOUT_GPU();
   for (const Dtype dtype : {Dtype::kBFloat16, Dtype::kFloat32})
@@ -883,12 +903,24 @@ TEST(PlanPerBatch, BothPlansMatchTheReference) {
       const HostInputs in = generate_inputs(p, gen);
       const std::vector<float> upstream = default_upstream(p, 6);
       const std::string what = std::string(to_string(dtype)) + " " + to_string(reduction);
-      const DropRun dense = run_stage10(p, in, upstream, {"--plan", "dense", "--dense-slab-columns", "300"});
+      const std::vector<const char*> slabs = {"--plan", "dense", "--dense-slab-columns", "300"};
+      const DropRun dense = run_stage10(p, in, upstream, slabs, Calls::kApart);
       EXPECT_EQ(dense.stats.plan.plan, s10::BackwardPlan::kDense) << what;
+      EXPECT_FALSE(dense.stats.plan.before_forward) << what;
       EXPECT_EQ(dense.stats.plan.slabs.count, 4) << what << ": 1129 columns in slabs of 300";
       expect_exact_reference_check(p, in, dense, upstream, what + ", dense");
-      const DropRun again = run_stage10(p, in, upstream, {"--plan", "dense", "--dense-slab-columns", "300"});
+      const DropRun again = run_stage10(p, in, upstream, slabs, Calls::kApart);
       EXPECT_TRUE(again.out.de == dense.out.de && again.out.dc == dense.out.dc) << what << ": dense differs over two runs";
+      const std::vector<const char*> chunks = {"--plan", "dense", "--dense-chunk-rows", "30"};
+      const DropRun before = run_stage10(p, in, upstream, chunks);
+      EXPECT_EQ(before.stats.plan.plan, s10::BackwardPlan::kDense) << what;
+      EXPECT_TRUE(before.stats.plan.before_forward) << what;
+      EXPECT_EQ(before.stats.plan.chunks.count, 3) << what << ": 77 rows in chunks of 30";
+      expect_exact_reference_check(p, in, before, upstream, what + ", dense before the forward");
+      const DropRun before_again = run_stage10(p, in, upstream, chunks);
+      EXPECT_TRUE(before_again.out.loss == before.out.loss && before_again.out.lse == before.out.lse &&
+                  before_again.out.de == before.out.de && before_again.out.dc == before.out.dc)
+          << what << ": dense before the forward differs over two runs";
       const DropRun sparse = run_stage10(p, in, upstream, {"--plan", "sparse"});
       EXPECT_EQ(sparse.stats.plan.plan, s10::BackwardPlan::kSparse) << what;
       const CheckReport report =
@@ -930,12 +962,85 @@ TEST(PlanPerBatch, DenseSlabIsInTheMemoryModel) {
   ASSERT_TRUE(parser.parse(5, const_cast<char**>(argv)));
   const size_t before = total_bytes(stage.workspace(p, true));
   StageRunner runner(stage, p, in, default_upstream(p, 1));
-  runner.forward_backward();
+  runner.forward_then_backward();  // the slabs are the plan after a forward
   runner.synchronize();
   const std::vector<MemoryItem> model = runner.memory_model(true);
   EXPECT_EQ(total_bytes(stage.workspace(p, true)) - before, static_cast<size_t>(p.n) * 1024 * 4)
       << "the slab: N rows of 1024 fp32 logits";
   EXPECT_EQ(runner.peak_beyond_inputs(), total_bytes(model));
+}
+
+// Before the forward, the dense plan allocates only its own items: the chunk
+// of logits, the grad scale, the per-token losses and (bf16, several chunks)
+// dC's fp32 accumulator; the peak is the model.
+TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 64, 5000);
+  GeneratorOptions gen;
+  gen.mode = DataMode::kRandom;
+  const HostInputs in = generate_inputs(p, gen);
+  s10::PlanPerBatchStage stage;
+  OptionParser parser(stage.name());
+  stage.add_options(parser);
+  const char* argv[] = {"stage", "--plan", "dense", "--dense-chunk-rows", "128"};
+  ASSERT_TRUE(parser.parse(5, const_cast<char**>(argv)));
+  StageRunner runner(stage, p, in, default_upstream(p, 1));
+  runner.forward_backward();
+  runner.synchronize();
+  ASSERT_TRUE(stage.plan_choice().before_forward);
+  const s10::DenseChunks chunks = stage.plan_choice().chunks;
+  EXPECT_EQ(chunks.rows, 128);
+  EXPECT_EQ(chunks.count, 3) << "300 rows in chunks of 128";
+  const std::vector<MemoryItem> items = stage.workspace(p, true);
+  EXPECT_EQ(total_bytes(items), total_bytes(s10::dense_chunk_items(p, chunks, true)));
+  size_t expected = static_cast<size_t>(128 * 5000) * 4 + static_cast<size_t>(p.n) * 4 + static_cast<size_t>(5000 * 64) * 4;
+  expected += total_bytes(per_token_loss_scratch(p));
+  EXPECT_EQ(total_bytes(items), expected) << "chunk, grad scale, per-token losses, dC accumulator";
+  EXPECT_EQ(runner.peak_beyond_inputs(), total_bytes(runner.memory_model(true)));
+}
+
+// In auto, a batch decided dense plans the next ones of the same problem
+// dense before their forward, until the kDecideEveryBatches-th, which
+// decides again: here the batches turned peaked meanwhile, so it and the
+// next run the sparse plan. Every dense batch matches the reference.
+TEST(PlanPerBatch, DenseBeforeTheForwardFollowsTheLastDecision) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(1100, 192, 30011);
+  const std::vector<float> upstream = default_upstream(p, 4);
+  GeneratorOptions gen;
+  gen.mode = DataMode::kRandom;
+  gen.seed = 21;
+  const HostInputs flat = generate_inputs(p, gen);
+  HostInputs peaked = flat;
+  for (int64_t i = 0; i < p.n; ++i) {  // as in PlanFollowsTheKeptShare
+    const int64_t t = (i * 7) % 16;
+    peaked.targets[i] = t;
+    double norm2 = 0.0;
+    for (int64_t k = 0; k < p.d; ++k) norm2 += static_cast<double>(peaked.c[t * p.d + k]) * peaked.c[t * p.d + k];
+    for (int64_t k = 0; k < p.d; ++k) peaked.e[i * p.d + k] = static_cast<float>(20.0 * peaked.c[t * p.d + k] / norm2);
+  }
+  round_to_bf16(peaked.e);
+  s10::PlanPerBatchStage stage;
+  run_with(stage, p, flat, upstream, {});
+  ASSERT_EQ(stage.plan_choice().plan, s10::BackwardPlan::kDense);
+  ASSERT_FALSE(stage.plan_choice().before_forward);
+  const double decided = stage.plan_choice().kept_fraction;
+  const DropRun second = run_with(stage, p, flat, upstream, {});
+  EXPECT_TRUE(stage.plan_choice().before_forward) << "the batch after a dense decision";
+  EXPECT_EQ(stage.plan_choice().kept_fraction, decided) << "the report names the decision it followed";
+  expect_exact_reference_check(p, flat, second, upstream, "the second flat batch, dense before its forward");
+  // Batches 3 .. kDecideEveryBatches are peaked: they still follow the decision of batch 1.
+  for (int batch = 3; batch <= s10::kDecideEveryBatches; ++batch) {
+    const DropRun run = run_with(stage, p, peaked, upstream, {});
+    ASSERT_TRUE(stage.plan_choice().before_forward) << "batch " << batch;
+    if (batch == 3) expect_exact_reference_check(p, peaked, run, upstream, "a peaked batch on the dense plan");
+  }
+  run_with(stage, p, peaked, upstream, {});
+  EXPECT_FALSE(stage.plan_choice().before_forward) << "batch kDecideEveryBatches + 1 decides again";
+  EXPECT_EQ(stage.plan_choice().plan, s10::BackwardPlan::kSparse);
+  run_with(stage, p, peaked, upstream, {});
+  EXPECT_FALSE(stage.plan_choice().before_forward);
+  EXPECT_EQ(stage.plan_choice().plan, s10::BackwardPlan::kSparse) << "the next batch follows the sparse decision";
 }
 
 }  // namespace
