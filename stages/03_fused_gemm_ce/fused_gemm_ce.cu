@@ -5,42 +5,10 @@
 #include "common/check.h"
 #include "common/tile/launch.cuh"
 #include "common/token_reduction.h"
-#include "stages/03_fused_gemm_ce/online_fold.cuh"
+#include "stages/03_fused_gemm_ce/split_lse.cuh"
 
 namespace cce::s03 {
 namespace {
-
-struct SplitLseParams {
-  const int64_t* targets;
-  int64_t n, v;
-  float softcap;
-  float2* partial;      // [ranges·N]: (max, sum) of row i over range r at r·N + i
-  float* target_logit;  // [N], or null: LSE only
-};
-
-// The epilogue: begin a unit with empty row states, fold each tile, leave
-// the unit's (max, sum) per row in `partial`.
-template <class Frag>
-struct SplitLseEpilogue {
-  using Params = SplitLseParams;
-  static constexpr size_t kSharedBytes = RowStates<Frag>::kSharedBytes;
-  Params p;
-  RowStates<Frag> states;
-
-  __device__ SplitLseEpilogue(const Params& params, unsigned char* shared) : p(params), states(shared) {}
-  __device__ void begin(const Unit& unit) {
-    states.init(p.target_logit != nullptr ? p.targets : nullptr, unit.token_block * Frag::kBM, p.n);
-  }
-  __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
-    fold_tile_into_rows(frag, states, unit.token_block * Frag::kBM, col0, p.v, p.softcap, p.target_logit);
-  }
-  __device__ void end(const Unit& unit) {
-    const OnlineSoftmax state = merge_row_states(states);
-    const int tile_row = merged_row<Frag>();
-    const int64_t row = unit.token_block * Frag::kBM + tile_row;
-    if (tile_row >= 0 && row < p.n) p.partial[unit.range * p.n + row] = make_float2(state.max, state.sum);
-  }
-};
 
 // One thread per row: merge the ranges' states into the LSE; loss = LSE − z_t.
 __global__ void merge_ranges_kernel(const float2* __restrict__ partial, const float* __restrict__ target_logit,
@@ -80,17 +48,27 @@ std::vector<MemoryItem> fused_lse_scratch(const Problem& p, const FusedPlan& pla
   return items;
 }
 
-void fused_lse(const DeviceInputs& in, const FusedPlan& plan, const Scratch& scratch, float* lse,
-               float* loss_per_token, cudaStream_t stream) {
+SplitLseParams split_lse_params(const DeviceInputs& in, const Scratch& scratch, bool with_loss) {
   const Problem& p = in.problem;
-  SplitLseParams params{in.targets.get(), p.n, p.v, p.softcap, scratch.get<float2>("range (max, sum) S*N"),
-                        loss_per_token != nullptr ? scratch.get<float>("target logit") : nullptr};
-  launch_tile_units<SplitLseEpilogue>(in, plan.path, plan.units, params, stream);
+  return SplitLseParams{in.targets.get(), p.n, p.v, p.softcap, scratch.get<float2>("range (max, sum) S*N"),
+                        with_loss ? scratch.get<float>("target logit") : nullptr};
+}
+
+void merge_ranges(const DeviceInputs& in, const FusedPlan& plan, const SplitLseParams& params, float* lse,
+                  float* loss_per_token, cudaStream_t stream) {
+  const Problem& p = in.problem;
   constexpr int kThreads = 256;
   merge_ranges_kernel<<<static_cast<unsigned>((p.n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       params.partial, params.target_logit, in.targets.get(), p.n, plan.units.ranges, p.ignore_index, lse,
       loss_per_token);
   CCE_CHECK_LAUNCH();
+}
+
+void fused_lse(const DeviceInputs& in, const FusedPlan& plan, const Scratch& scratch, float* lse,
+               float* loss_per_token, cudaStream_t stream) {
+  const SplitLseParams params = split_lse_params(in, scratch, loss_per_token != nullptr);
+  launch_tile_units<SplitLseEpilogue>(in, plan.path, plan.units, params, stream);
+  merge_ranges(in, plan, params, lse, loss_per_token, stream);
 }
 
 std::string describe_plan(const FusedPlan& plan) {

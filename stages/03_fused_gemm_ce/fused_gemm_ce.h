@@ -35,6 +35,20 @@ std::vector<MemoryItem> fused_lse_scratch(const Problem& problem, const FusedPla
 void fused_lse(const DeviceInputs& in, const FusedPlan& plan, const Scratch& scratch, float* lse,
                float* loss_per_token, cudaStream_t stream);
 
+// fused_lse's two steps, for a stage that runs an epilogue of its own around
+// SplitLseEpilogue (split_lse.cuh): its parameters from the scratch, and the
+// merge of the ranges' states into LSE and (target_logit not null) loss.
+struct SplitLseParams {
+  const int64_t* targets;
+  int64_t n, v;
+  float softcap;
+  float2* partial;      // [ranges·N]: (max, sum) of row i over range r at r·N + i
+  float* target_logit;  // [N], or null: LSE only
+};
+SplitLseParams split_lse_params(const DeviceInputs& in, const Scratch& scratch, bool with_loss);
+void merge_ranges(const DeviceInputs& in, const FusedPlan& plan, const SplitLseParams& params, float* lse,
+                  float* loss_per_token, cudaStream_t stream);
+
 class FusedGemmCeStage : public ForwardOnlyStage {
  public:
   std::string name() const override { return "03_fused_gemm_ce"; }

@@ -83,21 +83,24 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab
                     const float* grad_scale, float* de_acc, void* dc, cudaStream_t stream);
 
 // The dense plan before the forward (loss and gradient in one call): per
-// chunk of rows, stage 02's forward on cuBLAS logits (fp32), stage 01's
-// gradient in place, dE's rows = S·C, dC += Sᵀ·E_rows. Three GEMMs in all,
+// chunk of rows, stage 03's forward with an epilogue that also keeps each
+// tile (fp32 logits and LSE in one pass), S in place (the slabs' kernel),
+// then dE's rows = S·C and dC += Sᵀ·E_rows by cuBLAS. Three GEMMs in all,
 // where the plan after a forward pays four; dC sums over the chunks in fp32,
 // in chunk order.
 struct DenseChunks {
   int64_t rows = 0, count = 0;
+  int64_t pitch = 0;  // floats per row of the chunk's logits (V padded to 64)
 };
 constexpr size_t kDefaultDenseChunkBytes = size_t{2} << 30;
-constexpr const char* kDenseChunkItem = "dense plan: a chunk of logits fp32 [chunk rows, V]";
+constexpr const char* kDenseChunkItem = "dense plan: a chunk of logits fp32 [chunk rows, pitch]";
 constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16, several chunks)";
 constexpr const char* kDenseGradScaleItem = "dense plan: per-token grad scale [N]";
 // `rows` per chunk (at most N); 0: as many as kDefaultDenseChunkBytes hold, a multiple of 128, at least 128.
 DenseChunks plan_dense_chunks(const Problem& problem, int64_t rows = 0);
-// The chunk, the grad scale, the per-token losses (mean, sum) and, for bf16
-// with several chunks and a dC, its fp32 accumulator.
+// The chunk, the grad scale, the per-token losses (mean, sum), stage 03's
+// scratch for a chunk and, for bf16 with several chunks and a dC, dC's fp32
+// accumulator.
 std::vector<MemoryItem> dense_chunk_items(const Problem& problem, const DenseChunks& chunks, bool with_dc);
 // loss, LSE, dE and dC (unless null) completely, from dense_chunk_items's scratch.
 void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
