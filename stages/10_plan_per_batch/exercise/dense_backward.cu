@@ -2,14 +2,26 @@
 // scripts/exercise.py; write the EXERCISE blocks.
 #include "common/exercise.h"
 // The dense plan: when most tiles would be kept, recomputing them one by one
-// costs more than recomputing everything with cuBLAS. The vocabulary is cut
+// costs more than recomputing everything with cuBLAS. Two ways, by whether
+// the forward has run.
+//
+// After the forward (dense_backward), the LSE is known: the vocabulary is cut
 // into slabs of columns; per slab, three GEMMs and one pass over the slab:
 //   Z = E·C_slabᵀ (fp32), S = g·(p − onehot)·softcap' in place (bf16, packed
 //   into the first half of each fp32 row), dE += S·C_slab (fp32 accumulator),
 //   dC_slab = Sᵀ·E.
-// The LSE is the forward's, so every sum is over one slab's columns in
-// cuBLAS's fixed order: deterministic, and exact up to the arithmetic of
-// stage 01's backward (fp32 logits, S rounded once).
+// Four GEMMs with the forward's.
+//
+// Before the forward (dense_loss_and_gradient), planned from the previous
+// batch: the rows are cut into chunks, and a chunk's logits are the whole
+// rows, so its LSE comes with them: stage 03's forward, whose epilogue here
+// also keeps each tile in an fp32 buffer (KeepTileThenFold). S follows in
+// place (the slabs' kernel on a slab of every column); then dE's rows = S·C
+// and dC += Sᵀ·E_rows. Three GEMMs. dC sums over the chunks (fp32 for bf16),
+// which the slabs avoid.
+//
+// Every sum runs in cuBLAS's fixed order: deterministic, and exact up to the
+// arithmetic of stage 01's backward (fp32 logits, S rounded once).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -18,6 +30,10 @@
 #include "common/check.h"
 #include "common/cublas_handle.h"
 #include "common/device_math.cuh"
+#include "common/tile/launch.cuh"
+#include "common/token_reduction.h"
+#include "stages/03_fused_gemm_ce/split_lse.cuh"
+#include "stages/06_fused_backward/fused_backward.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
 namespace cce::s10 {
@@ -75,6 +91,59 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
   }
 }
 
+// Stage 03's forward epilogue, after the tile is kept: each logit of the
+// tile goes to the chunk's fp32 buffer (row pitch `pitch`) before the fold
+// softcaps it. So one pass of the engine leaves both the logits and the LSE,
+// where cuBLAS would leave the logits and a row pass read them again.
+struct KeepTileParams {
+  s03::SplitLseParams lse;
+  float* logits;
+  int64_t pitch;  // a multiple of 4 floats
+};
+
+template <class Frag>
+struct KeepTileThenFold {
+  using Params = KeepTileParams;
+  static constexpr size_t kSharedBytes = s03::SplitLseEpilogue<Frag>::kSharedBytes;
+  s03::SplitLseEpilogue<Frag> fold;
+  float* logits;
+  int64_t pitch;
+
+  __device__ KeepTileThenFold(const Params& params, unsigned char* shared)
+      : fold(params.lse, shared), logits(params.logits), pitch(params.pitch) {}
+  __device__ void begin(const Unit& unit) { fold.begin(unit); }
+  __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
+    const int64_t row0 = unit.token_block * Frag::kBM, n = fold.p.n, v = fold.p.v;
+#pragma unroll
+    for (int r = 0; r < Frag::kRows; ++r) {
+      const int64_t row = row0 + Frag::row_of(r);
+      if (row >= n) continue;
+      float* out = logits + row * pitch + col0;
+      if constexpr (Frag::kColumnsShareLaneMod4) {  // the m16n8 picture: z(r, c), z(r, c + 1) side by side
+#pragma unroll
+        for (int c = 0; c < Frag::kCols; c += 2) {
+          const int col = Frag::col_of(c);
+          if (col0 + col + 1 < v)
+            *reinterpret_cast<float2*>(out + col) = make_float2(frag.z(r, c), frag.z(r, c + 1));
+          else if (col0 + col < v)
+            out[col] = frag.z(r, c);
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < Frag::kCols; ++c)
+          if (col0 + Frag::col_of(c) < v) out[Frag::col_of(c)] = frag.z(r, c);
+      }
+    }
+    fold.tile(frag, unit, col0);
+  }
+  __device__ void end(const Unit& unit) { fold.end(unit); }
+};
+
+// dC's sum over several chunks needs more than bf16 holds.
+bool accumulates_dc_in_fp32(const Problem& p, const DenseChunks& chunks, bool with_dc) {
+  return with_dc && p.dtype == Dtype::kBFloat16 && chunks.count > 1;
+}
+
 int to_int(int64_t x) { return static_cast<int>(x); }  // Problem::validate keeps N, D, V below 2^31
 
 }  // namespace
@@ -125,6 +194,106 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab
     CCE_EXERCISE_MISSING("10_plan_per_batch", "the slab's two gradient GEMMs");
     // END EXERCISE
   }
+}
+
+DenseChunks plan_dense_chunks(const Problem& p, int64_t rows) {
+  constexpr int64_t kRowMultiple = 128;
+  if (rows <= 0) {
+    const int64_t pitch = (std::max<int64_t>(p.v, 1) + kSlabPitchMultiple - 1) / kSlabPitchMultiple * kSlabPitchMultiple;
+    const int64_t fit = static_cast<int64_t>(kDefaultDenseChunkBytes / (4 * static_cast<size_t>(pitch)));
+    rows = std::max(kRowMultiple, fit / kRowMultiple * kRowMultiple);
+  }
+  DenseChunks chunks;
+  chunks.rows = std::min(p.n, rows);
+  chunks.count = chunks.rows > 0 ? (p.n + chunks.rows - 1) / chunks.rows : 0;
+  chunks.pitch = (p.v + kSlabPitchMultiple - 1) / kSlabPitchMultiple * kSlabPitchMultiple;
+  return chunks;
+}
+
+namespace {
+
+// A chunk of `rows` rows as a problem of its own.
+Problem chunk_problem(const Problem& p, int64_t rows) {
+  Problem part = p;
+  part.n = rows;
+  return part;
+}
+
+// Stage 03's scratch for the largest of the chunks' plans (the last chunk may be shorter).
+std::vector<MemoryItem> chunk_lse_items(const Problem& p, const DenseChunks& chunks) {
+  std::vector<MemoryItem> items;
+  if (chunks.count == 0) return items;
+  for (const int64_t rows : {chunks.rows, p.n - (chunks.count - 1) * chunks.rows}) {
+    const Problem part = chunk_problem(p, rows);
+    const std::vector<MemoryItem> these = s03::fused_lse_scratch(part, s03::plan_fused(part), true);
+    if (items.empty()) items = these;
+    for (size_t k = 0; k < items.size(); ++k) items[k].second = std::max(items[k].second, these[k].second);
+  }
+  return items;
+}
+
+}  // namespace
+
+std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& chunks, bool with_dc) {
+  std::vector<MemoryItem> items = {{kDenseChunkItem, static_cast<size_t>(chunks.rows * chunks.pitch) * 4},
+                                   {kDenseGradScaleItem, static_cast<size_t>(p.n) * 4}};
+  items = concat(items, per_token_loss_scratch(p));
+  items = concat(items, chunk_lse_items(p, chunks));
+  if (accumulates_dc_in_fp32(p, chunks, with_dc)) items.push_back({kDenseDcItem, static_cast<size_t>(p.v * p.d) * 4});
+  return items;
+}
+
+void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
+                             float* lse, const float* upstream, void* de, void* dc, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const bool bf16 = p.dtype == Dtype::kBFloat16;
+  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const size_t element = p.element_bytes();
+  const int d = to_int(p.d), v = to_int(p.v);
+  float* logits = scratch.get<float>(kDenseChunkItem);
+  float* grad_scale = scratch.get<float>(kDenseGradScaleItem);
+  float* per_token = per_token_loss_buffer(p, loss, scratch);
+  // dC's sum over the chunks: in dC itself (fp32, or a single bf16 chunk), else in fp32 beside it.
+  float* dc_acc = accumulates_dc_in_fp32(p, chunks, dc != nullptr) ? scratch.get<float>(kDenseDcItem) : nullptr;
+  void* dc_sum = dc_acc != nullptr ? static_cast<void*>(dc_acc) : dc;
+  const cudaDataType_t dc_sum_type = dc_acc != nullptr ? CUDA_R_32F : type;
+  compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
+  const float one = 1.0f, zero = 0.0f;
+  cublasHandle_t handle = cublas_handle();
+  for (int64_t first = 0; first < p.n; first += chunks.rows) {
+    // The chunk as a problem of its own rows: stage 03's forward runs on it unchanged, keeping its tiles.
+    const Problem rows_problem = chunk_problem(p, std::min(chunks.rows, p.n - first));
+    const void* e_rows = static_cast<const unsigned char*>(in.e.get()) + first * p.d * element;
+    const DeviceInputs rows = DeviceInputs::borrow(rows_problem, e_rows, in.c.get(), in.targets.get() + first);
+    const s03::FusedPlan plan = s03::plan_fused(rows_problem);
+    const KeepTileParams params{s03::split_lse_params(rows, scratch, true), logits, chunks.pitch};
+    launch_tile_units<KeepTileThenFold>(rows, plan.path, plan.units, params, stream);
+    s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
+    // The slabs' kernel, on a slab of every column: S in place (bf16: packed into the first half of each row).
+    if (bf16)
+      slab_gradient_kernel<true><<<static_cast<unsigned>(rows_problem.n), kSlabThreads, 0, stream>>>(
+          logits, chunks.pitch, p.v, 0, rows.targets.get(), lse + first, grad_scale + first, p.softcap);
+    else
+      slab_gradient_kernel<false><<<static_cast<unsigned>(rows_problem.n), kSlabThreads, 0, stream>>>(
+          logits, chunks.pitch, p.v, 0, rows.targets.get(), lse + first, grad_scale + first, p.softcap);
+    CCE_CHECK_LAUNCH();
+    const int s_pitch = to_int(bf16 ? 2 * chunks.pitch : chunks.pitch);
+    const int n_rows = to_int(rows_problem.n);
+    CCE_CUBLAS_CHECK(cublasSetStream(handle, stream));
+    // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows], written once.
+    void* de_rows = static_cast<unsigned char*>(de) + first * p.d * element;
+    CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n_rows, v, &one, in.c.get(), type, d, logits,
+                                  type, s_pitch, &zero, de_rows, type, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V]; none for a frozen classifier.
+    if (dc != nullptr) {
+      const float* beta = first == 0 ? &zero : &one;
+      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, n_rows, &one, e_rows, type, d, logits,
+                                    type, s_pitch, beta, dc_sum, dc_sum_type, d, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+    }
+  }
+  finish_loss(p, per_token, in.targets.get(), loss, stream);
+  if (dc_acc != nullptr) s06::cast_to_bf16(dc_acc, dc, p.v * p.d, stream);
 }
 
 }  // namespace cce::s10
