@@ -840,6 +840,29 @@ void expect_exact_reference_check(const Problem& p, const HostInputs& in, const 
   for (const auto& cmp : report.comparisons) EXPECT_TRUE(cmp.passed()) << what << ": " << cmp.summary();
 }
 
+// Random data: a flat softmax.
+HostInputs random_inputs(const Problem& p, uint64_t seed) {
+  GeneratorOptions gen;
+  gen.mode = DataMode::kRandom;
+  gen.seed = seed;
+  return generate_inputs(p, gen);
+}
+
+// The same classifier with a peaked softmax: every row's hidden state points
+// at its target, one of 16 tokens (z_t = 20, the rest ~N(0, small)).
+HostInputs peaked_inputs(const Problem& p, const HostInputs& flat) {
+  HostInputs in = flat;
+  for (int64_t i = 0; i < p.n; ++i) {
+    const int64_t t = (i * 7) % 16;
+    in.targets[i] = t;
+    double norm2 = 0.0;
+    for (int64_t k = 0; k < p.d; ++k) norm2 += static_cast<double>(in.c[t * p.d + k]) * in.c[t * p.d + k];
+    for (int64_t k = 0; k < p.d; ++k) in.e[i * p.d + k] = static_cast<float>(20.0 * in.c[t * p.d + k] / norm2);
+  }
+  round_to_bf16(in.e);
+  return in;
+}
+
 // A flat softmax (random data) keeps nearly every pair: auto runs the dense
 // plan. A peaked one keeps few: every row's hidden state points at its
 // target, one of 16 tokens (z_t = 20, the rest ~N(0, small)), so each token
@@ -849,21 +872,9 @@ TEST(PlanPerBatch, PlanFollowsTheKeptShare) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(1100, 192, 30011);
   const std::vector<float> upstream = default_upstream(p, 4);
+  const HostInputs flat_batch = random_inputs(p, 21);
   for (const bool flat : {true, false}) {
-    GeneratorOptions gen;
-    gen.mode = DataMode::kRandom;
-    gen.seed = 21;
-    HostInputs in = generate_inputs(p, gen);
-    if (!flat) {
-      for (int64_t i = 0; i < p.n; ++i) {
-        const int64_t t = (i * 7) % 16;
-        in.targets[i] = t;
-        double norm2 = 0.0;
-        for (int64_t k = 0; k < p.d; ++k) norm2 += static_cast<double>(in.c[t * p.d + k]) * in.c[t * p.d + k];
-        for (int64_t k = 0; k < p.d; ++k) in.e[i * p.d + k] = static_cast<float>(20.0 * in.c[t * p.d + k] / norm2);
-      }
-      round_to_bf16(in.e);
-    }
+    const HostInputs in = flat ? flat_batch : peaked_inputs(p, flat_batch);
     const char* what = flat ? "flat" : "peaked";
     const DropRun automatic = run_stage10(p, in, upstream, {"--plan", "auto"});
     const s10::PlanChoice& chosen = automatic.stats.plan;
@@ -947,18 +958,21 @@ TEST(PlanPerBatch, ForcedDenseReportsNoEps) {
   for (const std::string& line : lines) EXPECT_NE(line.rfind("candidates", 0), size_t{0}) << line;
 }
 
+// Stage 10's flags, parsed as its executable parses them.
+void set_flags(s10::PlanPerBatchStage& stage, std::vector<const char*> flags) {
+  OptionParser parser(stage.name());
+  stage.add_options(parser);
+  flags.insert(flags.begin(), "stage");
+  ASSERT_TRUE(parser.parse(static_cast<int>(flags.size()), const_cast<char**>(flags.data())));
+}
+
 // The dense plan's slab is in the memory model once it ran, and the peak is the model.
 TEST(PlanPerBatch, DenseSlabIsInTheMemoryModel) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 64, 5000);
-  GeneratorOptions gen;
-  gen.mode = DataMode::kRandom;
-  const HostInputs in = generate_inputs(p, gen);
+  const HostInputs in = random_inputs(p, GeneratorOptions{}.seed);
   s10::PlanPerBatchStage stage;
-  OptionParser parser(stage.name());
-  stage.add_options(parser);
-  const char* argv[] = {"stage", "--plan", "dense", "--dense-slab-columns", "1024"};
-  ASSERT_TRUE(parser.parse(5, const_cast<char**>(argv)));
+  set_flags(stage, {"--plan", "dense", "--dense-slab-columns", "1024"});
   const size_t before = total_bytes(stage.workspace(p, true));
   StageRunner runner(stage, p, in, default_upstream(p, 1));
   runner.forward_then_backward();  // the slabs are the plan after a forward
@@ -975,14 +989,9 @@ TEST(PlanPerBatch, DenseSlabIsInTheMemoryModel) {
 TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 64, 5000);
-  GeneratorOptions gen;
-  gen.mode = DataMode::kRandom;
-  const HostInputs in = generate_inputs(p, gen);
+  const HostInputs in = random_inputs(p, GeneratorOptions{}.seed);
   s10::PlanPerBatchStage stage;
-  OptionParser parser(stage.name());
-  stage.add_options(parser);
-  const char* argv[] = {"stage", "--plan", "dense", "--dense-chunk-rows", "128"};
-  ASSERT_TRUE(parser.parse(5, const_cast<char**>(argv)));
+  set_flags(stage, {"--plan", "dense", "--dense-chunk-rows", "128"});
   StageRunner runner(stage, p, in, default_upstream(p, 1));
   runner.forward_backward();
   runner.synchronize();
@@ -1013,19 +1022,8 @@ TEST(PlanPerBatch, DenseBeforeTheForwardFollowsTheLastDecision) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(1100, 192, 30011);
   const std::vector<float> upstream = default_upstream(p, 4);
-  GeneratorOptions gen;
-  gen.mode = DataMode::kRandom;
-  gen.seed = 21;
-  const HostInputs flat = generate_inputs(p, gen);
-  HostInputs peaked = flat;
-  for (int64_t i = 0; i < p.n; ++i) {  // as in PlanFollowsTheKeptShare
-    const int64_t t = (i * 7) % 16;
-    peaked.targets[i] = t;
-    double norm2 = 0.0;
-    for (int64_t k = 0; k < p.d; ++k) norm2 += static_cast<double>(peaked.c[t * p.d + k]) * peaked.c[t * p.d + k];
-    for (int64_t k = 0; k < p.d; ++k) peaked.e[i * p.d + k] = static_cast<float>(20.0 * peaked.c[t * p.d + k] / norm2);
-  }
-  round_to_bf16(peaked.e);
+  const HostInputs flat = random_inputs(p, 21);
+  const HostInputs peaked = peaked_inputs(p, flat);
   s10::PlanPerBatchStage stage;
   run_with(stage, p, flat, upstream, {});
   ASSERT_EQ(stage.plan_choice().plan, s10::BackwardPlan::kDense);
