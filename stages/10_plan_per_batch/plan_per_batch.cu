@@ -256,7 +256,7 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
                                        : "the last decision kept " + percent(ran.kept_fraction) +
                                              " of the pairs, more than " + percent(kDenseAboveKept) +
                                              "; every " + std::to_string(kDecideEveryBatches) + "th batch decides again";
-    std::snprintf(buf, sizeof buf, "backward     dense before the forward: loss and gradient by 3 cuBLAS GEMMs per "
+    std::snprintf(buf, sizeof buf, "backward     dense before the forward: loss and gradient by 3 GEMMs per "
                   "chunk of %lld rows (%lld chunks) (%s)", static_cast<long long>(ran.chunks.rows),
                   static_cast<long long>(ran.chunks.count), before_why.c_str());
     return buf;

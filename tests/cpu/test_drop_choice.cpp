@@ -225,5 +225,27 @@ TEST(DropChoice, DenseChunks) {
   EXPECT_EQ(plan_dense_chunks(p).rows, 128);
 }
 
+// The report's plan line says which plan ran and why: the decision's share,
+// the batch before's, or the flag.
+TEST(DropChoice, PlanLineSaysWhichPlanAndWhy) {
+  PlanChoice sparse;
+  sparse.kept_fraction = 0.0125;
+  EXPECT_EQ(describe_plan(sparse, BackwardPlan::kAuto),
+            "backward     sparse: stage 09's products over the kept pairs (the decision keeps 1.25% of the pairs, "
+            "at most 33.33%)");
+  PlanChoice before;
+  before.plan = BackwardPlan::kDense;
+  before.kept_fraction = 0.9999;
+  before.before_forward = true;
+  before.chunks = DenseChunks{2048, 4, 256000};
+  EXPECT_EQ(describe_plan(before, BackwardPlan::kAuto),
+            "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks) "
+            "(the last decision kept 99.99% of the pairs, more than 33.33%; every 16th batch decides again)");
+  before.kept_fraction = -1.0;
+  EXPECT_EQ(describe_plan(before, BackwardPlan::kDense),
+            "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks) "
+            "(--plan dense)");
+}
+
 }  // namespace
 }  // namespace cce::s10
