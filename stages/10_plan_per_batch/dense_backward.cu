@@ -17,8 +17,9 @@
 // and dC += Sᵀ·E_rows. Three GEMMs. dC sums over the chunks (fp32 for bf16),
 // which the slabs avoid.
 //
-// Every sum runs in cuBLAS's fixed order: deterministic, and exact up to the
-// arithmetic of stage 01's backward (fp32 logits, S rounded once).
+// Every sum runs in a fixed order (cuBLAS's, stage 03's): deterministic, and
+// exact up to the arithmetic of stage 01's backward (fp32 logits, S rounded
+// once).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
