@@ -185,8 +185,10 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
   parser.add_double("dropped-mass", &mass_flag_,
                     "the automatic eps's budget: softmax mass per row the dropped tiles may hold; 0 = 0.025");
   parser.add_string("plan", &plan_flag_,
-                    "the backward: sparse (stage 09's kept tiles), dense (every tile, 3 cuBLAS GEMMs per vocabulary "
-                    "slab) or auto (default: dense when more than a third of the pairs would be kept)");
+                    "the backward: sparse (stage 09's kept tiles), dense (every tile: with loss and gradient in one "
+                    "call 3 GEMMs per chunk of rows, else 3 cuBLAS GEMMs per vocabulary slab after the forward) or "
+                    "auto (default: dense when more than a third of the pairs would be kept, and before the forward "
+                    "after a dense batch)");
   parser.add_int("dense-slab-columns", &slab_columns_flag_,
                  "the dense plan's vocabulary columns per slab after a forward; 0 = as many as 512 MiB of fp32 "
                  "logits hold");
