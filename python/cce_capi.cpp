@@ -122,8 +122,8 @@ int cce_set_allocator(AllocationTracker::AllocateFn allocate, AllocationTracker:
 }
 void cce_detach_allocator() { AllocationTracker::detach_source(); }
 
-// Loss and LSE; with de, then the gradient for this upstream gradient ([1]
-// for mean and sum, [N] for none), the forward told that a backward follows.
+// Loss and LSE; with de, also the gradient for this upstream gradient ([1]
+// for mean and sum, [N] for none), in one Stage::loss_and_gradient.
 // Every pointer is the caller's device memory, used in place. A target that
 // is neither ignore_index nor in [0, V) is bad input (status 2). dc NULL: the
 // caller wants no dC (a frozen classifier). Stages 09 and 10 then skip dC's
@@ -157,9 +157,12 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
       unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());
       dc = unwanted_dc.get();
     }
-    stage.expect_backward(backward);
-    stage.forward(in, loss, lse, s);
-    if (backward) stage.backward(in, lse, upstream, de, dc, s);
+    if (backward) {
+      stage.loss_and_gradient(in, loss, lse, upstream, de, dc, s);  // stage 10 may plan the two together
+    } else {
+      stage.expect_backward(false);
+      stage.forward(in, loss, lse, s);
+    }
   });
 }
 
