@@ -21,14 +21,8 @@
 #include "stages/07_filter_sort/filter_sort.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
+#include "python/capi_kernels.h"
 
-namespace cce {
-// capi_kernels.cu. Throws InputError naming the first target neither
-// ignore_index nor in [0, v) (the stream synchronized).
-void check_targets(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, cudaStream_t stream);
-// x [count] in dtype *= *g (on the device), skipped on the device when *g is 1.
-void scale_in_place(void* x, int64_t count, Dtype dtype, const float* g, cudaStream_t stream);
-}  // namespace cce
 
 namespace {
 
@@ -148,10 +142,12 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
     if (backward && upstream == nullptr) throw InputError("a gradient needs the upstream gradient");
     if (backward && !stage.has_backward()) throw InputError("stage " + stage.name() + " has no backward");
     const auto s = static_cast<cudaStream_t>(stream);
-    // Last before the stage runs: the synchronization it needs leaves the GPU
-    // idle only from here on, not through the caller's preparations.
-    check_targets(targets, p.n, p.v, p.ignore_index, s);
-    const DeviceInputs in = DeviceInputs::borrow(p, e, c, targets);
+    // The stage runs on a checked copy of the targets, queued before the host
+    // waits for the check: the GPU never idles for it. A bad target refuses
+    // the call after the stage's work is queued (its outputs are discarded).
+    DeviceBuffer<int64_t> safe_targets(static_cast<size_t>(p.n));
+    const TargetCheck check = start_target_check(targets, p.n, p.v, p.ignore_index, safe_targets.get(), s);
+    const DeviceInputs in = DeviceInputs::borrow(p, e, c, safe_targets.get());
     DeviceBuffer<uint8_t> unwanted_dc;  // for stages that write dC whatever the caller wants
     if (backward && dc == nullptr && !stage.skips_null_dc()) {
       unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());
@@ -163,6 +159,7 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
       stage.expect_backward(false);
       stage.forward(in, loss, lse, s);
     }
+    finish_target_check(check);
   });
 }
 
