@@ -1,6 +1,8 @@
 // The C interface's own kernels (cce_capi.cpp):
 //   - the targets' check: the stages index C by the targets, so one out of
-//     range must be refused before they run, with one line naming it;
+//     range must never reach them: they run on a copy where it is
+//     ignore_index, queued before the host waits for the check, which then
+//     refuses the call with one line naming it;
 //   - the op's backward for reduction mean and sum: dE and dC, computed in
 //     the forward for an upstream gradient of 1, scaled in place by
 //     autograd's upstream gradient g. g is on the device and is almost
@@ -15,17 +17,22 @@
 
 #include "common/check.h"
 #include "common/problem.h"
+#include "python/capi_kernels.h"
 
 namespace cce {
 namespace {
 
-// The smallest position of a target that is neither ignore_index nor in [0, V).
-__global__ void first_bad_target(const int64_t* __restrict__ targets, int64_t n, int64_t v, int64_t ignore_index,
-                                 unsigned long long* first) {
+// The smallest position of a target that is neither ignore_index nor in
+// [0, V), and the targets copied with every such one replaced by
+// ignore_index, so that the stages may run on the copy before the host knows.
+__global__ void sanitize_targets(const int64_t* __restrict__ targets, int64_t n, int64_t v, int64_t ignore_index,
+                                 int64_t* __restrict__ safe, unsigned long long* first) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int64_t t = targets[i];
-    if (t != ignore_index && (t < 0 || t >= v)) atomicMin(first, static_cast<unsigned long long>(i));
+    const bool bad = t != ignore_index && (t < 0 || t >= v);
+    if (bad) atomicMin(first, static_cast<unsigned long long>(i));
+    safe[i] = bad ? ignore_index : t;
   }
 }
 
@@ -51,26 +58,40 @@ __global__ void scale_kernel(T* __restrict__ x, int64_t count, const float* __re
 
 }  // namespace
 
-void check_targets(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, cudaStream_t stream) {
-  if (n <= 0) return;
-  // Pinned, mapped host memory (8 bytes for the process): the kernel writes
-  // it, the host reads it after the stream's synchronization, no copy.
+TargetCheck start_target_check(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, int64_t* safe,
+                               cudaStream_t stream) {
+  // Pinned, mapped host memory (8 bytes for the process) that the kernel
+  // writes and the host reads once the check's event has passed; one event.
   static unsigned long long* first = [] {
     void* p = nullptr;
     CCE_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable));
     return static_cast<unsigned long long*>(p);
   }();
+  static cudaEvent_t done = [] {
+    cudaEvent_t event = nullptr;
+    CCE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+  }();
+  TargetCheck check{targets, n, v, ignore_index, first, done};
+  if (n <= 0) return check;
   *first = ULLONG_MAX;
   constexpr int kThreads = 256;
-  first_bad_target<<<static_cast<unsigned>(blocks_for(n, kThreads, 4)), kThreads, 0, stream>>>(targets, n, v,
-                                                                                                 ignore_index, first);
+  sanitize_targets<<<static_cast<unsigned>(blocks_for(n, kThreads, 4)), kThreads, 0, stream>>>(targets, n, v,
+                                                                                               ignore_index, safe, first);
   CCE_CHECK_LAUNCH();
-  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (*first == ULLONG_MAX) return;
+  CCE_CUDA_CHECK(cudaEventRecord(done, stream));
+  return check;
+}
+
+void finish_target_check(const TargetCheck& check) {
+  if (check.n <= 0) return;
+  CCE_CUDA_CHECK(cudaEventSynchronize(check.done));
+  if (*check.first == ULLONG_MAX) return;
   int64_t bad = 0;
-  CCE_CUDA_CHECK(cudaMemcpy(&bad, targets + *first, sizeof bad, cudaMemcpyDeviceToHost));
-  throw InputError("target " + std::to_string(bad) + " at position " + std::to_string(*first) + " is outside [0, " +
-                   std::to_string(v) + ") and is not ignore_index (" + std::to_string(ignore_index) + ")");
+  CCE_CUDA_CHECK(cudaMemcpy(&bad, check.targets + *check.first, sizeof bad, cudaMemcpyDeviceToHost));
+  throw InputError("target " + std::to_string(bad) + " at position " + std::to_string(*check.first) +
+                   " is outside [0, " + std::to_string(check.v) + ") and is not ignore_index (" +
+                   std::to_string(check.ignore_index) + ")");
 }
 
 void scale_in_place(void* x, int64_t count, Dtype dtype, const float* g, cudaStream_t stream) {

@@ -21,14 +21,8 @@
 #include "stages/07_filter_sort/filter_sort.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
+#include "python/capi_kernels.h"
 
-namespace cce {
-// capi_kernels.cu. Throws InputError naming the first target neither
-// ignore_index nor in [0, v) (the stream synchronized).
-void check_targets(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, cudaStream_t stream);
-// x [count] in dtype *= *g (on the device), skipped on the device when *g is 1.
-void scale_in_place(void* x, int64_t count, Dtype dtype, const float* g, cudaStream_t stream);
-}  // namespace cce
 
 namespace {
 
@@ -122,8 +116,8 @@ int cce_set_allocator(AllocationTracker::AllocateFn allocate, AllocationTracker:
 }
 void cce_detach_allocator() { AllocationTracker::detach_source(); }
 
-// Loss and LSE; with de, then the gradient for this upstream gradient ([1]
-// for mean and sum, [N] for none), the forward told that a backward follows.
+// Loss and LSE; with de, also the gradient for this upstream gradient ([1]
+// for mean and sum, [N] for none), in one Stage::loss_and_gradient.
 // Every pointer is the caller's device memory, used in place. A target that
 // is neither ignore_index nor in [0, V) is bad input (status 2). dc NULL: the
 // caller wants no dC (a frozen classifier). Stages 09 and 10 then skip dC's
@@ -148,18 +142,24 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
     if (backward && upstream == nullptr) throw InputError("a gradient needs the upstream gradient");
     if (backward && !stage.has_backward()) throw InputError("stage " + stage.name() + " has no backward");
     const auto s = static_cast<cudaStream_t>(stream);
-    // Last before the stage runs: the synchronization it needs leaves the GPU
-    // idle only from here on, not through the caller's preparations.
-    check_targets(targets, p.n, p.v, p.ignore_index, s);
-    const DeviceInputs in = DeviceInputs::borrow(p, e, c, targets);
+    // The stage runs on a checked copy of the targets, queued before the host
+    // waits for the check: the GPU never idles for it. A bad target refuses
+    // the call after the stage's work is queued (its outputs are discarded).
+    DeviceBuffer<int64_t> safe_targets(static_cast<size_t>(p.n));
+    const TargetCheck check = start_target_check(targets, p.n, p.v, p.ignore_index, safe_targets.get(), s);
+    const DeviceInputs in = DeviceInputs::borrow(p, e, c, safe_targets.get());
     DeviceBuffer<uint8_t> unwanted_dc;  // for stages that write dC whatever the caller wants
     if (backward && dc == nullptr && !stage.skips_null_dc()) {
       unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());
       dc = unwanted_dc.get();
     }
-    stage.expect_backward(backward);
-    stage.forward(in, loss, lse, s);
-    if (backward) stage.backward(in, lse, upstream, de, dc, s);
+    if (backward) {
+      stage.loss_and_gradient(in, loss, lse, upstream, de, dc, s);  // stage 10 may plan the two together
+    } else {
+      stage.expect_backward(false);
+      stage.forward(in, loss, lse, s);
+    }
+    finish_target_check(check);
   });
 }
 

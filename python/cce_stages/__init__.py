@@ -62,9 +62,11 @@ class _Stats(ctypes.Structure):
 # What last_stats returns. plan: "sparse" or "dense" (stage 10), None for the stages with one backward.
 # kept_fraction: the share of the (token block, tile) pairs (stage 07: tiles) whose products ran (1.0 for
 # stage 10's dense plan); decided_kept_fraction: stage 10's decision's share, which chose the plan (the
-# same as kept_fraction under the sparse plan; None for the other stages). eps: what the backward dropped
-# below (0.0: nothing dropped); drop_eps_log2: its log2 (None for 0). dropped_mass: with stage 10's automatic
-# eps, the softmax mass per row it dropped (None otherwise). units, kept_units: the counts.
+# same as kept_fraction under the sparse plan; the last decision's for the dense plan before the forward;
+# None for the other stages). eps: the eps the backward chose (the sparse plan drops the pairs below it; 0.0:
+# none chosen, as by --keep-all and the dense plan before the forward, which decides nothing); drop_eps_log2:
+# its log2 (None for 0). dropped_mass: with stage 10's automatic eps, the softmax mass per row below it (None
+# otherwise). units, kept_units: the counts.
 BackwardStats = collections.namedtuple(
     "BackwardStats", "plan kept_fraction decided_kept_fraction eps drop_eps_log2 dropped_mass units kept_units")
 
@@ -315,12 +317,15 @@ except ImportError:  # then always the traced form
 
 def _setup_loss_and_grad(ctx, inputs, output):
     e, c, targets, stage, flags, reduction, ignore_index, softcap = inputs
+    ctx.set_materialize_grads(False)  # dE and dC's own upstream gradients, unused: None, not [N, D] and [V, D] zeros
     ctx.save_for_backward(e, c, targets, output[1], output[2])
     ctx.settings = (stage, flags, reduction, ignore_index, softcap)
     ctx.scaled = False
 
 
 def _backward_loss_and_grad(ctx, g_loss, g_de, g_dc):
+    if g_loss is None:  # a backward through dE or dC alone: the loss has no gradient to pass on
+        return None, None, None, None, None, None, None, None
     e, c, targets, de, dc = ctx.saved_tensors
     if ctx.scaled:  # a second backward through this loss (retain_graph): the first scaled de and dc in place
         de, dc = _grad(e, c, targets, g_loss.to(torch.float32), *ctx.settings)
@@ -334,12 +339,15 @@ _loss_and_grad.register_autograd(_backward_loss_and_grad, setup_context=_setup_l
 
 def _setup_loss_and_grad_e(ctx, inputs, output):
     e, c, targets, stage, flags, reduction, ignore_index, softcap = inputs
+    ctx.set_materialize_grads(False)  # as _setup_loss_and_grad
     ctx.save_for_backward(e, c, targets, output[1])
     ctx.settings = (stage, flags, reduction, ignore_index, softcap)
     ctx.scaled = False
 
 
 def _backward_loss_and_grad_e(ctx, g_loss, g_de):
+    if g_loss is None:  # as _backward_loss_and_grad
+        return None, None, None, None, None, None, None, None
     e, c, targets, de = ctx.saved_tensors
     if ctx.scaled:  # as _backward_loss_and_grad
         return _grad_e(e, c, targets, g_loss.to(torch.float32), *ctx.settings), None, None, None, None, None, None, None

@@ -87,11 +87,10 @@ float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& 
                                         stats);
   // Dense: every target's term is in S, so finish_de must add none.
   chosen.slabs = plan_dense_slabs(p, settings.dense_slab_columns);
-  scratch.allocate(dense_slab_items(p, chosen.slabs));
+  scratch.allocate(dense_slab_items(p, chosen.slabs, dc != nullptr));
   CCE_CUDA_CHECK(cudaMemsetAsync(batch.buffers.target_coefficient, 0, static_cast<size_t>(p.n) * 4, stream));
   float* de_acc = s09::de_accumulator(p, batch.buffers, de);
-  dense_backward(in, chosen.slabs, scratch.get<float>(kDenseSlabItem), lse, batch.buffers.grad_scale, de_acc, dc,
-                 stream);
+  dense_backward(in, chosen.slabs, scratch, lse, batch.buffers.grad_scale, de_acc, dc, stream);
   if (stats != nullptr)  // every pair recomputed, one chunk per slab
     *stats = DropStats{plan.tiles * plan.token_blocks, plan.tiles * plan.token_blocks, chosen.slabs.count,
                        batch.choice.eps};
@@ -130,7 +129,8 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
   const bool before_forward = scratch_.has(kDenseChunkItem);
   std::vector<MemoryItem> items;
   if (!before_forward || scratch_.has(sparse.front().first)) items = sparse;
-  if (scratch_.has(kDenseSlabItem)) items = concat(items, dense_slab_items(p, plan_dense_slabs(p, slab_columns_flag_)));
+  if (scratch_.has(kDenseSlabItem))
+    items = concat(items, dense_slab_items(p, plan_dense_slabs(p, slab_columns_flag_), scratch_.has(kDenseDcSlabItem)));
   if (before_forward)
     items = concat(items, dense_chunk_items(p, plan_dense_chunks(p, chunk_rows_flag_), scratch_.has(kDenseDcItem)));
   return items;

@@ -74,12 +74,16 @@ struct DenseSlabs {
 };
 constexpr size_t kDefaultDenseSlabBytes = size_t{512} << 20;
 constexpr const char* kDenseSlabItem = "dense plan: a slab of logits fp32 [N, slab columns]";
+constexpr const char* kDenseDcSlabItem = "dense plan: dC of a slab fp32 [slab columns, D] (bf16)";
 // `columns` per slab (at most V); 0: as many as kDefaultDenseSlabBytes hold, a multiple of 256, at least 256.
 DenseSlabs plan_dense_slabs(const Problem& problem, int64_t columns = 0);
-std::vector<MemoryItem> dense_slab_items(const Problem& problem, const DenseSlabs& slabs);
+// The slab, and for a bf16 dC its slab in fp32: cuBLAS writes every product
+// in fp32 and the plan rounds it to bf16 once, whichever kernel cuBLAS picks
+// (some, under CUBLAS_WORKSPACE_CONFIG, round partial sums to the output's type).
+std::vector<MemoryItem> dense_slab_items(const Problem& problem, const DenseSlabs& slabs, bool with_dc);
 // dE (into the fp32 accumulator, overwritten) and dC (written completely)
-// from the forward's LSE and the grad scale g_i.
-void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab, const float* lse,
+// from the forward's LSE and the grad scale g_i, in dense_slab_items's scratch.
+void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scratch& scratch, const float* lse,
                     const float* grad_scale, float* de_acc, void* dc, cudaStream_t stream);
 
 // The dense plan before the forward (loss and gradient in one call): per
@@ -94,7 +98,8 @@ struct DenseChunks {
 };
 constexpr size_t kDefaultDenseChunkBytes = size_t{2} << 30;
 constexpr const char* kDenseChunkItem = "dense plan: a chunk of logits fp32 [chunk rows, pitch]";
-constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16, several chunks)";
+constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16)";
+constexpr const char* kDenseDeRowsItem = "dense plan: dE of a chunk fp32 [chunk rows, D] (bf16)";
 constexpr const char* kDenseGradScaleItem = "dense plan: per-token grad scale [N]";
 // `rows` per chunk (at most N); 0: as many as kDefaultDenseChunkBytes hold, a multiple of 128, at least 128.
 DenseChunks plan_dense_chunks(const Problem& problem, int64_t rows = 0);

@@ -25,7 +25,8 @@ struct Flags : ProblemFlags, FileFlags {
 
 // P GPUs against stage 10 on one. Loss and LSE: the same numbers up to fp32
 // rounding (the shards sum the exponentials in another order). One shard is
-// stage 10 itself: every output, dE and dC included, bit for bit.
+// stage 10 itself, called as here (forward, then backward): every output, dE
+// and dC included, bit for bit.
 std::vector<Comparison> compare_with_single(const HostOutputs& sharded, const HostOutputs& single, int gpus,
                                             const Problem& p) {
   const Tolerance tolerance = gpus == 1 ? Tolerance{0.0, 0.0} : Tolerance{1e-5, 1e-5};
@@ -239,7 +240,7 @@ int run(int argc, char** argv) {
   if (f.compare_single) {
     StageRunner single(drop_stage, p, inputs, upstream.values);
     single.poison_outputs();
-    if (f.backward) single.forward_backward(); else single.forward();
+    if (f.backward) single.forward_then_backward(); else single.forward();  // as the shards run
     std::printf("  one GPU      stage 10 on GPU 0 alone:\n");
     const HostOutputs single_out = single.download();
     report(compare_with_single(out, single_out, gpus, p));

@@ -341,7 +341,8 @@ std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) co
              combine_scratch(r.local));
   // A backward that ran the dense plan added its slab (and it stays until released), as in stage 10.
   if (backward && r.scratch.has(s10::kDenseSlabItem))
-    items = concat(items, s10::dense_slab_items(r.local, s10::plan_dense_slabs(r.local, options_.drop.dense_slab_columns)));
+    items = concat(items, s10::dense_slab_items(r.local, s10::plan_dense_slabs(r.local, options_.drop.dense_slab_columns),
+                                                r.scratch.has(s10::kDenseDcSlabItem)));
   return items;
 }
 

@@ -181,7 +181,11 @@ TEST(DropChoice, DenseSlabs) {
   EXPECT_EQ(slabs.columns, 300);
   EXPECT_EQ(slabs.pitch, 320);
   EXPECT_EQ(slabs.count, 4);
-  EXPECT_EQ(dense_slab_items(p, slabs).front().second, size_t{77} * 320 * 4);
+  p.dtype = Dtype::kFloat32;
+  EXPECT_EQ(dense_slab_items(p, slabs, true), (std::vector<MemoryItem>{{kDenseSlabItem, size_t{77} * 320 * 4}}));
+  p.dtype = Dtype::kBFloat16;  // dC's slab in fp32, rounded once by the plan
+  EXPECT_EQ(dense_slab_items(p, slabs, true).back(), MemoryItem(kDenseDcSlabItem, size_t{300} * p.d * 4));
+  EXPECT_EQ(dense_slab_items(p, slabs, false).size(), 1u) << "no dC: no slab of it";
   p.n = 1 << 22;  // the budget holds fewer than 256 columns: 256
   EXPECT_EQ(plan_dense_slabs(p).columns, 256);
 }
@@ -218,9 +222,12 @@ TEST(DropChoice, DenseChunks) {
   chunks = plan_dense_chunks(p, 30);
   EXPECT_EQ(chunks.count, 3);
   p.dtype = Dtype::kBFloat16;
-  EXPECT_EQ(dense_chunk_items(p, chunks, true).back().first, kDenseDcItem) << "bf16, several chunks: dC in fp32";
-  EXPECT_NE(dense_chunk_items(p, chunks, false).back().first, kDenseDcItem) << "no dC: no accumulator";
-  EXPECT_NE(dense_chunk_items(p, plan_dense_chunks(p), true).back().first, kDenseDcItem) << "one chunk: dC written once";
+  EXPECT_EQ(dense_chunk_items(p, chunks, true).back().first, kDenseDcItem) << "bf16: dC summed in fp32";
+  EXPECT_EQ(dense_chunk_items(p, plan_dense_chunks(p), true).back().first, kDenseDcItem) << "bf16, one chunk: the same";
+  EXPECT_EQ(dense_chunk_items(p, chunks, false).back().first, kDenseDeRowsItem) << "no dC: no accumulator; dE's rows";
+  p.dtype = Dtype::kFloat32;
+  for (const MemoryItem& item : dense_chunk_items(p, chunks, true))
+    EXPECT_TRUE(item.first != kDenseDcItem && item.first != kDenseDeRowsItem) << "fp32: cuBLAS writes dE and dC";
   p.v = 1 << 24, p.n = 1000;  // the budget holds fewer than 128 rows: 128
   EXPECT_EQ(plan_dense_chunks(p).rows, 128);
 }

@@ -1010,6 +1010,7 @@ TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
   };
   EXPECT_EQ(bytes_of(s10::kDenseChunkItem), size_t{128} * 5056 * 4);
   EXPECT_EQ(bytes_of(s10::kDenseDcItem), size_t{5000} * 64 * 4);
+  EXPECT_EQ(bytes_of(s10::kDenseDeRowsItem), size_t{128} * 64 * 4);
   EXPECT_EQ(bytes_of(s10::kDenseGradScaleItem), size_t{300} * 4);
   EXPECT_EQ(runner.peak_beyond_inputs(), total_bytes(runner.memory_model(true)));
 }

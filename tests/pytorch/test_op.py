@@ -231,16 +231,25 @@ def case_stats():
         return (st is not None and st.units > 0 and 0 <= st.kept_units <= st.units
                 and abs(st.kept_fraction - st.kept_units / st.units) < 1e-12)
 
-    for reduction in ("mean", "none"):
-        st = run(final, "", reduction=reduction)
-        ok = consistent(st) and st.plan in ("sparse", "dense") and st.decided_kept_fraction is not None
-        if ok and st.plan == "sparse":
-            ok = st.decided_kept_fraction == st.kept_fraction and st.decided_kept_fraction <= 1.0 / 3.0
-        elif ok:
-            ok = st.kept_fraction == 1.0 and st.decided_kept_fraction > 1.0 / 3.0
-        # bf16: the automatic eps is one of 2^-8 .. 2^-16, chosen within the dropped-mass budget.
-        ok = ok and st.drop_eps_log2 in range(-16, -7) and st.dropped_mass is not None and 0 <= st.dropped_mass <= 1
-        expect(ok, "%s %s: last_stats %s" % (final, reduction, st))
+    # The first batch of a shape decides after its forward.
+    decided = run(final, "")
+    ok = consistent(decided) and decided.plan in ("sparse", "dense") and decided.decided_kept_fraction is not None
+    if ok and decided.plan == "sparse":
+        ok = decided.decided_kept_fraction == decided.kept_fraction and decided.decided_kept_fraction <= 1.0 / 3.0
+    elif ok:
+        ok = decided.kept_fraction == 1.0 and decided.decided_kept_fraction > 1.0 / 3.0
+    # bf16: the automatic eps is one of 2^-8 .. 2^-16, chosen within the dropped-mass budget.
+    ok = ok and decided.drop_eps_log2 in range(-16, -7) and decided.dropped_mass is not None
+    expect(ok and 0 <= decided.dropped_mass <= 1, "%s mean: last_stats %s" % (final, decided))
+    # The next batch of that shape (reduction none: the gradient's call runs loss and gradient) follows that
+    # decision: after a dense one, the dense plan before the forward, which chooses no eps and drops nothing.
+    st = run(final, "", reduction="none")
+    if decided.plan == "dense":
+        ok = (consistent(st) and st.plan == "dense" and st.kept_fraction == 1.0 and st.eps == 0.0
+              and st.dropped_mass is None and st.decided_kept_fraction == decided.decided_kept_fraction)
+    else:
+        ok = consistent(st) and st.plan == "sparse" and st.drop_eps_log2 in range(-16, -7)
+    expect(ok, "%s none after a %s decision: last_stats %s" % (final, decided.plan, st))
     st = run(final, "--plan dense")
     expect(consistent(st) and st.plan == "dense" and st.kept_fraction == 1.0 and st.decided_kept_fraction is None,
            "%s --plan dense: every pair, no decision: %s" % (final, st))

@@ -22,7 +22,8 @@
 //
 // Every sum runs in a fixed order (cuBLAS's, stage 03's): deterministic, and
 // exact up to the arithmetic of stage 01's backward (fp32 logits, S rounded
-// once).
+// once). cuBLAS writes every gradient product in fp32; a bf16 dE or dC is
+// rounded from it once, here.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -140,10 +141,9 @@ struct KeepTileThenFold {
   __device__ void end(const Unit& unit) { fold.end(unit); }
 };
 
-// dC's sum over several chunks needs more than bf16 holds.
-bool accumulates_dc_in_fp32(const Problem& p, const DenseChunks& chunks, bool with_dc) {
-  return with_dc && p.dtype == Dtype::kBFloat16 && chunks.count > 1;
-}
+// bf16 gradients come from fp32 products rounded once by the plan itself
+// (dense_slab_items says why): dC's sum over the chunks in fp32, dE's rows too.
+bool accumulates_dc_in_fp32(const Problem& p, bool with_dc) { return with_dc && p.dtype == Dtype::kBFloat16; }
 
 int to_int(int64_t x) { return static_cast<int>(x); }  // Problem::validate keeps N, D, V below 2^31
 
@@ -161,14 +161,18 @@ DenseSlabs plan_dense_slabs(const Problem& p, int64_t columns) {
   return slabs;
 }
 
-std::vector<MemoryItem> dense_slab_items(const Problem& p, const DenseSlabs& slabs) {
-  return {{kDenseSlabItem, static_cast<size_t>(p.n * slabs.pitch) * 4}};
+std::vector<MemoryItem> dense_slab_items(const Problem& p, const DenseSlabs& slabs, bool with_dc) {
+  std::vector<MemoryItem> items = {{kDenseSlabItem, static_cast<size_t>(p.n * slabs.pitch) * 4}};
+  if (accumulates_dc_in_fp32(p, with_dc)) items.push_back({kDenseDcSlabItem, static_cast<size_t>(slabs.columns * p.d) * 4});
+  return items;
 }
 
-void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, float* slab, const float* lse,
+void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scratch& scratch, const float* lse,
                     const float* grad_scale, float* de_acc, void* dc, cudaStream_t stream) {
   const Problem& p = in.problem;
   const bool bf16 = p.dtype == Dtype::kBFloat16;
+  float* slab = scratch.get<float>(kDenseSlabItem);
+  float* dc_slab_fp32 = accumulates_dc_in_fp32(p, dc != nullptr) ? scratch.get<float>(kDenseDcSlabItem) : nullptr;
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const size_t element = p.element_bytes();
   const int n = to_int(p.n), d = to_int(p.d);
@@ -240,7 +244,8 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
                                    {kDenseGradScaleItem, static_cast<size_t>(p.n) * 4}};
   items = concat(items, per_token_loss_scratch(p));
   items = concat(items, chunk_lse_items(p, chunks));
-  if (accumulates_dc_in_fp32(p, chunks, with_dc)) items.push_back({kDenseDcItem, static_cast<size_t>(p.v * p.d) * 4});
+  if (p.dtype == Dtype::kBFloat16) items.push_back({kDenseDeRowsItem, static_cast<size_t>(chunks.rows * p.d) * 4});
+  if (accumulates_dc_in_fp32(p, with_dc)) items.push_back({kDenseDcItem, static_cast<size_t>(p.v * p.d) * 4});
   return items;
 }
 
@@ -254,10 +259,10 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
   float* logits = scratch.get<float>(kDenseChunkItem);
   float* grad_scale = scratch.get<float>(kDenseGradScaleItem);
   float* per_token = per_token_loss_buffer(p, loss, scratch);
-  // dC's sum over the chunks: in dC itself (fp32, or a single bf16 chunk), else in fp32 beside it.
-  float* dc_acc = accumulates_dc_in_fp32(p, chunks, dc != nullptr) ? scratch.get<float>(kDenseDcItem) : nullptr;
+  // dC's sum over the chunks and dE's rows in fp32: in dC and dE themselves (fp32), else beside them.
+  float* dc_acc = accumulates_dc_in_fp32(p, dc != nullptr) ? scratch.get<float>(kDenseDcItem) : nullptr;
   void* dc_sum = dc_acc != nullptr ? static_cast<void*>(dc_acc) : dc;
-  const cudaDataType_t dc_sum_type = dc_acc != nullptr ? CUDA_R_32F : type;
+  float* de_rows_fp32 = bf16 ? scratch.get<float>(kDenseDeRowsItem) : nullptr;
   compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t handle = cublas_handle();
@@ -284,12 +289,14 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
     // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows], written once.
     void* de_rows = static_cast<unsigned char*>(de) + first * p.d * element;
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n_rows, v, &one, in.c.get(), type, d, logits,
-                                  type, s_pitch, &zero, de_rows, type, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  type, s_pitch, &zero, bf16 ? static_cast<void*>(de_rows_fp32) : de_rows, CUDA_R_32F,
+                                  d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (bf16) s06::cast_to_bf16(de_rows_fp32, de_rows, static_cast<int64_t>(n_rows) * p.d, stream);
     // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V]; none for a frozen classifier.
     if (dc != nullptr) {
       const float* beta = first == 0 ? &zero : &one;
       CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, n_rows, &one, e_rows, type, d, logits,
-                                    type, s_pitch, beta, dc_sum, dc_sum_type, d, CUBLAS_COMPUTE_32F,
+                                    type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
                                     CUBLAS_GEMM_DEFAULT));
     }
   }

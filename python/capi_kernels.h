@@ -1,0 +1,27 @@
+// The C interface's own kernels (capi_kernels.cu), for cce_capi.cpp.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/problem.h"
+
+namespace cce {
+
+// The targets' check in two halves: start copies them into
+// `safe` [n] with every one neither ignore_index nor in [0, v) replaced by
+// ignore_index, on the stream; finish waits for that copy alone and throws
+// InputError naming the first such target.
+struct TargetCheck {
+  const int64_t* targets;
+  int64_t n, v, ignore_index;
+  unsigned long long* first;
+  cudaEvent_t done;
+};
+TargetCheck start_target_check(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, int64_t* safe,
+                               cudaStream_t stream);
+void finish_target_check(const TargetCheck& check);
+// x [count] in dtype *= *g (on the device), skipped on the device when *g is 1.
+void scale_in_place(void* x, int64_t count, Dtype dtype, const float* g, cudaStream_t stream);
+}  // namespace cce
