@@ -50,6 +50,13 @@ int guarded(char* error, int error_len, Body&& body) {
   }
 }
 
+// A stage of the table and the checked copy of the targets it runs on, kept
+// between calls (one allocation from the caller's allocator per size, not per call).
+struct StageHandle {
+  std::unique_ptr<Stage> stage;
+  DeviceBuffer<int64_t> safe_targets;
+};
+
 }  // namespace
 
 extern "C" {
@@ -76,7 +83,7 @@ int cce_stage_names(char* out, int out_len) {
 
 // A stage of the table by name, with its flags as on its command line ("--plan sparse").
 void* cce_stage_new(const char* name, const char* flags, char* error, int error_len) {
-  Stage* made = nullptr;
+  StageHandle* made = nullptr;
   const int status = guarded(error, error_len, [&] {
     for (StageFactory factory : all_stages()) {
       std::unique_ptr<Stage> stage = factory();
@@ -97,7 +104,7 @@ void* cce_stage_new(const char* name, const char* flags, char* error, int error_
       stage->add_options(parser);
       if (!parser.parse(static_cast<int>(argv.size()), argv.data())) throw InputError("--help is not a stage flag here");
       stage->validate_options();
-      made = stage.release();
+      made = new StageHandle{std::move(stage), DeviceBuffer<int64_t>()};
       return;
     }
     throw InputError(std::string("no stage named '") + name + "'");
@@ -105,7 +112,7 @@ void* cce_stage_new(const char* name, const char* flags, char* error, int error_
   return status == kOk ? made : nullptr;
 }
 
-void cce_stage_delete(void* stage) { delete static_cast<Stage*>(stage); }
+void cce_stage_delete(void* stage) { delete static_cast<StageHandle*>(stage); }
 
 // Every device buffer (the stages' scratch, cuBLAS's workspace) from the
 // caller's allocator; only before the first stage runs. detach: at the
@@ -127,7 +134,8 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
             const float* upstream, float* loss, float* lse, void* de, void* dc, void* stream, char* error,
             int error_len) {
   return guarded(error, error_len, [&] {
-    Stage& stage = *static_cast<Stage*>(stage_handle);
+    StageHandle& handle = *static_cast<StageHandle*>(stage_handle);
+    Stage& stage = *handle.stage;
     Problem p;
     p.n = problem->n, p.d = problem->d, p.v = problem->v;
     if (problem->dtype != 0 && problem->dtype != 1) throw InputError("dtype must be 0 (fp32) or 1 (bf16)");
@@ -145,9 +153,10 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
     // The stage runs on a checked copy of the targets, queued before the host
     // waits for the check: the GPU never idles for it. A bad target refuses
     // the call after the stage's work is queued (its outputs are discarded).
-    DeviceBuffer<int64_t> safe_targets(static_cast<size_t>(p.n));
-    const TargetCheck check = start_target_check(targets, p.n, p.v, p.ignore_index, safe_targets.get(), s);
-    const DeviceInputs in = DeviceInputs::borrow(p, e, c, safe_targets.get());
+    if (handle.safe_targets.size() < static_cast<size_t>(p.n)) handle.safe_targets = DeviceBuffer<int64_t>(p.n);
+    int64_t* safe_targets = handle.safe_targets.get();
+    const TargetCheck check = start_target_check(targets, p.n, p.v, p.ignore_index, safe_targets, s);
+    const DeviceInputs in = DeviceInputs::borrow(p, e, c, safe_targets);
     DeviceBuffer<uint8_t> unwanted_dc;  // for stages that write dC whatever the caller wants
     if (backward && dc == nullptr && !stage.skips_null_dc()) {
       unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());
@@ -188,7 +197,7 @@ struct CceStats {
 // Stage 07 counts its kept tiles on the GPU: reading them waits for `stream`.
 int cce_last_stats(void* stage_handle, void* stream, CceStats* out, char* error, int error_len) {
   return guarded(error, error_len, [&] {
-    const Stage* stage = static_cast<const Stage*>(stage_handle);
+    const Stage* stage = static_cast<const StageHandle*>(stage_handle)->stage.get();
     CceStats st{0, -1, 0, 0, -1.0, 0.0, -1.0};
     if (const auto* plan = dynamic_cast<const s10::PlanPerBatchStage*>(stage)) {
       const s09::DropStats d = plan->stats();

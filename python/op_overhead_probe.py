@@ -2,10 +2,11 @@
 at gemma2's and lm32k's shapes through
   c_call            cce_run by ctypes, its outputs allocated once (the C interface alone: the targets' check, the stage)
   forward_op        torch.ops.cce_stages.loss_and_grad without autograd (the custom op's dispatch added)
-  op_with_backward  linear_cross_entropy(...).backward() (what bench/peers.py's stage10_plan_per_batch_op times)
+  op_with_backward  linear_cross_entropy(...).backward() (eager: an autograd.Function, no custom op; what
+                    bench/peers.py's stage10_plan_per_batch_op times)
   frozen_classifier the same with c.requires_grad=False: no dC, and stages 09 and 10 skip its work
-each timed as cce_bench and peers.py time a case: a synchronization, then CUDA events around one call (median of
-30 after 3 warm-ups; host_ms: the host's time to return from the call).
+each timed as cce_bench and peers.py time a case: a synchronization, then CUDA events around one call (median,
+min and max of 30 after 3 warm-ups, the four cases taken in turn; host_ms: the host's time to return from the call).
 
     python3 python/op_overhead_probe.py build/python OUT.json
 
@@ -18,17 +19,22 @@ import torch
 sys.path.insert(0, sys.argv[1])
 import cce_stages as cs
 
-def timed(fn, clear=lambda: None, reps=30, warm=3):
-    for _ in range(warm):
-        clear(); fn()
+def timed_together(cases, reps=30, warm=3):
+    """Each case is (fn, clear); the repetitions take the cases in turn, so that a drift of the GPU's clocks
+    falls on all of them alike."""
+    for fn, clear in cases.values():
+        for _ in range(warm):
+            clear(); fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    gpu, host = [], []
+    gpu, host = {k: [] for k in cases}, {k: [] for k in cases}
     for _ in range(reps):
-        clear(); torch.cuda.synchronize()
-        h0 = time.perf_counter(); start.record(); fn(); end.record(); h1 = time.perf_counter()
-        end.synchronize()
-        gpu.append(start.elapsed_time(end)); host.append((h1 - h0) * 1e3)
-    return {"gpu_ms_median": statistics.median(gpu), "host_ms_median": statistics.median(host)}
+        for name, (fn, clear) in cases.items():
+            clear(); torch.cuda.synchronize()
+            h0 = time.perf_counter(); start.record(); fn(); end.record(); h1 = time.perf_counter()
+            end.synchronize()
+            gpu[name].append(start.elapsed_time(end)); host[name].append((h1 - h0) * 1e3)
+    return {k: {"gpu_ms_median": statistics.median(gpu[k]), "gpu_ms_min": min(gpu[k]), "gpu_ms_max": max(gpu[k]),
+                "host_ms_median": statistics.median(host[k])} for k in cases}
 
 out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "shapes": {}}
 for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("gemma2_flat", "/tmp/cce-inputs/gemma2_flat"),
@@ -53,7 +59,9 @@ for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("gemma2_flat", "/tm
         E.grad = None; C.grad = None
     full = lambda: cs.linear_cross_entropy(E, C, t).backward()
     frozen = lambda: cs.linear_cross_entropy(E, c, t).backward()  # c.requires_grad is False
-    out["shapes"][shape] = {"n": n, "d": d, "v": v, "c_call": timed(raw), "forward_op": timed(fwd),
-                            "op_with_backward": timed(full, clear), "frozen_classifier": timed(frozen, clear)}
+    nothing = lambda: None
+    out["shapes"][shape] = dict(n=n, d=d, v=v, **timed_together(
+        {"c_call": (raw, nothing), "forward_op": (fwd, nothing), "op_with_backward": (full, clear),
+         "frozen_classifier": (frozen, clear)}))
     print(shape, json.dumps(out["shapes"][shape]))
 json.dump(out, open(sys.argv[2], "w"), indent=1)

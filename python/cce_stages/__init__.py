@@ -12,15 +12,17 @@ current stream. `stage` is any name of the stage table (stage_names()); `flags` 
 flags ("--plan sparse").
 
 How the gradient is made (every op is a torch.library.custom_op with a fake, so
-torch.compile(fullgraph=True) traces a model that calls it):
+torch.compile(fullgraph=True) traces a model that calls it; in eager mode, mean and sum take a
+torch.autograd.Function that makes the same calls without the custom op's dispatch):
   - reduction "mean" or "sum": the forward computes the loss and the gradient for an upstream
-    gradient of 1 at once (one call of the stage: its forward, then its backward); autograd's
-    backward scales them by the upstream gradient, a scalar.
+    gradient of 1 at once (one call of the stage's loss_and_gradient); autograd's backward scales
+    them by the upstream gradient, a scalar.
   - reduction "none": the per-token upstream gradient is known only in the backward, so the
-    forward computes the loss alone and the backward runs the stage again, forward and backward,
+    forward computes the loss alone and the backward runs the stage again, loss and gradient,
     with that upstream gradient.
-Each call is whole (the stage keeps no state between calls), so several forwards before their
-backwards (gradient accumulation) are fine.
+Each call is whole (its gradients are its own), so several forwards before their backwards
+(gradient accumulation) are fine. Stage 10's object remembers only its last plan decision per
+shape, which plans the next call (its README, "the dense plan before the forward").
 
 A frozen classifier (c.requires_grad False) goes through the ops loss_and_grad_e and grad_e: no
 dC is returned or kept for autograd, and c.grad stays None. Stages 09 and 10 skip dC's work; the
@@ -36,6 +38,7 @@ that drops nothing (01 to 06) or has run no backward yet.
 """
 import atexit
 import collections
+import contextlib
 import ctypes
 import math
 import os
@@ -193,6 +196,11 @@ def _raise(status):
 _ones = {}  # device index -> a float32 1 there: the upstream gradient of mean and sum's forward
 
 
+def _on_device(index):
+    """The device's context; none to enter when it is the current device already (a cost per call saved)."""
+    return contextlib.nullcontext() if index == torch.cuda.current_device() else torch.cuda.device(index)
+
+
 def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap, with_grad, with_dc=True):
     """One call of the stage: loss (and LSE); with_grad: then dE and (with_dc) dC for `upstream`. The C interface
     checks the targets (a synchronization, last before the stage runs)."""
@@ -214,9 +222,9 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
     if with_grad:
         upstream = upstream.to(device=e.device, dtype=torch.float32).contiguous()
     ptr = lambda t: ctypes.c_void_p(t.data_ptr()) if t is not None else None  # noqa: E731
-    with torch.cuda.device(e.device):
+    with _on_device(e.device.index):
         handle = _stage(e.device.index, stage, flags)
-        stream = ctypes.c_void_p(torch.cuda.current_stream(e.device).cuda_stream)
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         _raise(_lib.cce_run(handle, ctypes.byref(problem), ptr(e), ptr(c), ptr(targets),
                             ptr(upstream) if with_grad else None, ptr(loss), ptr(lse), ptr(de), ptr(dc), stream,
                             _error, _ERROR_BYTES))
@@ -301,8 +309,8 @@ def _scaled(x, g):
     if type(x) is not torch.Tensor or torch.compiler.is_compiling() or _dispatch_mode() is not None:
         return x * g.to(torch.float32)  # a 0-dim float32 factor keeps x's dtype (one rounding)
     g = g.to(device=x.device, dtype=torch.float32).contiguous()
-    with torch.cuda.device(x.device):
-        stream = ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
+    with _on_device(x.device.index):
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         _raise(_lib.cce_scale(ctypes.c_void_p(x.data_ptr()), x.numel(), _DTYPES[x.dtype], ctypes.c_void_p(g.data_ptr()),
                               stream, _error, _ERROR_BYTES))
     return x
@@ -375,12 +383,47 @@ def _backward_loss(ctx, g_loss):
 _loss.register_autograd(_backward_loss, setup_context=_setup_loss)
 
 
+# The eager path of mean and sum with a gradient: the same _run as the custom ops, without torch.library's
+# dispatch, whose fixed cost per call (about 0.1 ms on the host, before the first kernel) shows at small shapes.
+# dE and dC stay on ctx (they are no output), scaled in place by the backward; a second backward through the
+# same loss (retain_graph) runs the stage again, as the custom ops do.
+class _EagerLossAndGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, e, c, targets, stage, flags, reduction, ignore_index, softcap):
+        loss, de, dc = _run(e, c, targets, _one(e.device), stage, flags, reduction, ignore_index, softcap, True,
+                            with_dc=c.requires_grad)
+        ctx.save_for_backward(e, c, targets)
+        ctx.settings = (stage, flags, reduction, ignore_index, softcap)
+        ctx.gradients = (de, dc)
+        return loss
+
+    @staticmethod
+    def backward(ctx, g_loss):
+        rest = (None,) * 6
+        if ctx.gradients is None:  # a second backward through this loss: the first scaled dE and dC in place
+            e, c, targets = ctx.saved_tensors
+            if not ctx.needs_input_grad[1]:
+                return (_grad_e(e, c, targets, g_loss.to(torch.float32), *ctx.settings), None) + rest
+            return _grad(e, c, targets, g_loss.to(torch.float32), *ctx.settings) + rest
+        de, dc = ctx.gradients
+        ctx.gradients = None
+        return (_scaled(de, g_loss), _scaled(dc, g_loss) if dc is not None else None) + rest
+
+
+def _eager(*tensors):
+    """Whether the eager path applies: plain tensors, not traced (torch.compile, opcheck, a dispatch mode)."""
+    return (all(type(t) is torch.Tensor for t in tensors) and not torch.compiler.is_compiling()
+            and _dispatch_mode() is None)
+
+
 def linear_cross_entropy(e, c, targets, *, ignore_index=-100, reduction="mean", softcap=None, stage=FINAL_STAGE,
                          flags=""):
     """The cross-entropy of the logits e·cᵀ against targets, without the logits (see the module's docstring)."""
     _check(e, c, targets, reduction)
     cap = 0.0 if softcap is None else float(softcap)
     wants_grad = torch.is_grad_enabled() and (e.requires_grad or c.requires_grad)
+    if wants_grad and reduction != "none" and _eager(e, c, targets):
+        return _EagerLossAndGrad.apply(e, c, targets, stage, flags, reduction, int(ignore_index), cap)
     if wants_grad and reduction != "none":
         if not c.requires_grad:  # a frozen classifier: no dC kept
             return _loss_and_grad_e(e, c, targets, stage, flags, reduction, int(ignore_index), cap)[0]

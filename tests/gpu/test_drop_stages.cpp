@@ -978,14 +978,14 @@ TEST(PlanPerBatch, DenseSlabIsInTheMemoryModel) {
   runner.forward_then_backward();  // the slabs are the plan after a forward
   runner.synchronize();
   const std::vector<MemoryItem> model = runner.memory_model(true);
-  EXPECT_EQ(total_bytes(stage.workspace(p, true)) - before, static_cast<size_t>(p.n) * 1024 * 4)
-      << "the slab: N rows of 1024 fp32 logits";
+  EXPECT_EQ(total_bytes(stage.workspace(p, true)) - before, static_cast<size_t>(p.n + p.d) * 1024 * 4)
+      << "the slab, N rows of 1024 fp32 logits, and the slab's bf16 dC in fp32, 1024 rows of D";
   EXPECT_EQ(runner.peak_beyond_inputs(), total_bytes(model));
 }
 
 // Before the forward, the dense plan allocates only its own items: the chunk
-// of logits, the grad scale, the per-token losses and (bf16, several chunks)
-// dC's fp32 accumulator; the peak is the model.
+// of logits, the grad scale, the per-token losses and (bf16) dE's rows and
+// dC's accumulator in fp32; the peak is the model.
 TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 64, 5000);

@@ -16,7 +16,8 @@ CASE is one of:
   stats       last_stats(): stage 10's plan, kept fraction and eps consistent with each other and with
               its flags (--plan dense, --keep-all); stages 07 to 09 report theirs; stage 01 and a stage
               that has run no backward report None
-  compile     torch.library.opcheck on the five ops, and a model compiled with fullgraph=True
+  compile     torch.library.opcheck on the five ops; the eager path (an autograd.Function) against the
+              custom op, bitwise; and a model compiled with fullgraph=True
   memory      the stages' scratch comes from PyTorch's caching allocator (memory_allocated counts it)
   bad_input   a wrong shape, dtype, device, target out of range, stage name or flag: one clear
               Python exception each, never a crash
@@ -281,6 +282,17 @@ def case_compile():
             expect(True, "opcheck cce_stages::%s" % name)
         except Exception as exc:  # noqa: BLE001 - report and go on
             expect(False, "opcheck cce_stages::%s: %s" % (name, str(exc).splitlines()[0]))
+
+    # Eager mode takes an autograd.Function that makes the custom op's calls without its dispatch: the same bits.
+    for flags in ("--plan sparse", "--plan dense"):
+        ee, cc = e.clone().requires_grad_(True), c.clone().requires_grad_(True)
+        loss = cce_stages.linear_cross_entropy(ee, cc, t, flags=flags)
+        loss.backward()
+        op_loss, op_de, op_dc = ops.loss_and_grad(e, c, t, cce_stages.FINAL_STAGE, flags, "mean", -100, 0.0)
+        expect(type(loss.grad_fn).__name__ == "_EagerLossAndGradBackward" and torch.equal(loss.detach(), op_loss)
+               and torch.equal(ee.grad, op_de) and torch.equal(cc.grad, op_dc),
+               "%s: the eager path (%s) and the custom op give the same loss, dE and dC"
+               % (flags, type(loss.grad_fn).__name__))
 
     class Head(torch.nn.Module):
         def __init__(self):
