@@ -142,7 +142,8 @@ struct KeepTileThenFold {
 };
 
 // bf16 gradients come from fp32 products rounded once by the plan itself
-// (dense_slab_items says why): dC's sum over the chunks in fp32, dE's rows too.
+// (plan_per_batch.h says why, at dense_slab_items): dC's sum over the chunks
+// in fp32, dE's rows too.
 bool accumulates_dc_in_fp32(const Problem& p, bool with_dc) { return with_dc && p.dtype == Dtype::kBFloat16; }
 
 int to_int(int64_t x) { return static_cast<int>(x); }  // Problem::validate keeps N, D, V below 2^31
