@@ -406,15 +406,11 @@ class _EagerLossAndGrad(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g_loss):
-        rest = (None,) * 6
         if ctx.gradients is None:  # a second backward through this loss: the first scaled dE and dC in place
-            e, c, targets = ctx.saved_tensors
-            if not ctx.needs_input_grad[1]:
-                return (_grad_e(e, c, targets, g_loss.to(torch.float32), *ctx.settings), None) + rest
-            return _grad(e, c, targets, g_loss.to(torch.float32), *ctx.settings) + rest
+            return _backward_loss(ctx, g_loss)  # the stage again with g, as reduction none's backward
         de, dc = ctx.gradients
         ctx.gradients = None
-        return (_scaled(de, g_loss), _scaled(dc, g_loss) if dc is not None else None) + rest
+        return (_scaled(de, g_loss), _scaled(dc, g_loss) if dc is not None else None) + (None,) * 6
 
 
 def _eager(*tensors):
