@@ -104,8 +104,8 @@ constexpr const char* kDenseGradScaleItem = "dense plan: per-token grad scale [N
 // `rows` per chunk (at most N); 0: as many as kDefaultDenseChunkBytes hold, a multiple of 128, at least 128.
 DenseChunks plan_dense_chunks(const Problem& problem, int64_t rows = 0);
 // The chunk, the grad scale, the per-token losses (mean, sum), stage 03's
-// scratch for a chunk and, for bf16 with several chunks and a dC, dC's fp32
-// accumulator.
+// scratch for a chunk and, for bf16, a chunk's dE rows in fp32 and (with a
+// dC) dC's fp32 accumulator.
 std::vector<MemoryItem> dense_chunk_items(const Problem& problem, const DenseChunks& chunks, bool with_dc);
 // loss, LSE, dE and dC (unless null) completely, from dense_chunk_items's scratch.
 void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
