@@ -2,6 +2,7 @@
 // backward's steps (the plan itself: batch_plan.cu; the rest: stage 09).
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -50,6 +51,24 @@ BackwardPlan choose_backward_plan(BackwardPlan flag, double kept_fraction) {
 bool dense_before_forward(BackwardPlan flag, const PlanHistory& history) {
   if (flag != BackwardPlan::kAuto) return flag == BackwardPlan::kDense;
   return history.kept_fraction > kDenseAboveKept && history.dense_since < kDecideEveryBatches - 1;
+}
+
+bool decides_on_sample(BackwardPlan flag, const PlanHistory& history) {
+  return flag == BackwardPlan::kAuto && history.kept_fraction > kDenseAboveKept &&
+         history.dense_since >= kDecideEveryBatches - 1;
+}
+
+RowSample plan_row_sample(const Problem& p) {
+  RowSample sample;
+  sample.rows = std::min(p.n, kSampleRows);
+  sample.stride = sample.rows > 0 ? p.n / sample.rows : 1;
+  return sample;
+}
+
+Problem sample_problem(const Problem& p, const RowSample& sample) {
+  Problem rows = p;
+  rows.n = sample.rows;
+  return rows;
 }
 
 PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs) {
@@ -120,6 +139,60 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scr
   return de_acc;
 }
 
+namespace {
+
+constexpr const char* kSampleRowsItem = "row sample: E rows [sample rows, D]";
+constexpr const char* kSampleTargetsItem = "row sample: targets [sample rows]";
+constexpr const char* kSampleUpstreamItem = "row sample: upstream gradient [sample rows] (reduction none)";
+constexpr const char* kSampleLossItem = "row sample: loss, LSE [2][sample rows]";
+
+bool per_token(const Problem& p) { return p.reduction == Reduction::kNone; }
+
+// Every stride-th row of `rows` rows of `row_bytes`, from src into dst (packed).
+void gather_rows(void* dst, const void* src, size_t row_bytes, const RowSample& sample, cudaStream_t stream) {
+  CCE_CUDA_CHECK(cudaMemcpy2DAsync(dst, row_bytes, src, row_bytes * static_cast<size_t>(sample.stride), row_bytes,
+                                   static_cast<size_t>(sample.rows), cudaMemcpyDeviceToDevice, stream));
+}
+
+}  // namespace
+
+std::vector<MemoryItem> sample_items(const Problem& p, const RowSample& sample, const DropPlan& sample_plan) {
+  const size_t rows = static_cast<size_t>(sample.rows);
+  std::vector<MemoryItem> items = {{kSampleRowsItem, rows * static_cast<size_t>(p.d) * p.element_bytes()},
+                                   {kSampleTargetsItem, rows * 8},
+                                   {kSampleLossItem, rows * 8}};
+  if (per_token(p)) items.push_back({kSampleUpstreamItem, rows * 4});
+  return concat(items, s10::backward_scratch(sample_problem(p, sample), sample_plan));
+}
+
+KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, const DropPlan& sample_plan,
+                           const Scratch& scratch, const float* upstream, const DropSettings& settings,
+                           cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const Problem q = sample_problem(p, sample);
+  void* e_rows = scratch.get<void>(kSampleRowsItem);
+  int64_t* targets = scratch.get<int64_t>(kSampleTargetsItem);
+  gather_rows(e_rows, in.e.get(), static_cast<size_t>(p.d) * p.element_bytes(), sample, stream);
+  gather_rows(targets, in.targets.get(), sizeof(int64_t), sample, stream);
+  const float* rows_upstream = upstream;
+  if (per_token(p)) {
+    float* gathered = scratch.get<float>(kSampleUpstreamItem);
+    gather_rows(gathered, upstream, sizeof(float), sample, stream);
+    rows_upstream = gathered;
+  }
+  float* loss = scratch.get<float>(kSampleLossItem);
+  float* lse = loss + sample.rows;
+  const DeviceInputs rows = DeviceInputs::borrow(q, e_rows, in.c.get(), targets);
+  s08::sorted_forward(rows, forward_plan(sample_plan), s08::sorted_forward_buffers(scratch), loss, lse, scratch,
+                      stream);
+  BatchBackward batch = begin_backward(rows, sample_plan, scratch, lse, rows_upstream, settings, stream);
+  if (settings.dropped_mass > 0.0)
+    batch.choice.eps = choose_drop_eps(q, sample_plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks,
+                                       settings.dropped_mass, stream)
+                           .eps;
+  return decide_kept_pairs(q, sample_plan, lse, batch, stream);
+}
+
 std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {
   if (!backward) return DeterministicProductsStage::workspace(p, false);
   // What the plans that ran have allocated (it stays until released): stage
@@ -133,6 +206,12 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
     items = concat(items, dense_slab_items(p, plan_dense_slabs(p, slab_columns_flag_), scratch_.has(kDenseDcSlabItem)));
   if (before_forward)
     items = concat(items, dense_chunk_items(p, plan_dense_chunks(p, chunk_rows_flag_), scratch_.has(kDenseDcItem)));
+  if (sample_scratch_.has(kSampleRowsItem)) {  // the sample's own items, named apart from the batch's
+    const RowSample sample = plan_row_sample(p);
+    for (const MemoryItem& item : sample_items(p, sample, plan_for(sample_problem(p, sample))))
+      items.push_back({item.first.rfind("row sample: ", 0) == 0 ? item.first : "row sample: " + item.first,
+                       item.second});
+  }
   return items;
 }
 
@@ -146,10 +225,23 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   const Problem& p = in.problem;
   if (!same_model(p, history_problem_)) history_ = PlanHistory{}, history_problem_ = p;
   const BackwardPlan flag = parse_backward_plan(plan_flag_);
+  int64_t sample_rows = 0;
+  if (decides_on_sample(flag, history_)) {
+    const RowSample sample = plan_row_sample(p);
+    const DropPlan sample_plan = plan_for(sample_problem(p, sample));
+    sample_scratch_.allocate(sample_items(p, sample, sample_plan));
+    const KeptPairs pairs = decide_on_sample(in, sample, sample_plan, sample_scratch_, upstream, settings(p.dtype), stream);
+    history_ = PlanHistory{static_cast<double>(pairs.kept) / static_cast<double>(pairs.pairs), 0};
+    sample_rows = sample.rows;
+  }
+  // Each plan's scratch is released when the other one takes over: the peak
+  // is the larger plan's, not both.
   if (!dense_before_forward(flag, history_)) {
+    if (scratch_.has(kDenseChunkItem)) scratch_.release();
     Stage::loss_and_gradient(in, loss, lse, upstream, de, dc, stream);  // backward() records its decision
     return;
   }
+  if (!scratch_.has(kDenseChunkItem)) scratch_.release();  // the sparse plan's and the slabs', from a decision
   const DenseChunks chunks = plan_dense_chunks(p, chunk_rows_flag_);
   scratch_.allocate(dense_chunk_items(p, chunks, dc != nullptr));
   dense_loss_and_gradient(in, chunks, scratch_, loss, lse, upstream, de, dc, stream);
@@ -159,7 +251,8 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   const int64_t pairs = plan_for(p).tiles * plan_for(p).token_blocks;
   stats_ = DropStats{pairs, pairs, chunks.count, 0.0f};
   choice_ = EpsChoice{0.0f, -1.0, {}};
-  ran_ = PlanChoice{BackwardPlan::kDense, flag == BackwardPlan::kDense ? -1.0 : history_.kept_fraction, {}, true, chunks};
+  ran_ = PlanChoice{BackwardPlan::kDense, flag == BackwardPlan::kDense ? -1.0 : history_.kept_fraction, {}, true, chunks,
+                    sample_rows};
 }
 
 void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
@@ -253,11 +346,14 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
     why += std::string(", --plan ") + to_string(ran.plan);
   char buf[400];
   if (ran.before_forward) {
+    const std::string decision = ran.sample_rows > 0
+                                     ? "a sample of " + std::to_string(ran.sample_rows) + " rows decided now: it keeps "
+                                     : std::string("the last decision kept ");
     const std::string before_why = ran.kept_fraction < 0.0
                                        ? std::string("--plan dense")
-                                       : "the last decision kept " + percent(ran.kept_fraction) +
-                                             " of the pairs, more than " + percent(kDenseAboveKept) +
-                                             "; every " + std::to_string(kDecideEveryBatches) + "th batch decides again";
+                                       : decision + percent(ran.kept_fraction) + " of the pairs, more than " +
+                                             percent(kDenseAboveKept) + "; every " +
+                                             std::to_string(kDecideEveryBatches) + "th batch decides again on a sample";
     std::snprintf(buf, sizeof buf, "backward     dense before the forward: loss and gradient by 3 GEMMs per "
                   "chunk of %lld rows (%lld chunks) (%s)", static_cast<long long>(ran.chunks.rows),
                   static_cast<long long>(ran.chunks.count), before_why.c_str());

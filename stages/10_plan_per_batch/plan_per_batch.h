@@ -117,14 +117,29 @@ struct PlanHistory {
   double kept_fraction = -1.0;  // of the last decision (−1: none yet)
   int dense_since = 0;
 };
-// Every kDecideEveryBatches-th batch in a row of dense ones decides again
-// (it runs the forward with the statistics), so a batch that turned peaked
-// goes back to the sparse plan.
+// Every kDecideEveryBatches-th batch in a row of dense ones decides again,
+// on a sample of its rows (decide_on_sample), so that a batch that turned
+// peaked goes back to the sparse plan.
 constexpr int kDecideEveryBatches = 16;
 // Whether loss_and_gradient runs the dense plan before the forward: --plan
 // dense always, sparse never, auto when the last decision kept more than
 // kDenseAboveKept and fewer than kDecideEveryBatches − 1 batches ran dense since.
 bool dense_before_forward(BackwardPlan flag, const PlanHistory& history);
+// Whether this batch decides again on a sample first: auto, after
+// kDecideEveryBatches − 1 dense batches since the last decision.
+bool decides_on_sample(BackwardPlan flag, const PlanHistory& history);
+
+// The sample: `rows` rows spread over the batch, every `stride`-th from row 0.
+// Deciding on the whole batch would cost its forward with the statistics and
+// the dense plan after a forward (four GEMMs, where the plan before the
+// forward pays three); the sample's forward and decision cost about
+// rows / N of a forward.
+constexpr int64_t kSampleRows = 1024;
+struct RowSample {
+  int64_t rows = 0, stride = 1;
+};
+RowSample plan_row_sample(const Problem& problem);  // min(N, kSampleRows) rows, stride N / rows
+Problem sample_problem(const Problem& problem, const RowSample& sample);
 
 // ---- batch_plan.cu: the plan's buffers and steps ----
 struct BatchPlanBuffers {
@@ -175,6 +190,7 @@ struct PlanChoice {
   DenseSlabs slabs;             // the dense plan's after a forward
   bool before_forward = false;  // the dense plan before the forward (loss_and_gradient): kept_fraction is the last decision's
   DenseChunks chunks;           // its chunks
+  int64_t sample_rows = 0;      // > 0: this batch decided on a sample of that many rows
 };
 // What the plan is chosen from: the (token block, tile) pairs the decision
 // keeps at the chosen eps, of all. Sums over any split of the tiles.
@@ -217,6 +233,16 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scr
                                PlanChoice* ran = nullptr);
 std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan& plan);
 
+// The sample's decision: its rows of E, targets (and per-token upstream)
+// gathered, then the forward with the statistics and the decision above on
+// them, with nothing recomputed. sample_plan is the stage's plan for
+// sample_problem; the scratch holds sample_items (the sample's own, apart
+// from the batch's).
+std::vector<MemoryItem> sample_items(const Problem& problem, const RowSample& sample, const DropPlan& sample_plan);
+KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, const DropPlan& sample_plan,
+                           const Scratch& scratch, const float* upstream, const DropSettings& settings,
+                           cudaStream_t stream);
+
 // The report's words on a backward's choices: the automatic eps's rule
 // (appended to the eps), the candidates' masses (a line), the plan and why (a line).
 std::string describe_automatic_eps(const EpsChoice& choice, double budget);
@@ -230,6 +256,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
     return "stage 09 planned per batch: eps from the dropped mass, token blocks of grouped rows";
   }
   std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
+  void release_workspace() override { scratch_.release(), sample_scratch_.release(); }
   void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                 cudaStream_t stream) override;
   // The dense plan before the forward when dense_before_forward says so; else forward() and backward().
@@ -267,6 +294,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   PlanChoice ran_;
   PlanHistory history_;
   Problem history_problem_;  // the problem history_ is of (another one starts a new history)
+  Scratch sample_scratch_;   // the sample's decision's (sample_items)
 };
 
 std::unique_ptr<Stage> make_stage();

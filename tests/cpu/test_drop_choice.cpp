@@ -207,6 +207,46 @@ TEST(DropChoice, DenseBeforeTheForwardFollowsTheLastDecision) {
   EXPECT_EQ(dense, kDecideEveryBatches - 1);
 }
 
+// That batch decides again on a sample of its rows first (auto only); the
+// first batch, with no decision yet, decides on the whole batch.
+TEST(DropChoice, ARunOfDenseBatchesDecidesAgainOnASample) {
+  EXPECT_FALSE(decides_on_sample(BackwardPlan::kAuto, PlanHistory{})) << "the first batch";
+  EXPECT_FALSE(decides_on_sample(BackwardPlan::kAuto, PlanHistory{0.9, kDecideEveryBatches - 2}));
+  EXPECT_TRUE(decides_on_sample(BackwardPlan::kAuto, PlanHistory{0.9, kDecideEveryBatches - 1}));
+  EXPECT_FALSE(decides_on_sample(BackwardPlan::kAuto, PlanHistory{0.2, kDecideEveryBatches - 1}))
+      << "a sparse decision: every batch decides on the whole batch";
+  EXPECT_FALSE(decides_on_sample(BackwardPlan::kDense, PlanHistory{0.9, kDecideEveryBatches - 1}));
+  EXPECT_FALSE(decides_on_sample(BackwardPlan::kSparse, PlanHistory{0.9, kDecideEveryBatches - 1}));
+  // A run: batch 1 decides on the whole batch, 2 .. kDecideEveryBatches follow it, the next one samples.
+  PlanHistory history{0.9, 0};
+  int batches = 1;
+  while (!decides_on_sample(BackwardPlan::kAuto, history)) {
+    ASSERT_TRUE(dense_before_forward(BackwardPlan::kAuto, history));
+    ++batches, ++history.dense_since;
+  }
+  EXPECT_EQ(batches, kDecideEveryBatches);
+}
+
+// The sample: kSampleRows rows (all of a smaller batch) spread over the batch.
+TEST(DropChoice, RowSampleSpreadsOverTheBatch) {
+  Problem p;
+  p.n = 8192, p.d = 2304, p.v = 256000;
+  RowSample sample = plan_row_sample(p);
+  EXPECT_EQ(sample.rows, kSampleRows);
+  EXPECT_EQ(sample.stride, 8192 / kSampleRows);
+  EXPECT_EQ(sample_problem(p, sample).n, kSampleRows);
+  EXPECT_EQ(sample_problem(p, sample).v, p.v);
+  p.n = kSampleRows + 77;  // not twice the sample: its first rows
+  sample = plan_row_sample(p);
+  EXPECT_EQ(sample.rows, kSampleRows);
+  EXPECT_EQ(sample.stride, 1);
+  p.n = 77;
+  sample = plan_row_sample(p);
+  EXPECT_EQ(sample.rows, 77);
+  EXPECT_EQ(sample.stride, 1);
+  EXPECT_LE((sample.rows - 1) * sample.stride, p.n - 1) << "every sampled row exists";
+}
+
 // The chunks of rows before the forward: 2 GiB of fp32 logits by default (a
 // multiple of 128 rows, at least 128, at most N), or the rows asked for.
 TEST(DropChoice, DenseChunks) {
@@ -247,7 +287,14 @@ TEST(DropChoice, PlanLineSaysWhichPlanAndWhy) {
   before.chunks = DenseChunks{2048, 4, 256000};
   EXPECT_EQ(describe_plan(before, BackwardPlan::kAuto),
             "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks) "
-            "(the last decision kept 99.99% of the pairs, more than 33.33%; every 16th batch decides again)");
+            "(the last decision kept 99.99% of the pairs, more than 33.33%; every 16th batch decides again on a "
+            "sample)");
+  before.sample_rows = 1024;
+  EXPECT_EQ(describe_plan(before, BackwardPlan::kAuto),
+            "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks) "
+            "(a sample of 1024 rows decided now: it keeps 99.99% of the pairs, more than 33.33%; every 16th batch "
+            "decides again on a sample)");
+  before.sample_rows = 0;
   before.kept_fraction = -1.0;
   EXPECT_EQ(describe_plan(before, BackwardPlan::kDense),
             "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks) "

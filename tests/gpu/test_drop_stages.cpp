@@ -1017,8 +1017,9 @@ TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
 
 // In auto, a batch decided dense plans the next ones of the same problem
 // dense before their forward, until the kDecideEveryBatches-th, which
-// decides again: here the batches turned peaked meanwhile, so it and the
-// next run the sparse plan. Every dense batch matches the reference.
+// decides again on a sample of its rows: here the batches turned peaked
+// meanwhile, so it and the next run the sparse plan. Every dense batch
+// matches the reference.
 TEST(PlanPerBatch, DenseBeforeTheForwardFollowsTheLastDecision) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(1100, 192, 30011);
@@ -1046,6 +1047,45 @@ TEST(PlanPerBatch, DenseBeforeTheForwardFollowsTheLastDecision) {
   run_with(stage, p, peaked, upstream, {});
   EXPECT_FALSE(stage.plan_choice().before_forward);
   EXPECT_EQ(stage.plan_choice().plan, s10::BackwardPlan::kSparse) << "the next batch follows the sparse decision";
+}
+
+// A run of flat batches: the kDecideEveryBatches-th decides again on a
+// sample of rows spread over the batch (every 2nd of 2300 here; reduction
+// none, so the per-token upstream is sampled too) and stays dense before its
+// forward, matching the reference. The sparse plan's scratch of the first
+// batch is released once the dense plan takes over.
+TEST(PlanPerBatch, ARunOfDenseBatchesDecidesAgainOnASample) {
+  SKIP_WITHOUT_GPU();
+  Problem p = bf16_problem(2300, 96, 5003);
+  p.reduction = Reduction::kNone;
+  const std::vector<float> upstream = default_upstream(p, 5);
+  const HostInputs flat = random_inputs(p, 23);
+  const s10::RowSample sample = s10::plan_row_sample(p);
+  ASSERT_EQ(sample.stride, 2);
+  s10::PlanPerBatchStage stage;
+  run_with(stage, p, flat, upstream, {});
+  ASSERT_EQ(stage.plan_choice().plan, s10::BackwardPlan::kDense);
+  ASSERT_FALSE(stage.plan_choice().before_forward) << "the first batch decides on the whole batch";
+  for (int batch = 2; batch <= s10::kDecideEveryBatches; ++batch) {
+    run_with(stage, p, flat, upstream, {});
+    ASSERT_TRUE(stage.plan_choice().before_forward) << "batch " << batch;
+    EXPECT_EQ(stage.plan_choice().sample_rows, 0) << "batch " << batch << " follows the first batch's decision";
+  }
+  const s10::DenseChunks chunks = stage.plan_choice().chunks;
+  EXPECT_EQ(total_bytes(stage.workspace(p, true)), total_bytes(s10::dense_chunk_items(p, chunks, true)))
+      << "only the dense plan's chunk items stay allocated";
+  const DropRun sampled = run_with(stage, p, flat, upstream, {});
+  ASSERT_TRUE(stage.plan_choice().before_forward) << "a flat sample stays dense";
+  EXPECT_EQ(stage.plan_choice().sample_rows, sample.rows);
+  EXPECT_GT(stage.plan_choice().kept_fraction, s10::kDenseAboveKept);
+  expect_exact_reference_check(p, flat, sampled, upstream, "the batch that decided on a sample");
+  const Problem rows = s10::sample_problem(p, sample);
+  EXPECT_EQ(total_bytes(stage.workspace(p, true)),
+            total_bytes(s10::dense_chunk_items(p, chunks, true)) +
+                total_bytes(s10::sample_items(p, sample, stage.plan_for(rows))))
+      << "and the sample's own";
+  run_with(stage, p, flat, upstream, {});
+  EXPECT_EQ(stage.plan_choice().sample_rows, 0) << "the next batch follows the sample's decision";
 }
 
 }  // namespace
