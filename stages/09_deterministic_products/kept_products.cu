@@ -19,6 +19,7 @@
 // the highest priority beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <type_traits>
 
@@ -26,8 +27,10 @@
 #include "common/device_math.cuh"
 #include "common/tile/mma_sync.cuh"
 #include "common/tile/tile_path.h"
+#include "common/tile/tensor_map.h"
 #include "common/tile/tile_wgmma.cuh"
 #include "common/tile/wgmma.cuh"
+#include "common/tile/wgmma_pipeline.cuh"  // sm90:: mbarriers and tma_load
 #include "stages/09_deterministic_products/deterministic_products.h"
 #include "stages/09_deterministic_products/slot_space.cuh"
 
@@ -132,6 +135,7 @@ struct StepSource {
   const __nv_bfloat16* s;
   int step;
   int rows[kRowsPerThread];
+  int64_t row0 = 0;  // the step's first row, where its rows are consecutive (the wgmma path's TMA copies)
 };
 
 // The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128) into dst (pitch kWidePitch).
@@ -260,7 +264,8 @@ constexpr int kWgmmaStages = 3, kWgmmaAhead = 1;  // 97 KB: two blocks per SM (o
 constexpr uint32_t kWgmmaPiece = kStep * 128;  // [64 k rows][128 bytes]: 8 KB
 constexpr uint32_t kWgmmaOperandBytes = 2 * kWgmmaPiece;
 constexpr uint32_t kWgmmaStageBytes = 2 * kWgmmaOperandBytes;
-constexpr size_t kWgmmaShared = kWgmmaStages * kWgmmaStageBytes + 1024;  // +1024: the swizzle's alignment
+// +1024: the swizzle's alignment; +64: a "full" mbarrier per stage for rows brought by TMA.
+constexpr size_t kWgmmaShared = kWgmmaStages * kWgmmaStageBytes + 1024 + 64;
 constexpr int kWgmmaBlocksPerSm = kWgmmaShared <= 113 * 1024 ? 2 : 1;
 static_assert(kWgmmaAhead <= kWgmmaStages - 2, "a stage is refilled only after its wgmmas are done");
 
@@ -316,14 +321,25 @@ __device__ __forceinline__ void wgmma_step(TileProductWgmma& acc, uint32_t stage
 }
 
 // run_items on wgmma: the same items, sources and order of adds per element.
-template <bool kTransposeS, class Next, class Source>
+// kRowsByTma: a step's rows are consecutive (source.row0 ..), and one thread
+// brings them as two 64 × 64 boxes of rows_map (zeros past its rows and
+// columns), counted on the stage's full mbarrier; else cp.async gathers them.
+template <bool kTransposeS, bool kRowsByTma, class Next, class Source>
 __device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned char* shared, Next&& next,
                                                 Source&& source, int first, const __nv_bfloat16* __restrict__ other,
-                                                int64_t d, int64_t d0) {
+                                                int64_t d, int64_t d0, const CUtensorMap* rows_map) {
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
   const uint32_t base = (raw + 1023u) & ~1023u;
   auto stage_at = [&](int stage) { return base + stage * kWgmmaStageBytes; };
-  unsigned loaded = 0;
+  const uint32_t full = base + kWgmmaStages * kWgmmaStageBytes;
+  if constexpr (kRowsByTma) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < kWgmmaStages; ++s) sm90::barrier_init(full + 8 * s, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+  }
+  unsigned loaded = 0, parity = 0;  // parity bit s: of stage s's next completion
   int fetch = first, fetch_step = 0;
   StepSource ahead{};
   if (fetch >= 0) ahead = source(fetch, 0);
@@ -331,7 +347,17 @@ __device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned 
     loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
     if (fetch >= 0) {
       load_s_half_swizzled<kTransposeS>(ahead.s, ahead.step, stage_at(stage));
-      load_rows_swizzled(other, d, d0, ahead, stage_at(stage) + kWgmmaOperandBytes);
+      if constexpr (kRowsByTma) {
+        if (threadIdx.x == 0) {
+          const uint32_t dst = stage_at(stage) + kWgmmaOperandBytes;
+          sm90::barrier_expect_bytes(full + 8 * stage, kWgmmaOperandBytes);
+          for (int piece = 0; piece < 2; ++piece)
+            sm90::tma_load(dst + piece * kWgmmaPiece, rows_map, static_cast<int>(d0 + piece * 64),
+                           static_cast<int>(ahead.row0), full + 8 * stage);
+        }
+      } else {
+        load_rows_swizzled(other, d, d0, ahead, stage_at(stage) + kWgmmaOperandBytes);
+      }
       if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
       if (fetch >= 0) ahead = source(fetch, fetch_step);
     }
@@ -347,6 +373,10 @@ __device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned 
     // (load_stage's last reader) are done: each waited for them below.
     __syncthreads();
     if ((loaded & (1u << stage)) == 0) break;
+    if constexpr (kRowsByTma) {
+      sm90::barrier_wait(full + 8 * stage, (parity >> stage) & 1u);  // and its rows
+      parity ^= 1u << stage;
+    }
     issue(load_stage);
     wgmma_step<kTransposeS>(acc, stage_at(stage));
     wgmma_wait<1>();
@@ -359,18 +389,21 @@ __device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned 
 // sm_80, any D) or wgmma (Hopper, D % 8 == 0).
 template <bool kWgmma>
 using Accumulators = std::conditional_t<kWgmma, TileProductWgmma, ProductAccumulators>;
-template <bool kWgmma, bool kTransposeS, bool kAligned, class Next, class Source>
+template <bool kWgmma, bool kTransposeS, bool kAligned, bool kRowsByTma = false, class Next, class Source>
 __device__ __forceinline__ void run_products(Accumulators<kWgmma>& acc, unsigned char* shared, Next&& next,
                                              Source&& source, int first, const __nv_bfloat16* __restrict__ other,
-                                             int64_t d, int64_t d0) {
+                                             int64_t d, int64_t d0, const CUtensorMap* rows_map = nullptr) {
   if constexpr (kWgmma) {
     static_assert(kAligned, "the wgmma path loads 16-byte chunks");
 #if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    run_items_wgmma<kTransposeS>(acc, shared, next, source, first, other, d, d0);
+    run_items_wgmma<kTransposeS, kRowsByTma>(acc, shared, next, source, first, other, d, d0, rows_map);
 #else
+    (void)rows_map;
     __trap();  // built without sm_90a: the host never launches this path
 #endif
   } else {
+    static_assert(!kRowsByTma, "rows by TMA on the wgmma path only");
+    (void)rows_map;
     run_items<kTransposeS, kAligned>(acc, shared, next, source, first, other, d, d0);
   }
 }
@@ -401,9 +434,11 @@ __device__ __forceinline__ const float* stage_sums(Acc& acc, unsigned char* shar
   return sums;
 }
 
-template <bool kWgmma, bool kAligned>
+// kRowsByTma (wgmma, rows in their order): E's rows by TMA through e_map.
+template <bool kWgmma, bool kAligned, bool kRowsByTma>
 __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
-    dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e, __nv_bfloat16* __restrict__ dc) {
+    dc_products_bf16(ProductArgs args, const __nv_bfloat16* __restrict__ e, __nv_bfloat16* __restrict__ dc,
+                     const __grid_constant__ CUtensorMap e_map) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int64_t tile = args.tiles_with_slots[args.kept_tile_begin + blockIdx.y];
   const int64_t d0 = static_cast<int64_t>(blockIdx.x) * kTile;
@@ -411,17 +446,20 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
   using Acc = Accumulators<kWgmma>;
   Acc acc;
   acc.zero();
-  run_products<kWgmma, true, kAligned>(
+  run_products<kWgmma, true, kAligned, kRowsByTma>(
       acc, shared, [&](int slot) { return slot < end ? slot : -1; },
       [&](int slot, int step) {
         StepSource source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
         const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
+        source.row0 = row0;
+        if constexpr (!kRowsByTma) {
 #pragma unroll
-        for (int j = 0; j < kRowsPerThread; ++j)
-          source.rows[j] = row0 + step_row(j) < args.n ? row_at(args, row0 + step_row(j)) : -1;
+          for (int j = 0; j < kRowsPerThread; ++j)
+            source.rows[j] = row0 + step_row(j) < args.n ? row_at(args, row0 + step_row(j)) : -1;
+        }
         return source;
       },
-      begin < end ? begin : -1, e, args.d, d0);
+      begin < end ? begin : -1, e, args.d, d0, &e_map);
   const float* sums = stage_sums(acc, shared);
   // A warp per row, a lane per 4 columns: the tail's shares of a lane's columns are the same on every row.
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -510,7 +548,7 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
           source.rows[j] = pos0 + step_row(j) < args.v ? args.order[pos0 + step_row(j)] : -1;
         return source;
       },
-      range.x, c, args.d, d0);
+      range.x, c, args.d, d0);  // C's rows in vocabulary order: gathered
   const float* sums = stage_sums(acc, shared);
   wait_turn(work.turn, work.part.y);
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
@@ -768,11 +806,14 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   if (p.dtype == Dtype::kBFloat16) {
     auto launch = [&](auto wgmma, auto aligned) {
       constexpr bool kWgmma = decltype(wgmma)::value, kAligned = decltype(aligned)::value;
-      auto dc_kernel = dc_products_bf16<kWgmma, kAligned>;
+      // dC's rows by TMA where they are consecutive: wgmma, rows in their order.
+      const bool rows_by_tma = kWgmma && blocks.token_order == nullptr && std::getenv("CCE_NO_ROWS_TMA") == nullptr;
+      auto dc_kernel = rows_by_tma ? dc_products_bf16<kWgmma, kAligned, kWgmma> : dc_products_bf16<kWgmma, kAligned, false>;
       auto de_kernel = de_products_bf16<kWgmma, kAligned>;
       constexpr size_t kShared = product_shared_bytes(kWgmma);
       CCE_CUDA_CHECK(cudaFuncSetAttribute(dc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
       CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
+      const CUtensorMap e_map = rows_by_tma ? make_bf16_tensor_map(in.e.get(), p.n, p.d, kStep) : CUtensorMap{};
       if (de_blocks > 0) {
         de_kernel<<<de_blocks, 256, kShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
                                                              de_acc, static_cast<int64_t>(d_tiles));
@@ -780,7 +821,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
       }
       if (kept_tiles > 0 && dc != nullptr) {
         dc_kernel<<<dc_grid, 256, kShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
-                                                     static_cast<__nv_bfloat16*>(dc));
+                                                     static_cast<__nv_bfloat16*>(dc), e_map);
         CCE_CHECK_LAUNCH();
       }
     };
