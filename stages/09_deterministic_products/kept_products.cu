@@ -15,11 +15,12 @@
 // bf16: 128×128 output tiles, the k-loop over kept tiles in steps of 64
 // with cp.async stages, two blocks per SM, each step's indices found a step
 // ahead; the products on wgmma on Hopper (the tile engine's block-level path,
-// D % 8 == 0), on mma.sync elsewhere. The dE blocks run on a side stream of
-// the highest priority beside dC's.
+// D % 8 == 0), on mma.sync elsewhere. On wgmma, dC's rows of E come by TMA
+// when the token blocks hold rows in their order (a step's 64 rows are then
+// consecutive: two boxes, where cp.async takes 1024 copies). The dE blocks
+// run on a side stream of the highest priority beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <type_traits>
 
@@ -807,7 +808,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
     auto launch = [&](auto wgmma, auto aligned) {
       constexpr bool kWgmma = decltype(wgmma)::value, kAligned = decltype(aligned)::value;
       // dC's rows by TMA where they are consecutive: wgmma, rows in their order.
-      const bool rows_by_tma = kWgmma && blocks.token_order == nullptr && std::getenv("CCE_NO_ROWS_TMA") == nullptr;
+      const bool rows_by_tma = kWgmma && blocks.token_order == nullptr;
       auto dc_kernel = rows_by_tma ? dc_products_bf16<kWgmma, kAligned, kWgmma> : dc_products_bf16<kWgmma, kAligned, false>;
       auto de_kernel = de_products_bf16<kWgmma, kAligned>;
       constexpr size_t kShared = product_shared_bytes(kWgmma);
