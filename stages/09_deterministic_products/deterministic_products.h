@@ -94,14 +94,11 @@ struct SideStream {
 };
 
 // What the backward decides with: eps (0: every pair with a gradient kept),
-// the token blocks (null: the rows in their order), the corrections, and
-// E's rows copied into the token order (bf16; null: the owners gather them),
-// which dC's owners read by TMA as they read E's own rows in their order.
+// the token blocks (null: the rows in their order), the corrections.
 struct BackwardChoice {
   float eps = 0.0f;
   TokenBlocks blocks;
   bool correct_tail = true, correct_dc = true;
-  const void* e_in_token_order = nullptr;
 };
 
 struct DropStats {
@@ -223,7 +220,7 @@ inline int64_t de_part_capacity(const DropPlan& plan) {
 }
 inline int64_t de_column_tiles(const Problem& p) { return (p.d + 63) / 64; }
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
-                   const TokenBlocks& blocks, const void* e_in_token_order, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
+                   const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side);
 void finish_de(const DeviceInputs& in, const BackwardBuffers& buffers, const float* de_acc, void* de, cudaStream_t stream);
 // finish_de's target terms only, added to the fp32 accumulator in place (for

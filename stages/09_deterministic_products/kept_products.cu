@@ -16,10 +16,9 @@
 // with cp.async stages, two blocks per SM, each step's indices found a step
 // ahead; the products on wgmma on Hopper (the tile engine's block-level path,
 // D % 8 == 0), on mma.sync elsewhere. On wgmma, dC's rows of E come by TMA
-// when a step's 64 rows are consecutive (E's own rows in their order, or a
-// copy of E in the token order): two boxes where cp.async takes 1024
-// copies. The dE blocks run on a side stream of the highest priority beside
-// dC's.
+// when the token blocks hold rows in their order (a step's 64 rows are then
+// consecutive: two boxes, where cp.async takes 1024 copies). The dE blocks
+// run on a side stream of the highest priority beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
 #include <limits>
@@ -720,7 +719,7 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
 }  // namespace
 
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
-                   const TokenBlocks& blocks, const void* e_in_token_order, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
+                   const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side) {
   const Problem& p = in.problem;
   const int* slots = buffers.slots;
@@ -808,16 +807,14 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   if (p.dtype == Dtype::kBFloat16) {
     auto launch = [&](auto wgmma, auto aligned) {
       constexpr bool kWgmma = decltype(wgmma)::value, kAligned = decltype(aligned)::value;
-      // dC's rows by TMA where they are consecutive: on wgmma, E's own rows
-      // in their order, or E's rows copied into the token order.
-      const void* e_rows = blocks.token_order == nullptr ? in.e.get() : e_in_token_order;
-      const bool rows_by_tma = kWgmma && e_rows != nullptr;
+      // dC's rows by TMA where they are consecutive: wgmma, rows in their order.
+      const bool rows_by_tma = kWgmma && blocks.token_order == nullptr;
       auto dc_kernel = rows_by_tma ? dc_products_bf16<kWgmma, kAligned, kWgmma> : dc_products_bf16<kWgmma, kAligned, false>;
       auto de_kernel = de_products_bf16<kWgmma, kAligned>;
       constexpr size_t kShared = product_shared_bytes(kWgmma);
       CCE_CUDA_CHECK(cudaFuncSetAttribute(dc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
       CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
-      const CUtensorMap e_map = rows_by_tma ? make_bf16_tensor_map(e_rows, p.n, p.d, kStep) : CUtensorMap{};
+      const CUtensorMap e_map = rows_by_tma ? make_bf16_tensor_map(in.e.get(), p.n, p.d, kStep) : CUtensorMap{};
       if (de_blocks > 0) {
         de_kernel<<<de_blocks, 256, kShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
                                                              de_acc, static_cast<int64_t>(d_tiles));

@@ -3,7 +3,6 @@
 // whose dropped softmax mass is within a budget) and the token grouping (rows
 // sorted by how many tiles they need).
 #include <cub/device/device_radix_sort.cuh>
-#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -117,29 +116,13 @@ __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t 
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k < n) token_place[token_order[k]] = static_cast<int>(k);
 }
-// out[k] = E[token_order[k]], a block per row, 16 bytes per thread and step
-// when a row is a multiple of 16 bytes.
-__global__ void rows_in_order_kernel(const __nv_bfloat16* __restrict__ e, const int* __restrict__ token_order,
-                                     int64_t d, __nv_bfloat16* __restrict__ out) {
-  const __nv_bfloat16* src = e + static_cast<int64_t>(token_order[blockIdx.x]) * d;
-  __nv_bfloat16* dst = out + static_cast<int64_t>(blockIdx.x) * d;
-  if (d % 8 == 0) {
-    for (int64_t x = threadIdx.x; x < d / 8; x += blockDim.x)
-      reinterpret_cast<uint4*>(dst)[x] = reinterpret_cast<const uint4*>(src)[x];
-  } else {
-    for (int64_t x = threadIdx.x; x < d; x += blockDim.x) dst[x] = src[x];
-  }
-}
 
-constexpr const char* kRowsInOrderItem = "E's rows in the token order [N, D] (bf16)";
 
 }  // namespace
 
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
-  const size_t rows_in_order = p.dtype == Dtype::kBFloat16 ? static_cast<size_t>(p.n * p.d) * 2 : 0;
   return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
-          {"dropped mass per eps, rows with a gradient [candidates + 1]", (kAutoExponents + 1) * 8},
-          {kRowsInOrderItem, rows_in_order}};
+          {"dropped mass per eps, rows with a gradient [candidates + 1]", (kAutoExponents + 1) * 8}};
 }
 
 BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
@@ -147,7 +130,6 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   b.token_order = scratch.get<int>("token order, each token's place in it [2][N]");
   b.token_place = b.token_order + p.n;
   b.dropped_mass = scratch.get<unsigned long long>("dropped mass per eps, rows with a gradient [candidates + 1]");
-  b.e_in_token_order = scratch.get<void>(kRowsInOrderItem);
   return b;
 }
 
@@ -172,17 +154,6 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
   token_place_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.token_order, p.n, buffers.token_place);
   CCE_CHECK_LAUNCH();
   return s08::TokenBlocks{buffers.token_order, buffers.token_place};
-}
-
-const void* copy_rows_in_token_order(const DeviceInputs& in, const BatchPlanBuffers& buffers, cudaStream_t stream) {
-  const Problem& p = in.problem;
-  if (p.dtype != Dtype::kBFloat16) return nullptr;  // the fp32 owners gather their rows
-  constexpr int kRowThreads = 128;
-  rows_in_order_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
-      reinterpret_cast<const __nv_bfloat16*>(in.e.get()), buffers.token_order, p.d,
-      static_cast<__nv_bfloat16*>(buffers.e_in_token_order));
-  CCE_CHECK_LAUNCH();
-  return buffers.e_in_token_order;
 }
 
 int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget) {

@@ -101,12 +101,9 @@ float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& 
                          const DropSettings& settings, PlanChoice& chosen, const BatchBackward& batch, void* de,
                          void* dc, cudaStream_t stream, SideStream& side, DropStats* stats) {
   const Problem& p = in.problem;
-  if (chosen.plan == BackwardPlan::kSparse) {
-    s09::BackwardChoice choice = batch.choice;  // with E's rows in the token order for dC's owners
-    if (choice.blocks.token_order != nullptr)
-      choice.e_in_token_order = copy_rows_in_token_order(in, batch.plan_buffers, stream);
-    return s09::backward_to_accumulator(in, plan, batch.buffers, lse, choice, batch.kept, de, dc, stream, side, stats);
-  }
+  if (chosen.plan == BackwardPlan::kSparse)
+    return s09::backward_to_accumulator(in, plan, batch.buffers, lse, batch.choice, batch.kept, de, dc, stream, side,
+                                        stats);
   // Dense: every target's term is in S, so finish_de must add none.
   chosen.slabs = plan_dense_slabs(p, settings.dense_slab_columns);
   scratch.allocate(dense_slab_items(p, chosen.slabs, dc != nullptr));

@@ -145,7 +145,6 @@ Problem sample_problem(const Problem& problem, const RowSample& sample);
 struct BatchPlanBuffers {
   int* token_order = nullptr;  // [N]: token block b holds rows token_order[128b ..]
   int* token_place = nullptr;  // [N]: its inverse
-  void* e_in_token_order = nullptr;  // [N, D] bf16: E's rows in token_order (null for fp32)
   unsigned long long* dropped_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
 };
 std::vector<MemoryItem> batch_plan_items(const Problem& problem);
@@ -153,9 +152,6 @@ BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scrat
 // The grouped token order (after s09::compute_grad_scale).
 s08::TokenBlocks group_tokens(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                               const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream);
-// E's rows copied into the grouped token order (bf16; fp32: none, null), so
-// that dC's owners read a step's 64 rows as one block (s09::BackwardChoice).
-const void* copy_rows_in_token_order(const DeviceInputs& in, const BatchPlanBuffers& buffers, cudaStream_t stream);
 // The largest candidate eps whose dropped mass per row is within budget, over these token blocks:
 // measure_dropped_mass, read_dropped_mass, then the choice from what was read.
 EpsChoice choose_drop_eps(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
