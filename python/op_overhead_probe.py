@@ -8,6 +8,11 @@ at gemma2's and lm32k's shapes through
 each timed as cce_bench and peers.py time a case: a synchronization, then CUDA events around one call (median,
 min and max of 30 after 3 warm-ups, the four cases taken in turn; host_ms: the host's time to return from the call).
 
+Then "queued": c_call and op_with_backward again, each queued behind GPU work of about QUEUED_MS (one spinning
+kernel, torch.cuda._sleep), as a training step queues the loss behind the model's forward: the host's work before
+the stage's first kernel then runs while the GPU is busy. The events enclose the spin and the call; "ahead_alone"
+times the spin by itself, so that call = case − ahead_alone.
+
     python3 python/op_overhead_probe.py build/python OUT.json
 
 The inputs are the files peers.py reads: /tmp/cce-inputs/gemma2, /tmp/cce-inputs/gemma2_flat (when there) and
@@ -36,7 +41,16 @@ def timed_together(cases, reps=30, warm=3):
     return {k: {"gpu_ms_median": statistics.median(gpu[k]), "gpu_ms_min": min(gpu[k]), "gpu_ms_max": max(gpu[k]),
                 "host_ms_median": statistics.median(host[k])} for k in cases}
 
-out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "shapes": {}}
+def sleep_cycles(ms, probe=1_000_000):
+    """torch.cuda._sleep's argument for about `ms` of spinning, from one timed spin of `probe` cycles."""
+    torch.cuda._sleep(probe)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(); torch.cuda._sleep(probe); end.record(); end.synchronize()
+    return int(probe * ms / start.elapsed_time(end))
+
+QUEUED_MS = 0.5
+SLEEP_CYCLES = sleep_cycles(QUEUED_MS)
+out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "queued_ms": QUEUED_MS, "shapes": {}}
 for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("gemma2_flat", "/tmp/cce-inputs/gemma2_flat"),
                       ("lm32k", "/tmp/lm-gen/lm32k")):
     if shape == "gemma2_flat" and not os.path.isdir(folder):
@@ -63,5 +77,9 @@ for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("gemma2_flat", "/tm
     out["shapes"][shape] = dict(n=n, d=d, v=v, **timed_together(
         {"c_call": (raw, nothing), "forward_op": (fwd, nothing), "op_with_backward": (full, clear),
          "frozen_classifier": (frozen, clear)}))
+    ahead = lambda: torch.cuda._sleep(SLEEP_CYCLES)
+    behind = lambda fn: (lambda: (ahead(), fn()))
+    out["shapes"][shape]["queued"] = timed_together(
+        {"ahead_alone": (ahead, nothing), "c_call": (behind(raw), nothing), "op_with_backward": (behind(full), clear)})
     print(shape, json.dumps(out["shapes"][shape]))
 json.dump(out, open(sys.argv[2], "w"), indent=1)
