@@ -158,19 +158,19 @@ __device__ __forceinline__ void load_rows(const __nv_bfloat16* __restrict__ src,
     }
   }
 }
-// Half `step` of an S tile (stored [128 tokens][128 vocab]): for dE its
+// Half `step` of an S tile (in its slot as s_index says): for dE its
 // vocabulary columns 64·step.., pitch kNarrowPitch; for dC (transposed) its
 // token rows 64·step.., pitch kWidePitch.
 template <bool kTransposeS>
 __device__ __forceinline__ void load_s_half(const __nv_bfloat16* __restrict__ s, int step, __nv_bfloat16* dst) {
   constexpr int kRows = kTransposeS ? kStep : kTile, kCols = kTransposeS ? kTile : kStep;
   constexpr int kPitch = kTransposeS ? kWidePitch : kNarrowPitch;
-  const __nv_bfloat16* src = kTransposeS ? s + step * kStep * kTile : s + step * kStep;
 #pragma unroll
   for (int j = 0; j < kRows * (kCols / 8) / 256; ++j) {
     const int i = threadIdx.x + j * 256, r = i / (kCols / 8), part = i % (kCols / 8);
-    cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kPitch + part * 8)), src + r * kTile + part * 8,
-                true);
+    const int row = kTransposeS ? step * kStep + r : r, col = kTransposeS ? part * 8 : step * kStep + part * 8;
+    cp_async_16(static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * kPitch + part * 8)),
+                s + s_index<__nv_bfloat16, kTile>(row, col), true);
   }
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -252,8 +252,9 @@ __device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned cha
 // The same k-loop on wgmma (sm_90a, D % 8 == 0): each warpgroup multiplies
 // its 64 rows of the 128×128 output by the step's operands straight from
 // shared memory, 4 wgmma m64n128k16 per step, the accumulators laid out as
-// the block-level tile product's (TileProductWgmma). The operands are written
-// by cp.async into the 128-byte swizzle (wgmma.cuh):
+// the block-level tile product's (TileProductWgmma). The operands land in the
+// 128-byte swizzle (wgmma.cuh): S by bulk copies (the slots hold it so), the
+// rows by TMA where consecutive, else gathered by cp.async:
 //   A, dE: the S half [128 tokens][64 vocab], K-major, a warpgroup's 64 rows 8 KB apart;
 //   A, dC: the S rows [64 tokens][128 vocab] read as Sᵀ, MN-major, two 64-vocabulary pieces 8 KB apart;
 //   B:     the step's 64 rows of C or E × 128 columns of D, MN-major, two 64-column pieces 8 KB apart.
@@ -275,19 +276,24 @@ static_assert(kWgmmaAhead <= kWgmmaStages - 2, "a stage is refilled only after i
   return (chunk / 8) * kWgmmaPiece + k * 128 + (((chunk % 8) ^ (k % 8)) * 16);
 }
 
-// The step's half of an S tile ([128 tokens][128 vocab] in memory).
+// The step's S operand, by one thread: the slot holds S as wgmma reads it
+// (s_index), so it is one bulk copy (dE: the vocabulary half `step`, 16 KB)
+// or two (dC: token rows 64·step.. of each half, 8 KB each, to the two
+// 64-vocabulary pieces of Sᵀ), their bytes counted on the stage's full
+// mbarrier (its expected bytes are set by the caller).
 template <bool kTransposeS>
-__device__ __forceinline__ void load_s_half_swizzled(const __nv_bfloat16* __restrict__ s, int step, uint32_t dst) {
-#pragma unroll
-  for (int j = 0; j < kTile * 8 / 256; ++j) {
-    const int i = threadIdx.x + j * 256;
-    if constexpr (kTransposeS) {  // token rows 64·step.., every vocabulary column
-      const int k = i / 16, chunk = i % 16;
-      cp_async_16(dst + mn_major_offset(k, chunk), s + (step * kStep + k) * kTile + chunk * 8, true);
-    } else {  // every token row, vocabulary columns 64·step..
-      const int r = i / 8, chunk = i % 8;
-      cp_async_16(dst + r * 128 + ((chunk ^ (r % 8)) * 16), s + r * kTile + step * kStep + chunk * 8, true);
-    }
+__device__ __forceinline__ void copy_s_operand(const __nv_bfloat16* __restrict__ s, int step, uint32_t dst,
+                                               uint32_t full) {
+  auto bulk = [&](uint32_t to, const __nv_bfloat16* from, uint32_t bytes) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(to),
+                 "l"(from), "r"(bytes), "r"(full)
+                 : "memory");
+  };
+  if constexpr (kTransposeS) {
+    for (int half = 0; half < 2; ++half)
+      bulk(dst + half * kWgmmaPiece, s + s_index<__nv_bfloat16, kTile>(step * kStep, half * 64), kWgmmaPiece);
+  } else {
+    bulk(dst, s + s_index<__nv_bfloat16, kTile>(0, step * kStep), kWgmmaOperandBytes);
   }
 }
 
@@ -333,13 +339,11 @@ __device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned 
   const uint32_t base = (raw + 1023u) & ~1023u;
   auto stage_at = [&](int stage) { return base + stage * kWgmmaStageBytes; };
   const uint32_t full = base + kWgmmaStages * kWgmmaStageBytes;
-  if constexpr (kRowsByTma) {
-    if (threadIdx.x == 0) {
-      for (int s = 0; s < kWgmmaStages; ++s) sm90::barrier_init(full + 8 * s, 1);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kWgmmaStages; ++s) sm90::barrier_init(full + 8 * s, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
+  __syncthreads();
   unsigned loaded = 0, parity = 0;  // parity bit s: of stage s's next completion
   int fetch = first, fetch_step = 0;
   StepSource ahead{};
@@ -347,18 +351,18 @@ __device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned 
   auto issue = [&](int stage) {
     loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
     if (fetch >= 0) {
-      load_s_half_swizzled<kTransposeS>(ahead.s, ahead.step, stage_at(stage));
-      if constexpr (kRowsByTma) {
-        if (threadIdx.x == 0) {
+      if (threadIdx.x == 0) {  // S by bulk copies, and the rows by TMA where they are consecutive
+        const uint32_t bar = full + 8 * stage;
+        sm90::barrier_expect_bytes(bar, kRowsByTma ? 2 * kWgmmaOperandBytes : kWgmmaOperandBytes);
+        copy_s_operand<kTransposeS>(ahead.s, ahead.step, stage_at(stage), bar);
+        if constexpr (kRowsByTma) {
           const uint32_t dst = stage_at(stage) + kWgmmaOperandBytes;
-          sm90::barrier_expect_bytes(full + 8 * stage, kWgmmaOperandBytes);
           for (int piece = 0; piece < 2; ++piece)
             sm90::tma_load(dst + piece * kWgmmaPiece, rows_map, static_cast<int>(d0 + piece * 64),
-                           static_cast<int>(ahead.row0), full + 8 * stage);
+                           static_cast<int>(ahead.row0), bar);
         }
-      } else {
-        load_rows_swizzled(other, d, d0, ahead, stage_at(stage) + kWgmmaOperandBytes);
       }
+      if constexpr (!kRowsByTma) load_rows_swizzled(other, d, d0, ahead, stage_at(stage) + kWgmmaOperandBytes);
       if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
       if (fetch >= 0) ahead = source(fetch, fetch_step);
     }
@@ -369,15 +373,13 @@ __device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned 
   for (int stage = 0, load_stage = kWgmmaAhead;; stage = (stage + 1) % kWgmmaStages,
            load_stage = (load_stage + 1) % kWgmmaStages) {
     cp_async_wait<kWgmmaAhead - 1>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::);  // cp.async wrote it; wgmma reads through the async proxy
-    // This stage's data is in, and every warpgroup's wgmmas of two steps ago
+    asm volatile("fence.proxy.async.shared::cta;\n" ::);  // cp.async wrote rows; wgmma reads through the async proxy
+    // This stage's cp.async data is in, and every warpgroup's wgmmas of two steps ago
     // (load_stage's last reader) are done: each waited for them below.
     __syncthreads();
     if ((loaded & (1u << stage)) == 0) break;
-    if constexpr (kRowsByTma) {
-      sm90::barrier_wait(full + 8 * stage, (parity >> stage) & 1u);  // and its rows
-      parity ^= 1u << stage;
-    }
+    sm90::barrier_wait(full + 8 * stage, (parity >> stage) & 1u);  // its bulk copies and TMA boxes
+    parity ^= 1u << stage;
     issue(load_stage);
     wgmma_step<kTransposeS>(acc, stage_at(stage));
     wgmma_wait<1>();

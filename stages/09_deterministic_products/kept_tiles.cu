@@ -100,7 +100,8 @@ __global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64
 // tile's logits are recomputed (columns are sorted positions, read from C
 // through the order), turned into S_ij = g_i·(p_ij − [j = t_i])·softcap'(z_ij)
 // (0 for rows without a gradient and past V) and written compactly to the
-// tile's slot (slot − first_slot in the chunk's slot space).
+// tile's slot (slot − first_slot in the chunk's slot space), laid out as
+// s_index says.
 // Two blocks per SM on wgmma (128 registers suffice); the mma.sync tiles
 // would spill at that bound.
 template <class Tile>
@@ -146,11 +147,12 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
         // m16n8 fragments: columns cc and cc + 1 (cc even) are adjacent, one 4-byte store.
 #pragma unroll
         for (int cc = 0; cc < Tile::kCols; cc += 2)
-          *reinterpret_cast<__nv_bfloat162*>(out + tr * Tile::kBN + Tile::col_of(cc)) =
+          *reinterpret_cast<__nv_bfloat162*>(out + s_index<T, Tile::kBN>(tr, Tile::col_of(cc))) =
               __floats2bfloat162_rn(s_of(cc), s_of(cc + 1));
       } else {
 #pragma unroll
-        for (int cc = 0; cc < Tile::kCols; ++cc) out[tr * Tile::kBN + Tile::col_of(cc)] = from_float<T>(s_of(cc));
+        for (int cc = 0; cc < Tile::kCols; ++cc)
+          out[s_index<T, Tile::kBN>(tr, Tile::col_of(cc))] = from_float<T>(s_of(cc));
       }
     }
   });
