@@ -32,6 +32,12 @@ struct Problem {
   float softcap = 0.0f;  // 0 = off; otherwise logit → s·tanh(logit/s)
 
   bool has_softcap() const { return softcap > 0.0f; }
+  // The same problem over `rows` of the tokens (a chunk or a sample of them).
+  Problem with_tokens(int64_t rows) const {
+    Problem part = *this;
+    part.n = rows;
+    return part;
+  }
   size_t element_bytes() const { return dtype == Dtype::kBFloat16 ? 2 : 4; }
   // Throws InputError with a one-line message when a field is out of range.
   void validate() const;

@@ -65,12 +65,6 @@ RowSample plan_row_sample(const Problem& p) {
   return sample;
 }
 
-Problem sample_problem(const Problem& p, const RowSample& sample) {
-  Problem rows = p;
-  rows.n = sample.rows;
-  return rows;
-}
-
 PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs) {
   PlanChoice chosen;
   chosen.kept_fraction = static_cast<double>(pairs.kept) / static_cast<double>(pairs.pairs);
@@ -162,14 +156,14 @@ std::vector<MemoryItem> sample_items(const Problem& p, const RowSample& sample, 
                                    {kSampleTargetsItem, rows * 8},
                                    {kSampleLossItem, rows * 8}};
   if (per_token(p)) items.push_back({kSampleUpstreamItem, rows * 4});
-  return concat(items, s10::backward_scratch(sample_problem(p, sample), sample_plan));
+  return concat(items, s10::backward_scratch(p.with_tokens(sample.rows), sample_plan));
 }
 
 KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, const DropPlan& sample_plan,
                            const Scratch& scratch, const float* upstream, const DropSettings& settings,
                            cudaStream_t stream) {
   const Problem& p = in.problem;
-  const Problem q = sample_problem(p, sample);
+  const Problem q = p.with_tokens(sample.rows);
   void* e_rows = scratch.get<void>(kSampleRowsItem);
   int64_t* targets = scratch.get<int64_t>(kSampleTargetsItem);
   gather_rows(e_rows, in.e.get(), static_cast<size_t>(p.d) * p.element_bytes(), sample, stream);
@@ -208,7 +202,7 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
     items = concat(items, dense_chunk_items(p, plan_dense_chunks(p, chunk_rows_flag_), scratch_.has(kDenseDcItem)));
   if (sample_scratch_.has(kSampleRowsItem)) {  // the sample's own items, named apart from the batch's
     const RowSample sample = plan_row_sample(p);
-    for (const MemoryItem& item : sample_items(p, sample, plan_for(sample_problem(p, sample))))
+    for (const MemoryItem& item : sample_items(p, sample, plan_for(p.with_tokens(sample.rows))))
       items.push_back({item.first.rfind("row sample: ", 0) == 0 ? item.first : "row sample: " + item.first,
                        item.second});
   }
@@ -228,7 +222,7 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   int64_t sample_rows = 0;
   if (decides_on_sample(flag, history_)) {
     const RowSample sample = plan_row_sample(p);
-    const DropPlan sample_plan = plan_for(sample_problem(p, sample));
+    const DropPlan sample_plan = plan_for(p.with_tokens(sample.rows));
     sample_scratch_.allocate(sample_items(p, sample, sample_plan));
     const KeptPairs pairs = decide_on_sample(in, sample, sample_plan, sample_scratch_, upstream, settings(p.dtype), stream);
     history_ = PlanHistory{static_cast<double>(pairs.kept) / static_cast<double>(pairs.pairs), 0};

@@ -139,7 +139,6 @@ struct RowSample {
   int64_t rows = 0, stride = 1;
 };
 RowSample plan_row_sample(const Problem& problem);  // min(N, kSampleRows) rows, stride N / rows
-Problem sample_problem(const Problem& problem, const RowSample& sample);
 
 // ---- batch_plan.cu: the plan's buffers and steps ----
 struct BatchPlanBuffers {
@@ -236,7 +235,7 @@ std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan&
 // The sample's decision: its rows of E, targets (and per-token upstream)
 // gathered, then the forward with the statistics and the decision above on
 // them, with nothing recomputed. sample_plan is the stage's plan for
-// sample_problem; the scratch holds sample_items (the sample's own, apart
+// problem.with_tokens(sample.rows); the scratch holds sample_items (the sample's own, apart
 // from the batch's).
 std::vector<MemoryItem> sample_items(const Problem& problem, const RowSample& sample, const DropPlan& sample_plan);
 KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, const DropPlan& sample_plan,

@@ -234,8 +234,8 @@ TEST(DropChoice, RowSampleSpreadsOverTheBatch) {
   RowSample sample = plan_row_sample(p);
   EXPECT_EQ(sample.rows, kSampleRows);
   EXPECT_EQ(sample.stride, 8192 / kSampleRows);
-  EXPECT_EQ(sample_problem(p, sample).n, kSampleRows);
-  EXPECT_EQ(sample_problem(p, sample).v, p.v);
+  EXPECT_EQ(p.with_tokens(sample.rows).n, kSampleRows);
+  EXPECT_EQ(p.with_tokens(sample.rows).v, p.v);
   p.n = kSampleRows + 77;  // not twice the sample: its first rows
   sample = plan_row_sample(p);
   EXPECT_EQ(sample.rows, kSampleRows);

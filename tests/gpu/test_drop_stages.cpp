@@ -1079,7 +1079,7 @@ TEST(PlanPerBatch, ARunOfDenseBatchesDecidesAgainOnASample) {
   EXPECT_EQ(stage.plan_choice().sample_rows, sample.rows);
   EXPECT_GT(stage.plan_choice().kept_fraction, s10::kDenseAboveKept);
   expect_exact_reference_check(p, flat, sampled, upstream, "the batch that decided on a sample");
-  const Problem rows = s10::sample_problem(p, sample);
+  const Problem rows = p.with_tokens(sample.rows);
   EXPECT_EQ(total_bytes(stage.workspace(p, true)),
             total_bytes(s10::dense_chunk_items(p, chunks, true)) +
                 total_bytes(s10::sample_items(p, sample, stage.plan_for(rows))))

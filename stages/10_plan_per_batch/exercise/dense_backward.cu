@@ -218,19 +218,12 @@ DenseChunks plan_dense_chunks(const Problem& p, int64_t rows) {
 
 namespace {
 
-// A chunk of `rows` rows as a problem of its own.
-Problem chunk_problem(const Problem& p, int64_t rows) {
-  Problem part = p;
-  part.n = rows;
-  return part;
-}
-
 // Stage 03's scratch for the largest of the chunks' plans (the last chunk may be shorter).
 std::vector<MemoryItem> chunk_lse_items(const Problem& p, const DenseChunks& chunks) {
   std::vector<MemoryItem> items;
   if (chunks.count == 0) return items;
   for (const int64_t rows : {chunks.rows, p.n - (chunks.count - 1) * chunks.rows}) {
-    const Problem part = chunk_problem(p, rows);
+    const Problem part = p.with_tokens(rows);
     const std::vector<MemoryItem> these = s03::fused_lse_scratch(part, s03::plan_fused(part), true);
     if (items.empty()) items = these;
     for (size_t k = 0; k < items.size(); ++k) items[k].second = std::max(items[k].second, these[k].second);
@@ -269,7 +262,7 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
   cublasHandle_t handle = cublas_handle();
   for (int64_t first = 0; first < p.n; first += chunks.rows) {
     // The chunk as a problem of its own rows: stage 03's forward runs on it unchanged, keeping its tiles.
-    const Problem rows_problem = chunk_problem(p, std::min(chunks.rows, p.n - first));
+    const Problem rows_problem = p.with_tokens(std::min(chunks.rows, p.n - first));
     const void* e_rows = static_cast<const unsigned char*>(in.e.get()) + first * p.d * element;
     const DeviceInputs rows = DeviceInputs::borrow(rows_problem, e_rows, in.c.get(), in.targets.get() + first);
     const s03::FusedPlan plan = s03::plan_fused(rows_problem);
