@@ -24,7 +24,9 @@ IMPL/MODE/SHAPE, e.g. peer_cce/loss_grad/gemma2; each case gets the three
 aggregate entries median, mean, stddev, min and max of Google Benchmark, times in ms,
 with the counters
   peak_MB      device memory a call takes beyond its inputs, gradients
-               included (MB = 10^6 bytes)
+               included (MB = 10^6 bytes); for the stage's op, its stage
+               object's kept scratch too (counted from before the object
+               exists, over the warm-up calls and the measured one)
   dE_rel_err, dC_rel_err   (loss_grad) relative L2 error against an fp32
                computation from the same bf16 inputs
   loss_rel_err relative error of the loss against the same fp32 computation
@@ -404,6 +406,10 @@ def gemm_flops(impl, mode, dims):
 
 
 def git_commit():
+    """CCE_COMMIT from the environment if set (as cce_bench reads it: a device copy's git HEAD may be stale),
+    otherwise the source tree's git HEAD."""
+    if os.environ.get("CCE_COMMIT"):
+        return os.environ["CCE_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30,
                              cwd=os.path.dirname(os.path.abspath(__file__)))
@@ -551,7 +557,11 @@ def stage_op_function(cce_python):
         import cce_stages
     except Exception as exc:  # ImportError, or a library that does not load
         return None, "cce_stages failed to import (%s: %s): skipped" % (type(exc).__name__, exc)
-    return (lambda e, c, t: cce_stages.linear_cross_entropy(e, c, t, stage="10_plan_per_batch")), ""
+    def op(e, c, t):
+        return cce_stages.linear_cross_entropy(e, c, t, stage="10_plan_per_batch")
+
+    op.release_scratch = cce_stages.release_scratch  # run_case counts the scratch the op keeps
+    return op, ""
 
 
 def liger_function(torch):
@@ -627,14 +637,23 @@ def run_case(torch, fn, e, c, t, mode, reps):
         E.grad = None
         C.grad = None
 
+    # The op keeps its stage's scratch between calls: its peak counts from before its stage object exists,
+    # over the warm-ups (the first call decides the plan the later ones follow) and the measured call.
+    release = getattr(fn, "release_scratch", None)
+    base = None
+    if release is not None:
+        release()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
     for _ in range(WARMUP):
         clear()
         step()
     clear()
     torch.cuda.synchronize()
 
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
+    if base is None:
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
     step()
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - base

@@ -29,7 +29,8 @@ dC is returned or kept for autograd, and c.grad stays None. Stages 09 and 10 ski
 others compute dC into scratch released at the end of the call.
 
 The stages' scratch comes from PyTorch's caching allocator (torch.cuda.memory_allocated counts it);
-each stage object keeps its scratch between calls.
+each stage object keeps its scratch between calls. release_scratch() gives it back (the stage objects
+are made again, with their scratch, at the next call; their plan decisions and last_stats start over).
 
 last_stats(stage=FINAL_STAGE, flags="", device=None) gives what the last backward of that stage
 object (the one linear_cross_entropy(..., stage=, flags=) uses on that device) decided: the plan,
@@ -163,6 +164,17 @@ def last_stats(stage=FINAL_STAGE, flags="", device=None):
                          drop_eps_log2=math.log2(st.eps) if st.eps > 0.0 else None,
                          dropped_mass=st.dropped_mass if st.dropped_mass >= 0.0 else None, units=st.units,
                          kept_units=st.kept_units)
+
+
+def release_scratch():
+    """Deletes every stage object of the process, so that their scratch returns to PyTorch's caching
+    allocator (after the device has finished with it). The next call makes its stage object again."""
+    for (device, _, _), handle in list(_stages.items()):
+        with torch.cuda.device(device):
+            torch.cuda.synchronize()
+        _lib.cce_stage_delete(handle)
+    _stages.clear()
+    _backward_ran.clear()
 
 
 def _check(e, c, targets, reduction):

@@ -18,7 +18,8 @@ CASE is one of:
               that has run no backward report None
   compile     torch.library.opcheck on the five ops; the eager path (an autograd.Function) against the
               custom op, bitwise; and a model compiled with fullgraph=True
-  memory      the stages' scratch comes from PyTorch's caching allocator (memory_allocated counts it)
+  memory      the stages' scratch comes from PyTorch's caching allocator (memory_allocated counts it), and
+              release_scratch gives it back (the next call the same loss, to 1e-6)
   bad_input   a wrong shape, dtype, device, target out of range, stage name or flag: one clear
               Python exception each, never a crash
 Exit status: 0 passed, 1 failed, 77 skipped (no PyTorch, no CUDA GPU, or the library not built).
@@ -355,6 +356,15 @@ def case_memory():
     logits = n * v * 4  # stage 01's scratch: the fp32 logits
     expect(grown >= logits, "stage 01's logits (%d bytes) are in PyTorch's allocator: memory_allocated grew by %d"
            % (logits, grown))
+    # release_scratch gives the stage objects' scratch back; the next call makes its object again, same result.
+    held = torch.cuda.memory_allocated()
+    cce_stages.release_scratch()
+    freed = held - torch.cuda.memory_allocated()
+    expect(freed >= logits, "release_scratch: memory_allocated fell by %d bytes, less than the logits' %d"
+           % (freed, logits))
+    again = cce_stages.linear_cross_entropy(e, c, t, stage="01_materialized", flags="")
+    expect(abs(again.item() - loss.item()) <= 1e-6 * abs(loss.item()),
+           "after release_scratch the stage gives %r, before %r" % (again.item(), loss.item()))
 
 
 CASES = {"stages": case_stages, "memory": case_memory, "tied": case_tied, "frozen": case_frozen, "stats": case_stats,
