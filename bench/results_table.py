@@ -367,12 +367,17 @@ def stage_number(impl):
     return int(m.group(1)) if m else None
 
 
+def is_stage_op(impl):
+    """A stage called through its PyTorch op (peers.py's stage10_plan_per_batch_op), not the stage's executable."""
+    return stage_number(impl) is not None and impl.endswith("_op")
+
+
 def impl_list(impls, all_peers):
     """A compact name for a group of implementations: 'floor, stages 01-06, the peers'."""
     parts = []
     if "cublas_floor" in impls:
         parts.append("floor")
-    numbers = sorted(stage_number(i) for i in impls if stage_number(i) is not None)
+    numbers = sorted(stage_number(i) for i in impls if stage_number(i) is not None and not is_stage_op(i))
     if numbers:
         runs, start = [], numbers[0]
         for a, b in zip(numbers, numbers[1:] + [None]):
@@ -383,6 +388,7 @@ def impl_list(impls, all_peers):
     peers = sorted((i for i in impls if i.startswith("peer_")), key=impl_order)
     if peers:
         parts.append("the peers" if set(peers) == set(all_peers) else ", ".join(short_impl(p) for p in peers))
+    parts += [f"stage {stage_number(i):02d}'s op" for i in sorted(impls, key=impl_order) if is_stage_op(i)]
     parts += [short_impl(i) for i in sorted(impls, key=impl_order)
               if i != "cublas_floor" and stage_number(i) is None and not i.startswith("peer_")]
     return ", ".join(parts)
