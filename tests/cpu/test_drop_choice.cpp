@@ -2,15 +2,19 @@
 // default eps, forward plan and kept-pair list; stage 10's automatic eps's
 // pick from the measured masses (the default budget, the boundary, the
 // fallback) and the settings its flags give; stage 09's plan sizes (where
-// the dC tail sums live).
+// the dC tail sums live) and where S lies in a slot (s_index), against the
+// shared-memory layouts the owners' wgmma reads.
+#include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
 #include "common/options.h"
+#include "stages/09_deterministic_products/slot_layout.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
 namespace cce::s10 {
@@ -299,6 +303,52 @@ TEST(DropChoice, PlanLineSaysWhichPlanAndWhy) {
   EXPECT_EQ(describe_plan(before, BackwardPlan::kDense),
             "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks) "
             "(--plan dense)");
+}
+
+// A bf16 slot holds each of a 128 × 128 tile's elements once, and fp32's
+// 64 × 64 tile is row-major.
+TEST(SlotLayout, EveryElementOnce) {
+  std::set<int64_t> seen;
+  for (int r = 0; r < 128; ++r)
+    for (int c = 0; c < 128; ++c) seen.insert(s09::s_index<__nv_bfloat16, 128>(r, c));
+  EXPECT_EQ(seen.size(), 128u * 128u);
+  EXPECT_EQ(*seen.begin(), 0);
+  EXPECT_EQ(*seen.rbegin(), 128 * 128 - 1);
+  EXPECT_EQ((s09::s_index<float, 64>(5, 7)), 5 * 64 + 7);
+}
+
+// dE's owner copies the vocabulary half `step` ([128 tokens][64 vocabulary],
+// 16 KB) in one piece to a stage that wgmma reads K-major in the 128-byte
+// swizzle: element (r, 64·step + 8·chunk + e) at byte r·128 + (chunk ^ r % 8)·16
+// + 2e (the layout the cp.async owners wrote, common/tile/wgmma.cuh).
+TEST(SlotLayout, DeHalfIsTheKMajorOperand) {
+  for (int step = 0; step < 2; ++step) {
+    const int64_t start = s09::s_index<__nv_bfloat16, 128>(0, 64 * step);
+    for (int r = 0; r < 128; ++r)
+      for (int chunk = 0; chunk < 8; ++chunk)
+        for (int e = 0; e < 8; ++e) {
+          const int64_t bytes = 2 * (s09::s_index<__nv_bfloat16, 128>(r, 64 * step + 8 * chunk + e) - start);
+          ASSERT_EQ(bytes, r * 128 + ((chunk ^ (r % 8)) * 16) + 2 * e) << "step " << step << " row " << r;
+        }
+  }
+}
+
+// dC's owner copies token rows 64·step.. of each vocabulary half (8 KB each)
+// to the two 64-column pieces of Sᵀ, which wgmma reads MN-major: element
+// (64·step + k, 8·chunk + e) at byte (chunk / 8)·8192 + k·128 +
+// (chunk % 8 ^ k % 8)·16 + 2e (kept_products.cu's mn_major_offset).
+TEST(SlotLayout, DcRowsAreTheMnMajorOperand) {
+  for (int step = 0; step < 2; ++step)
+    for (int k = 0; k < 64; ++k)
+      for (int chunk = 0; chunk < 16; ++chunk)
+        for (int e = 0; e < 8; ++e) {
+          const int half = chunk / 8;
+          const int64_t from = s09::s_index<__nv_bfloat16, 128>(64 * step, 64 * half);
+          const int64_t bytes =
+              half * 8192 + 2 * (s09::s_index<__nv_bfloat16, 128>(64 * step + k, 8 * chunk + e) - from);
+          ASSERT_EQ(bytes, half * 8192 + k * 128 + (((chunk % 8) ^ (k % 8)) * 16) + 2 * e)
+              << "step " << step << " k " << k << " chunk " << chunk;
+        }
 }
 
 }  // namespace
