@@ -50,11 +50,13 @@ int guarded(char* error, int error_len, Body&& body) {
   }
 }
 
-// A stage of the table and the checked copy of the targets it runs on, kept
-// between calls (one allocation from the caller's allocator per size, not per call).
+// A stage of the table, the checked copy of the targets it runs on and the
+// LSE of callers that do not want it, kept between calls (one allocation
+// from the caller's allocator per size, not per call).
 struct StageHandle {
   std::unique_ptr<Stage> stage;
   DeviceBuffer<int64_t> safe_targets;
+  DeviceBuffer<float> unwanted_lse;
 };
 
 }  // namespace
@@ -104,7 +106,7 @@ void* cce_stage_new(const char* name, const char* flags, char* error, int error_
       stage->add_options(parser);
       if (!parser.parse(static_cast<int>(argv.size()), argv.data())) throw InputError("--help is not a stage flag here");
       stage->validate_options();
-      made = new StageHandle{std::move(stage), DeviceBuffer<int64_t>()};
+      made = new StageHandle{std::move(stage), DeviceBuffer<int64_t>(), DeviceBuffer<float>()};
       return;
     }
     throw InputError(std::string("no stage named '") + name + "'");
@@ -126,7 +128,8 @@ void cce_detach_allocator() { AllocationTracker::detach_source(); }
 // Loss and LSE; with de, also the gradient for this upstream gradient ([1]
 // for mean and sum, [N] for none), in one Stage::loss_and_gradient.
 // Every pointer is the caller's device memory, used in place. A target that
-// is neither ignore_index nor in [0, V) is bad input (status 2). dc NULL: the
+// is neither ignore_index nor in [0, V) is bad input (status 2). lse NULL: the
+// caller does not want it (the handle keeps one for the stage). dc NULL: the
 // caller wants no dC (a frozen classifier). Stages 09 and 10 then skip dC's
 // work (Stage::skips_null_dc); the others write dC as they go, into a buffer
 // from the caller's allocator released when the call returns.
@@ -157,6 +160,10 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
     int64_t* safe_targets = handle.safe_targets.get();
     const TargetCheck check = start_target_check(targets, p.n, p.v, p.ignore_index, safe_targets, s);
     const DeviceInputs in = DeviceInputs::borrow(p, e, c, safe_targets);
+    if (lse == nullptr) {
+      if (handle.unwanted_lse.size() < static_cast<size_t>(p.n)) handle.unwanted_lse = DeviceBuffer<float>(p.n);
+      lse = handle.unwanted_lse.get();
+    }
     DeviceBuffer<uint8_t> unwanted_dc;  // for stages that write dC whatever the caller wants
     if (backward && dc == nullptr && !stage.skips_null_dc()) {
       unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());

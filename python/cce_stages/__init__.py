@@ -220,14 +220,25 @@ def _on_device(index):
     return contextlib.nullcontext() if index == torch.cuda.current_device() else torch.cuda.device(index)
 
 
+_problems = {}  # the C call's problem struct per setting, made once
+
+
+def _problem(n, d, v, dtype, reduction, softcap, ignore_index):
+    key = (n, d, v, dtype, reduction, softcap, ignore_index)
+    made = _problems.get(key)
+    if made is None:
+        made = _problems[key] = _Problem(n, d, v, _DTYPES[dtype], _REDUCTIONS[reduction], float(softcap),
+                                         int(ignore_index))
+    return made
+
+
 def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap, with_grad, with_dc=True):
-    """One call of the stage: loss (and LSE); with_grad: then dE and (with_dc) dC for `upstream`. The C interface
-    checks the targets (a synchronization, last before the stage runs)."""
+    """One call of the stage: the loss; with_grad: then dE and (with_dc) dC for `upstream`. The C interface
+    checks the targets (a synchronization, last before the stage runs). Written for the host time before the
+    stage's first kernel, which the GPU waits for when nothing else is queued (python/WORKLOG.md)."""
     e, c, targets = e.contiguous(), c.contiguous(), targets.contiguous()
     n, v = e.shape[0], c.shape[0]
-    per_token = reduction == "none"
-    loss = torch.empty((n,) if per_token else (), device=e.device, dtype=torch.float32)
-    lse = torch.empty((n,), device=e.device, dtype=torch.float32)
+    loss = e.new_empty((n,) if reduction == "none" else (), dtype=torch.float32)
     de = torch.empty_like(e) if with_grad else None
     dc = torch.empty_like(c) if with_grad and with_dc else None
     if n == 0:  # nothing to compute: the stages refuse N = 0
@@ -236,19 +247,19 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
             if t is not None:
                 t.zero_()
         return loss, de, dc
-    problem = _Problem(n, e.shape[1], v, _DTYPES[e.dtype], _REDUCTIONS[reduction], float(softcap),
-                       int(ignore_index))
-    if with_grad:
-        upstream = upstream.to(device=e.device, dtype=torch.float32).contiguous()
-    ptr = lambda t: t.data_ptr() if t is not None else None  # noqa: E731  (ctypes passes an int as a void*)
+    problem = _problem(n, e.shape[1], v, e.dtype, reduction, softcap, ignore_index)
     index = e.device.index
+    if with_grad and upstream is not _ones.get(index):  # the ones of mean and sum are float32 there already
+        upstream = upstream.to(device=e.device, dtype=torch.float32).contiguous()
     with _on_device(index):
         handle = _stage(index, stage, flags)
-        _raise(_lib.cce_run(handle, ctypes.byref(problem), ptr(e), ptr(c), ptr(targets),
-                            ptr(upstream) if with_grad else None, ptr(loss), ptr(lse), ptr(de), ptr(dc),
+        # ctypes passes an int as a void*, None as NULL; no LSE wanted: the stage object keeps one.
+        _raise(_lib.cce_run(handle, ctypes.byref(problem), e.data_ptr(), c.data_ptr(), targets.data_ptr(),
+                            upstream.data_ptr() if with_grad else None, loss.data_ptr(), None,
+                            de.data_ptr() if de is not None else None, dc.data_ptr() if dc is not None else None,
                             _raw_stream(index), _error, _ERROR_BYTES))
     if with_grad:
-        _backward_ran.add((e.device.index, stage, flags))
+        _backward_ran.add((index, stage, flags))
     return loss, de, dc
 
 
@@ -404,25 +415,24 @@ _loss.register_autograd(_backward_loss, setup_context=_setup_loss)
 
 # The eager path of mean and sum with a gradient: the same _run as the custom ops, without torch.library's
 # dispatch, whose fixed cost per call (about 0.1 ms on the host, before the first kernel) shows at small shapes.
-# dE and dC stay on ctx (they are no output), scaled in place by the backward; a second backward through the
-# same loss (retain_graph) runs the stage again, as the custom ops do.
+# The stage runs first (linear_cross_entropy); this Function only ties its loss to e and c afterwards, while the
+# GPU works on what the call queued. dE and dC stay on ctx (they are no output), scaled in place by the backward;
+# a second backward through the same loss (retain_graph) runs the stage again, as the custom ops do.
 class _EagerLossAndGrad(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, e, c, targets, stage, flags, reduction, ignore_index, softcap):
-        loss, de, dc = _run(e, c, targets, _one(e.device), stage, flags, reduction, ignore_index, softcap, True,
-                            with_dc=c.requires_grad)
+    def forward(ctx, e, c, targets, loss, gradients, stage, flags, reduction, ignore_index, softcap):
         ctx.save_for_backward(e, c, targets)
         ctx.settings = (stage, flags, reduction, ignore_index, softcap)
-        ctx.gradients = (de, dc)
+        ctx.gradients = gradients  # (dE, dC or None), made by the stage with the loss
         return loss
 
     @staticmethod
     def backward(ctx, g_loss):
         if ctx.gradients is None:  # a second backward through this loss: the first scaled dE and dC in place
-            return _backward_loss(ctx, g_loss)  # the stage again with g, as reduction none's backward
+            return _backward_loss(ctx, g_loss)[:3] + (None,) * 7
         de, dc = ctx.gradients
         ctx.gradients = None
-        return (_scaled(de, g_loss), _scaled(dc, g_loss) if dc is not None else None) + (None,) * 6
+        return (_scaled(de, g_loss), _scaled(dc, g_loss) if dc is not None else None) + (None,) * 8
 
 
 def _eager(*tensors):
@@ -438,7 +448,9 @@ def linear_cross_entropy(e, c, targets, *, ignore_index=-100, reduction="mean", 
     cap = 0.0 if softcap is None else float(softcap)
     wants_grad = torch.is_grad_enabled() and (e.requires_grad or c.requires_grad)
     if wants_grad and reduction != "none" and _eager(e, c, targets):
-        return _EagerLossAndGrad.apply(e, c, targets, stage, flags, reduction, int(ignore_index), cap)
+        loss, de, dc = _run(e, c, targets, _one(e.device), stage, flags, reduction, ignore_index, cap, True,
+                            with_dc=c.requires_grad)
+        return _EagerLossAndGrad.apply(e, c, targets, loss, (de, dc), stage, flags, reduction, int(ignore_index), cap)
     if wants_grad and reduction != "none":
         if not c.requires_grad:  # a frozen classifier: no dC kept
             return _loss_and_grad_e(e, c, targets, stage, flags, reduction, int(ignore_index), cap)[0]
