@@ -20,7 +20,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kSumRows = 256;      // rows per partial column sum of E
-constexpr int64_t kMaxRanges = 16;     // the forward's ranges per chunk: 16·N·8 bytes of partials
+constexpr int64_t kMaxRanges = 64;     // the forward's ranges per chunk (64·N·8 bytes of partials): balanced waves (WORKLOG)
 constexpr int64_t kChunkMultiple = 256;  // the forward's chunks: whole tiles of every product
 
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
