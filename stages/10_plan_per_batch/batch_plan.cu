@@ -117,7 +117,6 @@ __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t 
   if (k < n) token_place[token_order[k]] = static_cast<int>(k);
 }
 
-
 }  // namespace
 
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
