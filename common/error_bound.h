@@ -21,6 +21,7 @@ namespace cce {
 
 constexpr double kFp32Unit = 0x1p-24;  // fp32 round-to-nearest: relative error at most 2^-24
 constexpr double kBf16Unit = 0x1p-8;   // bf16 (8 significant bits), rounded once, even toward zero
+constexpr double kHalfUnit = 0x1p-10;  // fp16 (11 significant bits), the same way
 
 // What a stage's backward leaves out of the gradient on purpose. Terms
 // S_ij = g_i·u_ij with |u_ij| = |p_ij − [j = t_i]|·softcap'(z_ij) below eps may
@@ -30,9 +31,16 @@ constexpr double kBf16Unit = 0x1p-8;   // bf16 (8 significant bits), rounded onc
 //   dE_ik:  g_i Σ_{j: |u_ij| < eps⁺} |u_ij| |C_jk|  (+ g_i Σ_{j ≠ t_i: p_ij < eps⁺} p_ij · max_j |C_jk|, corrected)
 //   dC_jk:  Σ_{i: |u_ij| < eps⁺} g_i |u_ij| |E_ik|  (+ Σ_{i: p_ij < eps⁺, j ≠ t_i} g_i eps⁺ |E_ik|, corrected)
 // with eps⁺ = eps·exp(2η_i): the stage decides on values computed in fp32.
+//
+// logit_rounding: the gradient is made from logits (after the softcap) kept
+// as differences z_ij − m to a larger logit m of the same row, rounded to this
+// relative unit (stage 10's fp16 chunks: kHalfUnit), so each z_ij it uses may
+// be off by logit_rounding·(max_j z_ij − z_ij) beyond δz_i; the check adds
+// that, element by element, to p's relative error and softcap's (not the loss's).
 struct GradientApproximation {
   double eps = 0.0;  // 0: the gradient is exact up to the arithmetic
   bool tail_corrected = false;
+  double logit_rounding = 0.0;
 };
 
 }  // namespace cce

@@ -12,17 +12,21 @@
 // Before the forward (dense_loss_and_gradient), planned from the previous
 // batch: the rows are cut into chunks, and a chunk's logits are the whole
 // rows, so its LSE comes with them: stage 03's forward, whose epilogue here
-// also keeps each tile in an fp32 buffer (KeepTileThenFold). S follows in
-// place (the slabs' kernel on a slab of every column); then dE's rows = S·C
-// and dC += Sᵀ·E_rows. Three GEMMs. dC sums over the chunks (fp32 for bf16),
-// which the slabs avoid.
+// also keeps each tile after the fold has softcapped it (FoldThenKeepTile),
+// for bf16 inputs in fp16 relative to the largest of its 32-column group (half
+// the bytes of fp32; eleven significant bits of z − m where eager PyTorch keeps
+// bf16's eight of z), else in fp32. S follows in place;
+// then dE's rows = S·C and dC += Sᵀ·E_rows. Three GEMMs. dC sums over the
+// chunks (fp32 for bf16), which the slabs avoid.
 //
 // Every sum runs in a fixed order (cuBLAS's, stage 03's): deterministic, and
 // exact up to the arithmetic of stage 01's backward (fp32 logits, S rounded
-// once). cuBLAS writes every gradient product in fp32; a bf16 dE or dC is
-// rounded from it once, here.
+// once; fp16 logits add one rounding of each logit, which the stage declares:
+// GradientApproximation::logit_rounding). cuBLAS writes every gradient
+// product in fp32; a bf16 dE or dC is rounded from it once, here.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 
@@ -42,10 +46,16 @@ constexpr int kSlabThreads = 256;
 constexpr int64_t kSlabColumnMultiple = 256;
 constexpr int64_t kSlabPitchMultiple = 64;  // floats: 256-byte aligned rows for cuBLAS and float4 loads
 
-__device__ __forceinline__ float slab_gradient(float logit, int64_t j, int64_t target, float row_lse, float g,
-                                               float softcap) {
-  const float z = apply_softcap(logit, softcap);
+// S_ij of a logit after the softcap, z: g·(p − onehot)·softcap'(z).
+__device__ __forceinline__ float gradient_of(float z, int64_t j, int64_t target, float row_lse, float g, float softcap) {
   return g * (__expf(z - row_lse) - (j == target ? 1.0f : 0.0f)) * softcap_derivative(z, softcap);
+}
+
+// The same of a kept logit: the slabs keep cuBLAS's (before the softcap), the
+// chunks the fold's (after it).
+__device__ __forceinline__ float slab_gradient(float logit, bool capped, int64_t j, int64_t target, float row_lse,
+                                               float g, float softcap) {
+  return gradient_of(capped ? logit : apply_softcap(logit, softcap), j, target, row_lse, g, softcap);
 }
 
 // One block per row of the slab. kPackBf16: S_ij lands at bf16 index j of the
@@ -55,7 +65,7 @@ __device__ __forceinline__ float slab_gradient(float logit, int64_t j, int64_t t
 template <bool kPackBf16>
 __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, int64_t columns, int64_t first_column,
                                      const int64_t* __restrict__ targets, const float* __restrict__ lse,
-                                     const float* __restrict__ grad_scale, float softcap) {
+                                     const float* __restrict__ grad_scale, float softcap, bool capped) {
   const int64_t row = blockIdx.x;
   const float g = grad_scale[row], row_lse = lse[row];
   const int64_t target = targets[row] - first_column;  // outside [0, columns) when not in this slab
@@ -66,12 +76,13 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (j + 3 < columns) {
       const float4 z = *reinterpret_cast<const float4*>(z_row + j);
-      s[0] = slab_gradient(z.x, j, target, row_lse, g, softcap);
-      s[1] = slab_gradient(z.y, j + 1, target, row_lse, g, softcap);
-      s[2] = slab_gradient(z.z, j + 2, target, row_lse, g, softcap);
-      s[3] = slab_gradient(z.w, j + 3, target, row_lse, g, softcap);
+      s[0] = slab_gradient(z.x, capped, j, target, row_lse, g, softcap);
+      s[1] = slab_gradient(z.y, capped, j + 1, target, row_lse, g, softcap);
+      s[2] = slab_gradient(z.z, capped, j + 2, target, row_lse, g, softcap);
+      s[3] = slab_gradient(z.w, capped, j + 3, target, row_lse, g, softcap);
     } else {
-      for (int k = 0; k < 4 && j + k < columns; ++k) s[k] = slab_gradient(z_row[j + k], j + k, target, row_lse, g, softcap);
+      for (int k = 0; k < 4 && j + k < columns; ++k)
+        s[k] = slab_gradient(z_row[j + k], capped, j + k, target, row_lse, g, softcap);
     }
     if constexpr (kPackBf16) {
       __syncthreads();
@@ -90,34 +101,91 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
   }
 }
 
-// Stage 03's forward epilogue, after the tile is kept: each logit of the
-// tile goes to the chunk's fp32 buffer (row pitch `pitch`) before the fold
-// softcaps it. So one pass of the engine leaves both the logits and the LSE,
-// where cuBLAS would leave the logits and a row pass read them again.
+// The chunks' fp16 logits are kept relative to a reference per row and group
+// of 32 columns, the group's largest logit m: w = z − m ≤ 0 in fp16, rounded
+// relative to z − m, so the logits near the group's largest (those whose p
+// matters) keep eleven significant bits whatever their size, and
+// p = exp(w + m − LSE_i) ≤ 1 never overflows (w below −65504 rounds to −inf,
+// where p is 0 in fp32 anyway).
+constexpr int kReferenceColumns = 32;
+
+// S_ij of a kept fp16 logit w with its group's reference m; shift = m − LSE_i.
+__device__ __forceinline__ float gradient_of_relative(float w, float m, float shift, int64_t j, int64_t target,
+                                                      float g, float softcap) {
+  return g * (__expf(w + shift) - (j == target ? 1.0f : 0.0f)) * softcap_derivative(m + w, softcap);
+}
+
+// The chunk's S from its fp16 logits, in place (bf16 into the same two
+// bytes): one block per row, eight logits (a quarter of a group) per thread
+// and step, each thread rewriting only what it read.
+__global__ void chunk_gradient_from_half_kernel(__half* __restrict__ logits, const float* __restrict__ references,
+                                                int64_t pitch, int64_t v, const int64_t* __restrict__ targets,
+                                                const float* __restrict__ lse, const float* __restrict__ grad_scale,
+                                                float softcap) {
+  const int64_t row = blockIdx.x;
+  const float g = grad_scale[row], row_lse = lse[row];
+  const int64_t target = targets[row];
+  __half* w_row = logits + row * pitch;
+  const float* m_row = references + row * (pitch / kReferenceColumns);
+  __nv_bfloat16* s_row = reinterpret_cast<__nv_bfloat16*>(w_row);
+  for (int64_t j = 8 * static_cast<int64_t>(threadIdx.x); j < v; j += 8 * static_cast<int64_t>(blockDim.x)) {
+    const float m = m_row[j / kReferenceColumns], shift = m - row_lse;
+    if (j + 7 < v) {  // 16 bytes: the pitch and j are multiples of 8
+      uint4 word = *reinterpret_cast<const uint4*>(w_row + j);
+      unsigned* pairs = reinterpret_cast<unsigned*>(&word);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 w = __half22float2(*reinterpret_cast<const __half2*>(&pairs[k]));
+        const __nv_bfloat162 s =
+            __floats2bfloat162_rn(gradient_of_relative(w.x, m, shift, j + 2 * k, target, g, softcap),
+                                  gradient_of_relative(w.y, m, shift, j + 2 * k + 1, target, g, softcap));
+        pairs[k] = *reinterpret_cast<const unsigned*>(&s);
+      }
+      *reinterpret_cast<uint4*>(s_row + j) = word;
+    } else {
+      for (int64_t k = j; k < v; ++k)
+        s_row[k] = __float2bfloat16(gradient_of_relative(__half2float(w_row[k]), m, shift, k, target, g, softcap));
+    }
+  }
+}
+
+// Stage 03's forward epilogue, then the tile kept: after the fold has
+// softcapped the tile in place, each logit goes to the chunk's buffer (row
+// pitch `pitch`): fp32 as it is, or fp16 relative to its group's reference.
+// So one pass of the engine leaves both the logits and the LSE, where cuBLAS
+// would leave the logits and a row pass read them again.
 struct KeepTileParams {
   s03::SplitLseParams lse;
-  float* logits;
-  int64_t pitch;  // a multiple of 4 floats
+  void* logits;        // [chunk rows, pitch], fp16 or fp32
+  float* references;   // fp16: [chunk rows, pitch / kReferenceColumns], else null
+  int64_t pitch;       // a multiple of 64 logits
 };
 
 template <class Frag>
-struct KeepTileThenFold {
+struct FoldThenKeepTile {
   using Params = KeepTileParams;
   static constexpr size_t kSharedBytes = s03::SplitLseEpilogue<Frag>::kSharedBytes;
   s03::SplitLseEpilogue<Frag> fold;
-  float* logits;
-  int64_t pitch;
+  Params keep;
 
-  __device__ KeepTileThenFold(const Params& params, unsigned char* shared)
-      : fold(params.lse, shared), logits(params.logits), pitch(params.pitch) {}
+  __device__ FoldThenKeepTile(const Params& params, unsigned char* shared) : fold(params.lse, shared), keep(params) {}
   __device__ void begin(const Unit& unit) { fold.begin(unit); }
   __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
-    const int64_t row0 = unit.token_block * Frag::kBM, n = fold.p.n, v = fold.p.v;
+    fold.tile(frag, unit, col0);
+    if (keep.references != nullptr)
+      keep_half(frag, unit.token_block * Frag::kBM, col0);
+    else
+      keep_fp32(frag, unit.token_block * Frag::kBM, col0);
+  }
+  __device__ void end(const Unit& unit) { fold.end(unit); }
+
+  __device__ void keep_fp32(Frag& frag, int64_t row0, int64_t col0) {
+    const int64_t n = fold.p.n, v = fold.p.v;
 #pragma unroll
     for (int r = 0; r < Frag::kRows; ++r) {
       const int64_t row = row0 + Frag::row_of(r);
       if (row >= n) continue;
-      float* out = logits + row * pitch + col0;
+      float* out = static_cast<float*>(keep.logits) + row * keep.pitch + col0;
       if constexpr (Frag::kColumnsShareLaneMod4) {  // the m16n8 picture: z(r, c), z(r, c + 1) side by side
 #pragma unroll
         for (int c = 0; c < Frag::kCols; c += 2) {
@@ -133,9 +201,41 @@ struct KeepTileThenFold {
           if (col0 + Frag::col_of(c) < v) out[Frag::col_of(c)] = frag.z(r, c);
       }
     }
-    fold.tile(frag, unit, col0);
   }
-  __device__ void end(const Unit& unit) { fold.end(unit); }
+
+  // The bf16 tiles' m16n8 picture: the 4 lanes of a quad hold a row's columns
+  // in blocks of 8, two each, so z(r, 8q .. 8q + 7) of the 4 lanes are one
+  // group of 32 columns, whose largest two shuffles find.
+  __device__ void keep_half(Frag& frag, int64_t row0, int64_t col0) {
+    if constexpr (Frag::kColumnsShareLaneMod4) {
+      static_assert(Frag::kCols % 8 == 0, "whole groups of 32 columns per quad");
+      const int64_t n = fold.p.n, v = fold.p.v, groups = keep.pitch / kReferenceColumns;
+#pragma unroll
+      for (int r = 0; r < Frag::kRows; ++r) {
+        const int64_t row = row0 + Frag::row_of(r);
+        __half* out = static_cast<__half*>(keep.logits) + row * keep.pitch + col0;
+#pragma unroll
+        for (int q = 0; q < Frag::kCols / 8; ++q) {
+          float m = -INFINITY;
+#pragma unroll
+          for (int c = 8 * q; c < 8 * q + 8; ++c) m = fmaxf(m, frag.z(r, c));
+          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));  // every lane shuffles: no row left out before
+          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+          const int first = Frag::col_of(8 * q);  // this lane's first column of the group
+          if (row >= n || col0 + first >= v) continue;
+          if (threadIdx.x % 4 == 0) keep.references[row * groups + (col0 + first) / kReferenceColumns] = m;
+#pragma unroll
+          for (int c = 8 * q; c < 8 * q + 8; c += 2) {
+            const int col = Frag::col_of(c);
+            if (col0 + col + 1 < v)
+              *reinterpret_cast<__half2*>(out + col) = __floats2half2_rn(frag.z(r, c) - m, frag.z(r, c + 1) - m);
+            else if (col0 + col < v)
+              out[col] = __float2half_rn(frag.z(r, c) - m);
+          }
+        }
+      }
+    }
+  }
 };
 
 // bf16 gradients come from fp32 products rounded once by the plan itself
@@ -188,10 +288,10 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
                                   CUBLAS_GEMM_DEFAULT));
     if (bf16)
       slab_gradient_kernel<true><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
-          slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap);
+          slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap, false);
     else
       slab_gradient_kernel<false><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
-          slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap);
+          slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap, false);
     CCE_CHECK_LAUNCH();
     // EXERCISE(the slab's two gradient GEMMs): dE += S·C_slab, dC_slab = Sᵀ·E (cuBLAS: column-major)
     // dE [N, D] (column-major [D, N]) += C_slabᵀ [D, columns] · Sᵀ [columns, N], in fp32.
@@ -211,17 +311,23 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
   }
 }
 
+bool keeps_half_logits(const Problem& p) {
+  // Below 2^14, the softcapped logits' differences |z − m| < 2·softcap fit fp16 (65504).
+  return p.dtype == Dtype::kBFloat16 && p.softcap < 16384.0f;
+}
+
 DenseChunks plan_dense_chunks(const Problem& p, int64_t rows) {
   constexpr int64_t kRowMultiple = 128;
+  DenseChunks chunks;
+  chunks.logit_bytes = keeps_half_logits(p) ? 2 : 4;
+  chunks.pitch = (p.v + kSlabPitchMultiple - 1) / kSlabPitchMultiple * kSlabPitchMultiple;
   if (rows <= 0) {
-    const int64_t pitch = (std::max<int64_t>(p.v, 1) + kSlabPitchMultiple - 1) / kSlabPitchMultiple * kSlabPitchMultiple;
-    const int64_t fit = static_cast<int64_t>(kDefaultDenseChunkBytes / (4 * static_cast<size_t>(pitch)));
+    const int64_t fit = static_cast<int64_t>(kDefaultDenseChunkBytes /
+                                             (static_cast<size_t>(chunks.logit_bytes) * std::max<int64_t>(chunks.pitch, 1)));
     rows = std::max(kRowMultiple, fit / kRowMultiple * kRowMultiple);
   }
-  DenseChunks chunks;
   chunks.rows = std::min(p.n, rows);
   chunks.count = chunks.rows > 0 ? (p.n + chunks.rows - 1) / chunks.rows : 0;
-  chunks.pitch = (p.v + kSlabPitchMultiple - 1) / kSlabPitchMultiple * kSlabPitchMultiple;
   return chunks;
 }
 
@@ -243,8 +349,10 @@ std::vector<MemoryItem> chunk_lse_items(const Problem& p, const DenseChunks& chu
 }  // namespace
 
 std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& chunks, bool with_dc) {
-  std::vector<MemoryItem> items = {{kDenseChunkItem, static_cast<size_t>(chunks.rows * chunks.pitch) * 4},
-                                   {kDenseGradScaleItem, static_cast<size_t>(p.n) * 4}};
+  std::vector<MemoryItem> items = {{kDenseChunkItem, static_cast<size_t>(chunks.rows * chunks.pitch * chunks.logit_bytes)}};
+  if (chunks.logit_bytes == 2)
+    items.push_back({kDenseReferencesItem, static_cast<size_t>(chunks.rows * (chunks.pitch / kReferenceColumns)) * 4});
+  items.push_back({kDenseGradScaleItem, static_cast<size_t>(p.n) * 4});
   items = concat(items, per_token_loss_scratch(p));
   items = concat(items, chunk_lse_items(p, chunks));
   if (p.dtype == Dtype::kBFloat16) items.push_back({kDenseDeRowsItem, static_cast<size_t>(chunks.rows * p.d) * 4});
@@ -255,11 +363,12 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
 void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
                              float* lse, const float* upstream, void* de, void* dc, cudaStream_t stream) {
   const Problem& p = in.problem;
-  const bool bf16 = p.dtype == Dtype::kBFloat16;
+  const bool bf16 = p.dtype == Dtype::kBFloat16, half = chunks.logit_bytes == 2;
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const size_t element = p.element_bytes();
   const int d = to_int(p.d), v = to_int(p.v);
-  float* logits = scratch.get<float>(kDenseChunkItem);
+  void* logits = scratch.get<unsigned char>(kDenseChunkItem);
+  float* references = half ? scratch.get<float>(kDenseReferencesItem) : nullptr;
   float* grad_scale = scratch.get<float>(kDenseGradScaleItem);
   float* per_token = per_token_loss_buffer(p, loss, scratch);
   // dC's sum over the chunks and dE's rows in fp32: in dC and dE themselves (fp32), else beside them.
@@ -267,6 +376,8 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
   void* dc_sum = dc_acc != nullptr ? static_cast<void*>(dc_acc) : dc;
   float* de_rows_fp32 = bf16 ? scratch.get<float>(kDenseDeRowsItem) : nullptr;
   compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
+  // S's pitch in its own elements: in place of fp16 or fp32 logits, or bf16 packed into fp32 rows.
+  const int s_pitch = to_int(bf16 && !half ? 2 * chunks.pitch : chunks.pitch);
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t handle = cublas_handle();
   for (int64_t first = 0; first < p.n; first += chunks.rows) {
@@ -275,18 +386,24 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
     const void* e_rows = static_cast<const unsigned char*>(in.e.get()) + first * p.d * element;
     const DeviceInputs rows = DeviceInputs::borrow(rows_problem, e_rows, in.c.get(), in.targets.get() + first);
     const s03::FusedPlan plan = s03::plan_fused(rows_problem);
-    const KeepTileParams params{s03::split_lse_params(rows, scratch, true), logits, chunks.pitch};
-    launch_tile_units<KeepTileThenFold>(rows, plan.path, plan.units, params, stream);
+    const KeepTileParams params{s03::split_lse_params(rows, scratch, true), logits, references, chunks.pitch};
+    launch_tile_units<FoldThenKeepTile>(rows, plan.path, plan.units, params, stream);
     s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
-    // The slabs' kernel, on a slab of every column: S in place (bf16: packed into the first half of each row).
-    if (bf16)
-      slab_gradient_kernel<true><<<static_cast<unsigned>(rows_problem.n), kSlabThreads, 0, stream>>>(
-          logits, chunks.pitch, p.v, 0, rows.targets.get(), lse + first, grad_scale + first, p.softcap);
+    // S in place of the softcapped logits.
+    const unsigned blocks = static_cast<unsigned>(rows_problem.n);
+    if (half)
+      chunk_gradient_from_half_kernel<<<blocks, kSlabThreads, 0, stream>>>(
+          static_cast<__half*>(logits), references, chunks.pitch, p.v, rows.targets.get(), lse + first,
+          grad_scale + first, p.softcap);
+    else if (bf16)
+      slab_gradient_kernel<true><<<blocks, kSlabThreads, 0, stream>>>(static_cast<float*>(logits), chunks.pitch, p.v,
+                                                                      0, rows.targets.get(), lse + first,
+                                                                      grad_scale + first, p.softcap, true);
     else
-      slab_gradient_kernel<false><<<static_cast<unsigned>(rows_problem.n), kSlabThreads, 0, stream>>>(
-          logits, chunks.pitch, p.v, 0, rows.targets.get(), lse + first, grad_scale + first, p.softcap);
+      slab_gradient_kernel<false><<<blocks, kSlabThreads, 0, stream>>>(static_cast<float*>(logits), chunks.pitch, p.v,
+                                                                       0, rows.targets.get(), lse + first,
+                                                                       grad_scale + first, p.softcap, true);
     CCE_CHECK_LAUNCH();
-    const int s_pitch = to_int(bf16 ? 2 * chunks.pitch : chunks.pitch);
     const int n_rows = to_int(rows_problem.n);
     CCE_CUBLAS_CHECK(cublasSetStream(handle, stream));
     // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows], written once.

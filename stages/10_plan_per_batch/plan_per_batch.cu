@@ -210,6 +210,8 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
 }
 
 GradientApproximation PlanPerBatchStage::gradient_approximation() const {
+  if (ran_.plan == BackwardPlan::kDense && ran_.before_forward && ran_.chunks.logit_bytes == 2)
+    return GradientApproximation{0.0, false, kHalfUnit};  // S from fp16 logits
   if (ran_.plan == BackwardPlan::kDense) return {};
   return DeterministicProductsStage::gradient_approximation();
 }
@@ -281,7 +283,7 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
                  "logits hold");
   parser.add_int("dense-chunk-rows", &chunk_rows_flag_,
                  "the dense plan's rows per chunk before the forward (loss and gradient together); 0 = as many as "
-                 "2 GiB of fp32 logits hold");
+                 "2 GiB of logits hold (fp16 for bf16 inputs, else fp32)");
   parser.add_flag("no-token-grouping", &no_grouping_,
                   "token blocks of rows in their order (default: rows grouped by how many tiles they need)");
 }
@@ -349,8 +351,9 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
                                              percent(kDenseAboveKept) + "; every " +
                                              std::to_string(kDecideEveryBatches) + "th batch decides again on a sample";
     std::snprintf(buf, sizeof buf, "backward     dense before the forward: loss and gradient by 3 GEMMs per "
-                  "chunk of %lld rows (%lld chunks) (%s)", static_cast<long long>(ran.chunks.rows),
-                  static_cast<long long>(ran.chunks.count), before_why.c_str());
+                  "chunk of %lld rows (%lld chunks, %s logits) (%s)", static_cast<long long>(ran.chunks.rows),
+                  static_cast<long long>(ran.chunks.count), ran.chunks.logit_bytes == 2 ? "fp16" : "fp32",
+                  before_why.c_str());
     return buf;
   }
   if (ran.plan == BackwardPlan::kDense)

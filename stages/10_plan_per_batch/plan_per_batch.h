@@ -88,20 +88,28 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
 
 // The dense plan before the forward (loss and gradient in one call): per
 // chunk of rows, stage 03's forward with an epilogue that also keeps each
-// tile (fp32 logits and LSE in one pass), S in place (the slabs' kernel),
-// then dE's rows = S·C and dC += Sᵀ·E_rows by cuBLAS. Three GEMMs in all,
-// where the plan after a forward pays four; dC sums over the chunks in fp32,
-// in chunk order.
+// tile after its softcap (logits and LSE in one pass; fp16 logits for bf16
+// inputs), S in place, then dE's rows = S·C and dC += Sᵀ·E_rows by cuBLAS.
+// Three GEMMs in all, where the plan after a forward pays four; dC sums over
+// the chunks in fp32, in chunk order.
 struct DenseChunks {
   int64_t rows = 0, count = 0;
-  int64_t pitch = 0;  // floats per row of the chunk's logits (V padded to 64)
+  int64_t pitch = 0;    // logits per row of the chunk (V padded to 64)
+  int logit_bytes = 4;  // 2: fp16 logits (keeps_half_logits), 4: fp32
 };
 constexpr size_t kDefaultDenseChunkBytes = size_t{2} << 30;
-constexpr const char* kDenseChunkItem = "dense plan: a chunk of logits fp32 [chunk rows, pitch]";
+constexpr const char* kDenseChunkItem = "dense plan: a chunk of logits fp16 (bf16 inputs) or fp32 [chunk rows, pitch]";
+constexpr const char* kDenseReferencesItem = "dense plan: the fp16 logits' references fp32 [chunk rows, pitch / 32]";
+// The chunks keep bf16 inputs' logits in fp16, each as z − m with m the largest
+// of its row's group of 32 columns (a reference kept in fp32), unless a softcap
+// of 2^14 or more could put such a difference beyond fp16's 65504: then fp32, as
+// for fp32 inputs. fp16 rounds each z − m once: the stage declares
+// GradientApproximation::logit_rounding = kHalfUnit (|z − m| ≤ max_j z_ij − z).
+bool keeps_half_logits(const Problem& problem);
 constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16)";
 constexpr const char* kDenseDeRowsItem = "dense plan: dE of a chunk fp32 [chunk rows, D] (bf16)";
 constexpr const char* kDenseGradScaleItem = "dense plan: per-token grad scale [N]";
-// `rows` per chunk (at most N); 0: as many as kDefaultDenseChunkBytes hold, a multiple of 128, at least 128.
+// `rows` per chunk (at most N); 0: as many as kDefaultDenseChunkBytes of logits hold, a multiple of 128, at least 128.
 DenseChunks plan_dense_chunks(const Problem& problem, int64_t rows = 0);
 // The chunk, the grad scale, the per-token losses (mean, sum), stage 03's
 // scratch for a chunk and, for bf16, a chunk's dE rows in fp32 and (with a

@@ -8,9 +8,11 @@
 // column, one dE element of the wrong sign, two dE rows swapped, dC all zero,
 // dC missing or a row short, a loss of the wrong reduction, a NaN loss. A
 // gradient that leaves out the terms below eps passes only when the check is
-// told that it does (GradientApproximation), and still fails beyond it.
+// told that it does (GradientApproximation), and still fails beyond it; one
+// made from logits kept in fp16 passes only as stage 10 keeps them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -322,6 +324,72 @@ TEST(CheckOutputsApproximation, LeftOutTermsPassOnlyWithinWhatTheStageDeclares) 
   out.dc = as_float(more[1], true);
   const CheckReport beyond = check(f, out, GradientApproximation{eps, false});
   EXPECT_FALSE(find(beyond, "dE")->passed()) << find(beyond, "dE")->summary();
+}
+
+// A stage that keeps its logits in fp16 (stage 10's chunks) declares the
+// rounding of z − m, m the largest of a group of 32 columns of the row
+// (GradientApproximation::logit_rounding): on logits sitting on an offset of
+// 1000 (column 0 of C all 1, E_i0 = 1000), the gradient made from such
+// logits passes the check, and the one made from fp16 logits of z itself
+// (off by up to 2^-11·1000) fails it, though the stage declares the same.
+double round_to_half(double x) {  // 11 significant bits, to nearest (no subnormals at these sizes)
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  int exponent = 0;
+  const double mantissa = std::frexp(x, &exponent);
+  return std::ldexp(std::nearbyint(std::ldexp(mantissa, 11)), exponent - 11);
+}
+
+std::vector<std::vector<double>> gradient_from_half_logits(const Fixture& f, bool relative) {
+  const Problem& p = f.p;
+  const int64_t n_valid = count_valid_targets(p, f.in.targets);
+  std::vector<double> de(static_cast<size_t>(p.n * p.d), 0.0), dc(static_cast<size_t>(p.v * p.d), 0.0), z(p.v);
+  for (int64_t i = 0; i < p.n; ++i) {
+    const int64_t t = f.in.targets[i];
+    const double g = upstream_for_token(p, f.upstream, n_valid, i, t);
+    for (int64_t j = 0; j < p.v; ++j) {
+      z[j] = 0.0;
+      for (int64_t k = 0; k < p.d; ++k) z[j] += double(f.in.e[i * p.d + k]) * f.in.c[j * p.d + k];
+    }
+    for (int64_t j0 = 0; j0 < p.v; j0 += 32) {
+      double m = 0.0;
+      if (relative) {
+        m = z[j0];
+        for (int64_t j = j0; j < std::min(j0 + 32, p.v); ++j) m = std::max(m, z[j]);
+      }
+      for (int64_t j = j0; j < std::min(j0 + 32, p.v); ++j) {
+        const double kept = m + round_to_half(z[j] - m);
+        const double u = std::exp(kept - f.ref.lse[i]) - (j == t ? 1.0 : 0.0);
+        for (int64_t k = 0; k < p.d; ++k) {
+          de[i * p.d + k] += g * u * f.in.c[j * p.d + k];
+          dc[j * p.d + k] += g * u * f.in.e[i * p.d + k];
+        }
+      }
+    }
+  }
+  return {de, dc};
+}
+
+TEST(CheckOutputsApproximation, HalfLogitsPassOnlyAsDifferencesToTheirGroupsLargest) {
+  Fixture f = make_fixture(Dtype::kBFloat16, Reduction::kMean, 0.0f, DataMode::kRealistic, 0.1);
+  for (int64_t j = 0; j < f.p.v; ++j) f.in.c[j * f.p.d] = 1.0f;
+  for (int64_t i = 0; i < f.p.n; ++i) f.in.e[i * f.p.d] = 1000.0f;  // exact in bf16
+  ReferenceOptions opt;
+  opt.backward = true;
+  opt.upstream = f.upstream;
+  f.ref = reference_cross_entropy(f.p, f.in, opt);
+  const GradientApproximation half{0.0, false, kHalfUnit};
+  HostOutputs out = outputs_from(f.p, f.ref);
+  const auto relative = gradient_from_half_logits(f, true);
+  out.de = as_float(relative[0], true);
+  out.dc = as_float(relative[1], true);
+  const CheckReport declared = check(f, out, half);
+  for (const auto& c : declared.comparisons) EXPECT_TRUE(c.passed()) << c.summary();
+  const auto absolute = gradient_from_half_logits(f, false);
+  out.de = as_float(absolute[0], true);
+  out.dc = as_float(absolute[1], true);
+  const CheckReport plain = check(f, out, half);
+  EXPECT_FALSE(find(plain, "dE")->passed()) << "fp16 logits of z passed: " << find(plain, "dE")->summary();
+  EXPECT_FALSE(find(plain, "dC")->passed()) << find(plain, "dC")->summary();
 }
 
 TEST(CheckOutputsSampled, ACorruptSampledRowFails) {

@@ -251,15 +251,33 @@ TEST(DropChoice, RowSampleSpreadsOverTheBatch) {
   EXPECT_LE((sample.rows - 1) * sample.stride, p.n - 1) << "every sampled row exists";
 }
 
-// The chunks of rows before the forward: 2 GiB of fp32 logits by default (a
-// multiple of 128 rows, at least 128, at most N), or the rows asked for.
+// The chunks of rows before the forward: 2 GiB of logits by default (a
+// multiple of 128 rows, at least 128, at most N), or the rows asked for;
+// fp16 logits for bf16 inputs (twice the rows), fp32 for fp32 inputs and for
+// a softcap that fp16 could not hold.
 TEST(DropChoice, DenseChunks) {
   Problem p;
   p.n = 8192, p.d = 2304, p.v = 256000;
+  p.dtype = Dtype::kFloat32;
   DenseChunks chunks = plan_dense_chunks(p);
+  EXPECT_EQ(chunks.logit_bytes, 4);
   EXPECT_EQ(chunks.rows, 2048);
   EXPECT_EQ(chunks.count, 4);
   EXPECT_LE(static_cast<size_t>(chunks.rows * p.v) * 4, kDefaultDenseChunkBytes);
+  p.dtype = Dtype::kBFloat16;
+  chunks = plan_dense_chunks(p);
+  EXPECT_EQ(chunks.logit_bytes, 2) << "bf16 inputs: fp16 logits";
+  EXPECT_EQ(chunks.rows, 4096);
+  EXPECT_EQ(chunks.count, 2);
+  EXPECT_EQ(dense_chunk_items(p, chunks, true).front(),
+            MemoryItem(kDenseChunkItem, static_cast<size_t>(4096) * 256000 * 2));
+  p.softcap = 30.0f;
+  EXPECT_EQ(plan_dense_chunks(p).logit_bytes, 2) << "gemma2's softcap: |z| < 30";
+  p.softcap = 40000.0f;
+  EXPECT_EQ(plan_dense_chunks(p).logit_bytes, 4) << "a softcap beyond 2^15: fp32 logits";
+  EXPECT_EQ(plan_dense_chunks(p).rows, 2048);
+  p.softcap = 0.0f;
+  p.dtype = Dtype::kFloat32;
   p.n = 77, p.v = 1129;
   EXPECT_EQ(plan_dense_chunks(p).rows, 77);
   EXPECT_EQ(plan_dense_chunks(p).count, 1);
@@ -288,21 +306,22 @@ TEST(DropChoice, PlanLineSaysWhichPlanAndWhy) {
   before.plan = BackwardPlan::kDense;
   before.kept_fraction = 0.9999;
   before.before_forward = true;
-  before.chunks = DenseChunks{2048, 4, 256000};
+  before.chunks = DenseChunks{4096, 2, 256000, 2};
   EXPECT_EQ(describe_plan(before, BackwardPlan::kAuto),
-            "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks) "
-            "(the last decision kept 99.99% of the pairs, more than 33.33%; every 16th batch decides again on a "
-            "sample)");
+            "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 4096 rows (2 chunks, "
+            "fp16 logits) (the last decision kept 99.99% of the pairs, more than 33.33%; every 16th batch decides "
+            "again on a sample)");
   before.sample_rows = 1024;
   EXPECT_EQ(describe_plan(before, BackwardPlan::kAuto),
-            "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks) "
-            "(a sample of 1024 rows decided now: it keeps 99.99% of the pairs, more than 33.33%; every 16th batch "
-            "decides again on a sample)");
+            "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 4096 rows (2 chunks, "
+            "fp16 logits) (a sample of 1024 rows decided now: it keeps 99.99% of the pairs, more than 33.33%; every "
+            "16th batch decides again on a sample)");
   before.sample_rows = 0;
   before.kept_fraction = -1.0;
+  before.chunks = DenseChunks{2048, 4, 256000, 4};
   EXPECT_EQ(describe_plan(before, BackwardPlan::kDense),
-            "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks) "
-            "(--plan dense)");
+            "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks, "
+            "fp32 logits) (--plan dense)");
 }
 
 // A bf16 slot holds each of a 128 × 128 tile's elements once, and fp32's

@@ -939,6 +939,40 @@ TEST(PlanPerBatch, BothPlansMatchTheReference) {
     }
 }
 
+// The chunks keep bf16 inputs' logits in fp16 as differences to the largest
+// of their 32-column group, and declare that rounding. Each row's logits here
+// sit on a common offset (column 0 of C all 1, E_i0 the offset: the softmax is
+// the same): at 1000, fp16 logits themselves would be off by up to 0.25 and
+// break the reference's bound, the differences are not; at ±2^17, beyond
+// fp16's range, they stay finite and agree with the slabs' (fp32 logits by
+// cuBLAS, themselves off by a few hundredths there).
+TEST(PlanPerBatch, HalfLogitsHoldLargeLogits) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(77, 128, 1129);  // D % 8 == 0: the H100's pipeline (D = 100 above: mma.sync)
+  const std::vector<float> upstream = default_upstream(p, 7);
+  for (const float offset : {1000.0f, 131072.0f, -131072.0f}) {
+    HostInputs in = seeded_inputs(p, 9, 0.1);
+    for (int64_t j = 0; j < p.v; ++j) in.c[j * p.d] = 1.0f;
+    for (int64_t i = 0; i < p.n; ++i) in.e[i * p.d] = offset;  // exact in bf16
+    const std::string what = "logits about " + std::to_string(offset);
+    const DropRun chunks = run_stage10(p, in, upstream, {"--plan", "dense", "--dense-chunk-rows", "30"});
+    ASSERT_TRUE(chunks.stats.plan.before_forward) << what;
+    ASSERT_EQ(chunks.stats.plan.chunks.logit_bytes, 2) << what << ": bf16 inputs: fp16 logits";
+    EXPECT_EQ(chunks.approximation.logit_rounding, kHalfUnit) << what;
+    expect_exact_reference_check(p, in, chunks, upstream, what);
+    if (std::fabs(offset) < 65504.0f) continue;
+    const DropRun slabs = run_stage10(p, in, upstream, {"--plan", "dense", "--dense-slab-columns", "300"});
+    double largest = 0.0, difference = 0.0;
+    for (size_t k = 0; k < slabs.out.de.size(); ++k) {
+      ASSERT_TRUE(std::isfinite(chunks.out.de[k])) << what << ": dE[" << k << "]";
+      largest = std::max(largest, std::fabs(static_cast<double>(slabs.out.de[k])));
+      difference = std::max(difference, std::fabs(static_cast<double>(chunks.out.de[k]) - slabs.out.de[k]));
+    }
+    EXPECT_GT(largest, 0.0) << what;
+    EXPECT_LE(difference, 0.25 * largest) << what << ": the chunks' dE is not the slabs'";
+  }
+}
+
 // A forced dense plan decides no eps: after a sparse run on the same stage
 // object, the report shows neither that run's automatic eps nor its
 // candidates.
@@ -999,7 +1033,8 @@ TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
   const s10::DenseChunks chunks = stage.plan_choice().chunks;
   EXPECT_EQ(chunks.rows, 128);
   EXPECT_EQ(chunks.count, 3) << "300 rows in chunks of 128";
-  EXPECT_EQ(chunks.pitch, 5056) << "5000 floats padded to 64";
+  EXPECT_EQ(chunks.pitch, 5056) << "5000 logits padded to 64";
+  EXPECT_EQ(chunks.logit_bytes, 2) << "bf16 inputs: fp16 logits";
   const std::vector<MemoryItem> items = stage.workspace(p, true);
   EXPECT_EQ(total_bytes(items), total_bytes(s10::dense_chunk_items(p, chunks, true)));
   auto bytes_of = [&](const std::string& name) {
@@ -1008,7 +1043,8 @@ TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
     ADD_FAILURE() << "no item " << name;
     return size_t{0};
   };
-  EXPECT_EQ(bytes_of(s10::kDenseChunkItem), size_t{128} * 5056 * 4);
+  EXPECT_EQ(bytes_of(s10::kDenseChunkItem), size_t{128} * 5056 * 2);
+  EXPECT_EQ(bytes_of(s10::kDenseReferencesItem), size_t{128} * (5056 / 32) * 4) << "one fp32 per 32 logits";
   EXPECT_EQ(bytes_of(s10::kDenseDcItem), size_t{5000} * 64 * 4);
   EXPECT_EQ(bytes_of(s10::kDenseDeRowsItem), size_t{128} * 64 * 4);
   EXPECT_EQ(bytes_of(s10::kDenseGradScaleItem), size_t{300} * 4);
