@@ -15,9 +15,9 @@
 // also keeps each tile after the fold has softcapped it (FoldThenKeepTile),
 // for bf16 inputs in fp16 relative to the largest of its 32-column group (half
 // the bytes of fp32; eleven significant bits of z − m where eager PyTorch keeps
-// bf16's eight of z), else in fp32. S follows in place;
-// then dE's rows = S·C and dC += Sᵀ·E_rows. Three GEMMs. dC sums over the
-// chunks (fp32 for bf16), which the slabs avoid.
+// bf16's eight of z), else in fp32. S follows in place; then dE's rows = S·C
+// and dC += Sᵀ·E_rows. Three GEMMs. dC sums over the chunks (fp32 for bf16),
+// which the slabs avoid.
 //
 // Every sum runs in a fixed order (cuBLAS's, stage 03's): deterministic, and
 // exact up to the arithmetic of stage 01's backward (fp32 logits, S rounded
@@ -46,16 +46,19 @@ constexpr int kSlabThreads = 256;
 constexpr int64_t kSlabColumnMultiple = 256;
 constexpr int64_t kSlabPitchMultiple = 64;  // floats: 256-byte aligned rows for cuBLAS and float4 loads
 
-// S_ij of a logit after the softcap, z: g·(p − onehot)·softcap'(z).
-__device__ __forceinline__ float gradient_of(float z, int64_t j, int64_t target, float row_lse, float g, float softcap) {
-  return g * (__expf(z - row_lse) - (j == target ? 1.0f : 0.0f)) * softcap_derivative(z, softcap);
+// S_ij = g·(p − onehot)·softcap'(z), from p's exponent (z − LSE_i, however
+// the caller sums it) and the logit after the softcap, z.
+__device__ __forceinline__ float gradient_of(float exponent, float z, int64_t j, int64_t target, float g,
+                                             float softcap) {
+  return g * (__expf(exponent) - (j == target ? 1.0f : 0.0f)) * softcap_derivative(z, softcap);
 }
 
 // The same of a kept logit: the slabs keep cuBLAS's (before the softcap), the
 // chunks the fold's (after it).
 __device__ __forceinline__ float slab_gradient(float logit, bool capped, int64_t j, int64_t target, float row_lse,
                                                float g, float softcap) {
-  return gradient_of(capped ? logit : apply_softcap(logit, softcap), j, target, row_lse, g, softcap);
+  const float z = capped ? logit : apply_softcap(logit, softcap);
+  return gradient_of(z - row_lse, z, j, target, g, softcap);
 }
 
 // One block per row of the slab. kPackBf16: S_ij lands at bf16 index j of the
@@ -109,12 +112,6 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
 // where p is 0 in fp32 anyway).
 constexpr int kReferenceColumns = 32;
 
-// S_ij of a kept fp16 logit w with its group's reference m; shift = m − LSE_i.
-__device__ __forceinline__ float gradient_of_relative(float w, float m, float shift, int64_t j, int64_t target,
-                                                      float g, float softcap) {
-  return g * (__expf(w + shift) - (j == target ? 1.0f : 0.0f)) * softcap_derivative(m + w, softcap);
-}
-
 // The chunk's S from its fp16 logits, in place (bf16 into the same two
 // bytes): one block per row, eight logits (a quarter of a group) per thread
 // and step, each thread rewriting only what it read.
@@ -129,7 +126,7 @@ __global__ void chunk_gradient_from_half_kernel(__half* __restrict__ logits, con
   const float* m_row = references + row * (pitch / kReferenceColumns);
   __nv_bfloat16* s_row = reinterpret_cast<__nv_bfloat16*>(w_row);
   for (int64_t j = 8 * static_cast<int64_t>(threadIdx.x); j < v; j += 8 * static_cast<int64_t>(blockDim.x)) {
-    const float m = m_row[j / kReferenceColumns], shift = m - row_lse;
+    const float m = m_row[j / kReferenceColumns], shift = m - row_lse;  // p = exp(w + shift), z = m + w
     if (j + 7 < v) {  // 16 bytes: the pitch and j are multiples of 8
       uint4 word = *reinterpret_cast<const uint4*>(w_row + j);
       unsigned* pairs = reinterpret_cast<unsigned*>(&word);
@@ -137,14 +134,16 @@ __global__ void chunk_gradient_from_half_kernel(__half* __restrict__ logits, con
       for (int k = 0; k < 4; ++k) {
         const float2 w = __half22float2(*reinterpret_cast<const __half2*>(&pairs[k]));
         const __nv_bfloat162 s =
-            __floats2bfloat162_rn(gradient_of_relative(w.x, m, shift, j + 2 * k, target, g, softcap),
-                                  gradient_of_relative(w.y, m, shift, j + 2 * k + 1, target, g, softcap));
+            __floats2bfloat162_rn(gradient_of(w.x + shift, m + w.x, j + 2 * k, target, g, softcap),
+                                  gradient_of(w.y + shift, m + w.y, j + 2 * k + 1, target, g, softcap));
         pairs[k] = *reinterpret_cast<const unsigned*>(&s);
       }
       *reinterpret_cast<uint4*>(s_row + j) = word;
     } else {
-      for (int64_t k = j; k < v; ++k)
-        s_row[k] = __float2bfloat16(gradient_of_relative(__half2float(w_row[k]), m, shift, k, target, g, softcap));
+      for (int64_t k = j; k < v; ++k) {
+        const float w = __half2float(w_row[k]);
+        s_row[k] = __float2bfloat16(gradient_of(w + shift, m + w, k, target, g, softcap));
+      }
     }
   }
 }
