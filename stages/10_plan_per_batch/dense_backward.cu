@@ -204,36 +204,61 @@ struct FoldThenKeepTile {
 
   // The bf16 tiles' m16n8 picture: the 4 lanes of a quad hold a row's columns
   // in blocks of 8, two each, so z(r, 8q .. 8q + 7) of the 4 lanes are one
-  // group of 32 columns, whose largest two shuffles find.
+  // group of 32 columns, whose largest two shuffles find. Stored as they are
+  // held, a quad's pairs of one block cover 16 bytes, half a 32-byte sector;
+  // so each two blocks (16 columns) are exchanged first: lanes 2k and 2k + 1
+  // swap a word (the even lane gives its pair of the second block, the odd one
+  // its pair of the first), after which each lane holds 4 consecutive columns
+  // and the quad writes the 32 bytes in one store.
   __device__ void keep_half(Frag& frag, int64_t row0, int64_t col0) {
     if constexpr (Frag::kColumnsShareLaneMod4) {
       static_assert(Frag::kCols % 8 == 0, "whole groups of 32 columns per quad");
       const int64_t n = fold.p.n, v = fold.p.v, groups = keep.pitch / kReferenceColumns;
+      const int lane = static_cast<int>(threadIdx.x % 4);
+      const bool odd = (lane & 1) != 0;
 #pragma unroll
       for (int r = 0; r < Frag::kRows; ++r) {
         const int64_t row = row0 + Frag::row_of(r);
-        __half* out = static_cast<__half*>(keep.logits) + row * keep.pitch + col0;
+        const bool kept = row < n;  // the quad's four lanes agree; every lane still shuffles
+        __half* out = static_cast<__half*>(keep.logits) + (kept ? row : 0) * keep.pitch + col0;
 #pragma unroll
         for (int q = 0; q < Frag::kCols / 8; ++q) {
           float m = -INFINITY;
 #pragma unroll
           for (int c = 8 * q; c < 8 * q + 8; ++c) m = fmaxf(m, frag.z(r, c));
-          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));  // every lane shuffles: no row left out before
+          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
           m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-          const int first = Frag::col_of(8 * q);  // this lane's first column of the group
-          if (row >= n || col0 + first >= v) continue;
-          if (threadIdx.x % 4 == 0) keep.references[row * groups + (col0 + first) / kReferenceColumns] = m;
+          const int group = Frag::col_of(8 * q) - 2 * lane;  // the group's first column
+          if (kept && lane == 0 && col0 + group < v)
+            keep.references[row * groups + (col0 + group) / kReferenceColumns] = m;
 #pragma unroll
-          for (int c = 8 * q; c < 8 * q + 8; c += 2) {
-            const int col = Frag::col_of(c);
-            if (col0 + col + 1 < v)
-              *reinterpret_cast<__half2*>(out + col) = __floats2half2_rn(frag.z(r, c) - m, frag.z(r, c + 1) - m);
-            else if (col0 + col < v)
-              out[col] = __float2half_rn(frag.z(r, c) - m);
+          for (int h = 0; h < 2; ++h) {  // the group's two windows of 16 columns: blocks 2h and 2h + 1
+            const int ca = 8 * q + 4 * h, cb = ca + 2;  // this lane's pair in each block
+            const unsigned a = half2_bits(frag.z(r, ca) - m, frag.z(r, ca + 1) - m);
+            const unsigned b = half2_bits(frag.z(r, cb) - m, frag.z(r, cb + 1) - m);
+            const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+            // Even lane l: its pair and lane l + 1's of the first block, at 2l;
+            // odd lane l: lane l − 1's pair and its own of the second block, at 8 + 2(l − 1).
+            const uint2 word = odd ? make_uint2(got, b) : make_uint2(a, got);
+            const int col = group + 16 * h + (odd ? 8 + 2 * (lane - 1) : 2 * lane);
+            if (!kept) continue;
+            if (col0 + col + 3 < v) {
+              *reinterpret_cast<uint2*>(out + col) = word;  // 8-byte aligned: col is a multiple of 4
+            } else {
+              const unsigned halves[2] = {word.x, word.y};
+#pragma unroll
+              for (int k = 0; k < 4; ++k)
+                if (col0 + col + k < v)
+                  out[col + k] = __ushort_as_half(static_cast<unsigned short>(halves[k / 2] >> (16 * (k % 2))));
+            }
           }
         }
       }
     }
+  }
+  __device__ static unsigned half2_bits(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h);
   }
 };
 
