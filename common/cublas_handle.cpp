@@ -10,14 +10,17 @@ namespace cce {
 namespace {
 struct CublasState {
   cublasHandle_t handle = nullptr;
+  cublasLtHandle_t lt = nullptr;
   DeviceBuffer<uint8_t> workspace;
   CublasState() {
     CCE_CUBLAS_CHECK(cublasCreate(&handle));
     workspace = DeviceBuffer<uint8_t>(kCublasWorkspaceBytes);
     CCE_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace.get(), workspace.bytes()));
     CCE_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
+    CCE_CUBLAS_CHECK(cublasLtCreate(&lt));
   }
   ~CublasState() {
+    if (lt) cublasLtDestroy(lt);
     if (handle) cublasDestroy(handle);
   }
 };
@@ -42,6 +45,13 @@ cublasHandle_t cublas_handle() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_states[device]) g_states[device] = new CublasState();
   return g_states[device]->handle;
+}
+
+cublasLtHandle_t cublaslt_handle() {
+  cublas_handle();  // makes the device's state
+  const int device = current_device();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_states[device]->lt;
 }
 
 bool cublas_handle_created() {

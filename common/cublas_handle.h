@@ -4,6 +4,7 @@
 // fp32 and fp32 products are not downgraded to TF32.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <cstddef>
@@ -14,5 +15,8 @@ constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 cublasHandle_t cublas_handle();  // the current device's, created on first use
 bool cublas_handle_created();  // on the current device
+// cuBLASLt's, for the products that pick their algorithm under constraints
+// (stage 10's dC in bf16 rounded once); made with the device's cuBLAS handle.
+cublasLtHandle_t cublaslt_handle();
 
 }  // namespace cce

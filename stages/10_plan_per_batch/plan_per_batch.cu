@@ -199,7 +199,8 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
   if (scratch_.has(kDenseSlabItem))
     items = concat(items, dense_slab_items(p, plan_dense_slabs(p, slab_columns_flag_), scratch_.has(kDenseDcSlabItem)));
   if (before_forward)
-    items = concat(items, dense_chunk_items(p, plan_dense_chunks(p, chunk_rows_flag_), scratch_.has(kDenseDcItem)));
+    items = concat(items, dense_chunk_items(p, plan_dense_chunks(p, chunk_rows_flag_),
+                                             scratch_.has(kDenseDcItem) || scratch_.has(kDenseDcWorkspaceItem)));
   if (sample_scratch_.has(kSampleRowsItem)) {  // the sample's own items, named apart from the batch's
     const RowSample sample = plan_row_sample(p);
     for (const MemoryItem& item : sample_items(p, sample, plan_for(p.with_tokens(sample.rows))))

@@ -90,14 +90,18 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
 // chunk of rows, stage 03's forward with an epilogue that also keeps each
 // tile after its softcap (logits and LSE in one pass; fp16 logits for bf16
 // inputs), S in place, then dE's rows = S·C and dC += Sᵀ·E_rows by cuBLAS.
-// Three GEMMs in all, where the plan after a forward pays four; dC sums over
-// the chunks in fp32, in chunk order.
+// Three GEMMs in all, where the plan after a forward pays four. Several
+// chunks sum dC in fp32, in chunk order; one chunk (the batch's logits within
+// the budget) writes dC in one product, bf16 rounded once by cuBLASLt.
 struct DenseChunks {
   int64_t rows = 0, count = 0;
   int64_t pitch = 0;    // logits per row of the chunk (V padded to 64)
   int logit_bytes = 4;  // 2: fp16 logits (keeps_half_logits), 4: fp32
 };
-constexpr size_t kDefaultDenseChunkBytes = size_t{2} << 30;
+// The chunks' scratch budget: the logits, their references and, for several
+// chunks of bf16 inputs, dC's fp32 accumulator [V, D]. At gemma2_flat one
+// chunk of all 8192 rows (4.46 GB) needs less than two with the accumulator.
+constexpr size_t kDefaultDenseScratchBytes = size_t{9} << 29;  // 4.5 GiB
 constexpr const char* kDenseChunkItem = "dense plan: a chunk of logits fp16 (bf16 inputs) or fp32 [chunk rows, pitch]";
 constexpr const char* kDenseReferencesItem = "dense plan: the fp16 logits' references fp32 [chunk rows, pitch / 32]";
 // The chunks keep bf16 inputs' logits in fp16, each as z − m with m the largest
@@ -106,14 +110,17 @@ constexpr const char* kDenseReferencesItem = "dense plan: the fp16 logits' refer
 // for fp32 inputs. fp16 rounds each z − m once: the stage declares
 // GradientApproximation::logit_rounding = kHalfUnit (|z − m| ≤ max_j z_ij − z).
 bool keeps_half_logits(const Problem& problem);
-constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16)";
+constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16, several chunks)";
+constexpr const char* kDenseDcWorkspaceItem = "dense plan: cuBLASLt workspace of dC's product (bf16, one chunk)";
 constexpr const char* kDenseDeRowsItem = "dense plan: dE of a chunk fp32 [chunk rows, D] (bf16)";
 constexpr const char* kDenseGradScaleItem = "dense plan: per-token grad scale [N]";
-// `rows` per chunk (at most N); 0: as many as kDefaultDenseChunkBytes of logits hold, a multiple of 128, at least 128.
+// `rows` per chunk (at most N); 0: all N if their logits and references fit
+// kDefaultDenseScratchBytes, else as many as fit beside dC's fp32
+// accumulator (bf16), a multiple of 128, at least 128.
 DenseChunks plan_dense_chunks(const Problem& problem, int64_t rows = 0);
 // The chunk, the grad scale, the per-token losses (mean, sum), stage 03's
 // scratch for a chunk and, for bf16, a chunk's dE rows in fp32 and (with a
-// dC) dC's fp32 accumulator.
+// dC) dC's fp32 accumulator (several chunks) or its product's workspace (one).
 std::vector<MemoryItem> dense_chunk_items(const Problem& problem, const DenseChunks& chunks, bool with_dc);
 // loss, LSE, dE and dC (unless null) completely, from dense_chunk_items's scratch.
 void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/cublas_handle.h"
 #include "common/options.h"
 #include "stages/09_deterministic_products/slot_layout.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
@@ -251,31 +252,43 @@ TEST(DropChoice, RowSampleSpreadsOverTheBatch) {
   EXPECT_LE((sample.rows - 1) * sample.stride, p.n - 1) << "every sampled row exists";
 }
 
-// The chunks of rows before the forward: 2 GiB of logits by default (a
-// multiple of 128 rows, at least 128, at most N), or the rows asked for;
-// fp16 logits for bf16 inputs (twice the rows), fp32 for fp32 inputs and for
-// a softcap that fp16 could not hold.
+// The chunks of rows before the forward within kDefaultDenseScratchBytes:
+// all N rows when their logits (and fp16's references) fit, with no fp32
+// accumulator for dC; else as many rows as fit beside the accumulator (bf16),
+// a multiple of 128, at least 128, or the rows asked for. fp16 logits for bf16
+// inputs, fp32 for fp32 inputs and for a softcap that fp16 could not hold.
 TEST(DropChoice, DenseChunks) {
   Problem p;
   p.n = 8192, p.d = 2304, p.v = 256000;
   p.dtype = Dtype::kFloat32;
   DenseChunks chunks = plan_dense_chunks(p);
   EXPECT_EQ(chunks.logit_bytes, 4);
-  EXPECT_EQ(chunks.rows, 2048);
-  EXPECT_EQ(chunks.count, 4);
-  EXPECT_LE(static_cast<size_t>(chunks.rows * p.v) * 4, kDefaultDenseChunkBytes);
+  EXPECT_EQ(chunks.rows, 4608) << "fp32: no accumulator, so the logits have the whole budget";
+  EXPECT_EQ(chunks.count, 2);
+  EXPECT_LE(static_cast<size_t>(chunks.rows * p.v) * 4, kDefaultDenseScratchBytes);
   p.dtype = Dtype::kBFloat16;
   chunks = plan_dense_chunks(p);
   EXPECT_EQ(chunks.logit_bytes, 2) << "bf16 inputs: fp16 logits";
-  EXPECT_EQ(chunks.rows, 4096);
-  EXPECT_EQ(chunks.count, 2);
-  EXPECT_EQ(dense_chunk_items(p, chunks, true).front(),
-            MemoryItem(kDenseChunkItem, static_cast<size_t>(4096) * 256000 * 2));
+  EXPECT_EQ(chunks.rows, 8192) << "gemma2_flat: every row in one chunk (4.46 GB)";
+  EXPECT_EQ(chunks.count, 1);
+  std::vector<MemoryItem> items = dense_chunk_items(p, chunks, true);
+  EXPECT_EQ(items.front(), MemoryItem(kDenseChunkItem, static_cast<size_t>(8192) * 256000 * 2));
+  EXPECT_EQ(items.back(), MemoryItem(kDenseDcWorkspaceItem, kCublasWorkspaceBytes)) << "one chunk: dC by one product";
+  for (const MemoryItem& item : items) EXPECT_NE(item.first, kDenseDcItem) << "one chunk: no accumulator";
+  p.n = 16384;  // twice the rows: several chunks, each beside dC's fp32 accumulator
+  chunks = plan_dense_chunks(p);
+  EXPECT_EQ(chunks.rows, 4480);
+  EXPECT_EQ(chunks.count, 4);
+  items = dense_chunk_items(p, chunks, true);
+  EXPECT_EQ(items.back(), MemoryItem(kDenseDcItem, static_cast<size_t>(256000) * 2304 * 4));
+  EXPECT_LE(items.front().second + items[1].second + items.back().second, kDefaultDenseScratchBytes)
+      << "logits, references and accumulator within the budget";
+  p.n = 8192;
   p.softcap = 30.0f;
   EXPECT_EQ(plan_dense_chunks(p).logit_bytes, 2) << "gemma2's softcap: |z| < 30";
   p.softcap = 40000.0f;
   EXPECT_EQ(plan_dense_chunks(p).logit_bytes, 4) << "a softcap beyond 2^15: fp32 logits";
-  EXPECT_EQ(plan_dense_chunks(p).rows, 2048);
+  EXPECT_EQ(plan_dense_chunks(p).rows, 2304) << "fp32 logits beside the accumulator";
   p.softcap = 0.0f;
   p.dtype = Dtype::kFloat32;
   p.n = 77, p.v = 1129;
@@ -285,8 +298,10 @@ TEST(DropChoice, DenseChunks) {
   EXPECT_EQ(chunks.count, 3);
   p.dtype = Dtype::kBFloat16;
   EXPECT_EQ(dense_chunk_items(p, chunks, true).back().first, kDenseDcItem) << "bf16: dC summed in fp32";
-  EXPECT_EQ(dense_chunk_items(p, plan_dense_chunks(p), true).back().first, kDenseDcItem) << "bf16, one chunk: the same";
+  EXPECT_EQ(dense_chunk_items(p, plan_dense_chunks(p), true).back().first, kDenseDcWorkspaceItem)
+      << "bf16, one chunk: dC rounded once in its own product";
   EXPECT_EQ(dense_chunk_items(p, chunks, false).back().first, kDenseDeRowsItem) << "no dC: no accumulator; dE's rows";
+  EXPECT_EQ(dense_chunk_items(p, plan_dense_chunks(p), false).back().first, kDenseDeRowsItem) << "nor a workspace";
   p.dtype = Dtype::kFloat32;
   for (const MemoryItem& item : dense_chunk_items(p, chunks, true))
     EXPECT_TRUE(item.first != kDenseDcItem && item.first != kDenseDeRowsItem) << "fp32: cuBLAS writes dE and dC";

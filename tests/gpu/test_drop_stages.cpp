@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "common/check.h"
+#include "common/cublas_handle.h"
 #include "common/compare.h"
 #include "common/reference.h"
 #include "common/runner.h"
@@ -898,7 +899,8 @@ TEST(PlanPerBatch, PlanFollowsTheKeptShare) {
 // Both plans give the reference's result on the same inputs (odd sizes,
 // softcap, ignored tokens, each reduction, both dtypes): the dense one after
 // a forward over several slabs whose last is short, before one over several
-// chunks of rows whose last is short; and each dense plan is bitwise equal over two runs.
+// chunks of rows whose last is short and over one chunk of every row; and
+// each dense plan is bitwise equal over two runs.
 TEST(PlanPerBatch, BothPlansMatchTheReference) {
   SKIP_WITHOUT_GPU();
   for (const Dtype dtype : {Dtype::kBFloat16, Dtype::kFloat32})
@@ -931,6 +933,12 @@ TEST(PlanPerBatch, BothPlansMatchTheReference) {
       EXPECT_TRUE(before_again.out.loss == before.out.loss && before_again.out.lse == before.out.lse &&
                   before_again.out.de == before.out.de && before_again.out.dc == before.out.dc)
           << what << ": dense before the forward differs over two runs";
+      const DropRun one = run_stage10(p, in, upstream, {"--plan", "dense"});
+      EXPECT_EQ(one.stats.plan.chunks.count, 1) << what << ": every row in one chunk by default";
+      expect_exact_reference_check(p, in, one, upstream, what + ", dense before the forward, one chunk");
+      const DropRun one_again = run_stage10(p, in, upstream, {"--plan", "dense"});
+      EXPECT_TRUE(one_again.out.de == one.out.de && one_again.out.dc == one.out.dc)
+          << what << ": one chunk differs over two runs";
       const DropRun sparse = run_stage10(p, in, upstream, {"--plan", "sparse"});
       EXPECT_EQ(sparse.stats.plan.plan, s10::BackwardPlan::kSparse) << what;
       const CheckReport report =
@@ -1048,6 +1056,30 @@ TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
   EXPECT_EQ(bytes_of(s10::kDenseDcItem), size_t{5000} * 64 * 4);
   EXPECT_EQ(bytes_of(s10::kDenseDeRowsItem), size_t{128} * 64 * 4);
   EXPECT_EQ(bytes_of(s10::kDenseGradScaleItem), size_t{300} * 4);
+  EXPECT_EQ(runner.peak_beyond_inputs(), total_bytes(runner.memory_model(true)));
+}
+
+// One chunk of every row (the default when the logits fit the budget): dC
+// comes from one cuBLASLt product, bf16 rounded once, with no fp32
+// accumulator; its workspace is in the model, and the result is the
+// reference's (and the same as several chunks' up to dC's rounding).
+TEST(PlanPerBatch, OneDenseChunkWritesDcInItsProduct) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 64, 5000);
+  const HostInputs in = random_inputs(p, GeneratorOptions{}.seed);
+  s10::PlanPerBatchStage stage;
+  set_flags(stage, {"--plan", "dense"});
+  StageRunner runner(stage, p, in, default_upstream(p, 1));
+  runner.forward_backward();
+  runner.synchronize();
+  ASSERT_TRUE(stage.plan_choice().before_forward);
+  EXPECT_EQ(stage.plan_choice().chunks.count, 1);
+  bool workspace = false;
+  for (const MemoryItem& item : stage.workspace(p, true)) {
+    EXPECT_NE(item.first, s10::kDenseDcItem) << "one chunk: no fp32 accumulator";
+    if (item.first == s10::kDenseDcWorkspaceItem) workspace = item.second == kCublasWorkspaceBytes;
+  }
+  EXPECT_TRUE(workspace) << "the product's workspace is in the model";
   EXPECT_EQ(runner.peak_beyond_inputs(), total_bytes(runner.memory_model(true)));
 }
 

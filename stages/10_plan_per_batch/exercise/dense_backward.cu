@@ -20,13 +20,14 @@
 // the bytes of fp32; eleven significant bits of z − m where eager PyTorch keeps
 // bf16's eight of z), else in fp32. S follows in place; then dE's rows = S·C
 // and dC += Sᵀ·E_rows. Three GEMMs. dC sums over the chunks (fp32 for bf16),
-// which the slabs avoid.
+// which the slabs avoid, and one chunk of every row avoids too.
 //
 // Every sum runs in a fixed order (cuBLAS's, stage 03's): deterministic, and
 // exact up to the arithmetic of stage 01's backward (fp32 logits, S rounded
 // once; fp16 logits add one rounding of each logit, which the stage declares:
-// GradientApproximation::logit_rounding). cuBLAS writes every gradient
-// product in fp32; a bf16 dE or dC is rounded from it once, here.
+// GradientApproximation::logit_rounding). A bf16 dE or dC is rounded once from
+// fp32: cuBLAS writes the products in fp32 and the plan rounds them, except
+// one chunk's dC, which cuBLASLt writes in bf16 from fp32 sums.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -207,36 +208,61 @@ struct FoldThenKeepTile {
 
   // The bf16 tiles' m16n8 picture: the 4 lanes of a quad hold a row's columns
   // in blocks of 8, two each, so z(r, 8q .. 8q + 7) of the 4 lanes are one
-  // group of 32 columns, whose largest two shuffles find.
+  // group of 32 columns, whose largest two shuffles find. Stored as they are
+  // held, a quad's pairs of one block cover 16 bytes, half a 32-byte sector;
+  // so each two blocks (16 columns) are exchanged first: lanes 2k and 2k + 1
+  // swap a word (the even lane gives its pair of the second block, the odd one
+  // its pair of the first), after which each lane holds 4 consecutive columns
+  // and the quad writes the 32 bytes in one store.
   __device__ void keep_half(Frag& frag, int64_t row0, int64_t col0) {
     if constexpr (Frag::kColumnsShareLaneMod4) {
       static_assert(Frag::kCols % 8 == 0, "whole groups of 32 columns per quad");
       const int64_t n = fold.p.n, v = fold.p.v, groups = keep.pitch / kReferenceColumns;
+      const int lane = static_cast<int>(threadIdx.x % 4);
+      const bool odd = (lane & 1) != 0;
 #pragma unroll
       for (int r = 0; r < Frag::kRows; ++r) {
         const int64_t row = row0 + Frag::row_of(r);
-        __half* out = static_cast<__half*>(keep.logits) + row * keep.pitch + col0;
+        const bool kept = row < n;  // the quad's four lanes agree; every lane still shuffles
+        __half* out = static_cast<__half*>(keep.logits) + (kept ? row : 0) * keep.pitch + col0;
 #pragma unroll
         for (int q = 0; q < Frag::kCols / 8; ++q) {
           float m = -INFINITY;
 #pragma unroll
           for (int c = 8 * q; c < 8 * q + 8; ++c) m = fmaxf(m, frag.z(r, c));
-          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));  // every lane shuffles: no row left out before
+          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
           m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-          const int first = Frag::col_of(8 * q);  // this lane's first column of the group
-          if (row >= n || col0 + first >= v) continue;
-          if (threadIdx.x % 4 == 0) keep.references[row * groups + (col0 + first) / kReferenceColumns] = m;
+          const int group = Frag::col_of(8 * q) - 2 * lane;  // the group's first column
+          if (kept && lane == 0 && col0 + group < v)
+            keep.references[row * groups + (col0 + group) / kReferenceColumns] = m;
 #pragma unroll
-          for (int c = 8 * q; c < 8 * q + 8; c += 2) {
-            const int col = Frag::col_of(c);
-            if (col0 + col + 1 < v)
-              *reinterpret_cast<__half2*>(out + col) = __floats2half2_rn(frag.z(r, c) - m, frag.z(r, c + 1) - m);
-            else if (col0 + col < v)
-              out[col] = __float2half_rn(frag.z(r, c) - m);
+          for (int h = 0; h < 2; ++h) {  // the group's two windows of 16 columns: blocks 2h and 2h + 1
+            const int ca = 8 * q + 4 * h, cb = ca + 2;  // this lane's pair in each block
+            const unsigned a = half2_bits(frag.z(r, ca) - m, frag.z(r, ca + 1) - m);
+            const unsigned b = half2_bits(frag.z(r, cb) - m, frag.z(r, cb + 1) - m);
+            const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+            // Even lane l: its pair and lane l + 1's of the first block, at 2l;
+            // odd lane l: lane l − 1's pair and its own of the second block, at 8 + 2(l − 1).
+            const uint2 word = odd ? make_uint2(got, b) : make_uint2(a, got);
+            const int col = group + 16 * h + (odd ? 8 + 2 * (lane - 1) : 2 * lane);
+            if (!kept) continue;
+            if (col0 + col + 3 < v) {
+              *reinterpret_cast<uint2*>(out + col) = word;  // 8-byte aligned: col is a multiple of 4
+            } else {
+              const unsigned halves[2] = {word.x, word.y};
+#pragma unroll
+              for (int k = 0; k < 4; ++k)
+                if (col0 + col + k < v)
+                  out[col + k] = __ushort_as_half(static_cast<unsigned short>(halves[k / 2] >> (16 * (k % 2))));
+            }
           }
         }
       }
     }
+  }
+  __device__ static unsigned half2_bits(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h);
   }
 };
 
@@ -246,6 +272,59 @@ struct FoldThenKeepTile {
 bool accumulates_dc_in_fp32(const Problem& p, bool with_dc) { return with_dc && p.dtype == Dtype::kBFloat16; }
 
 int to_int(int64_t x) { return static_cast<int>(x); }  // Problem::validate keeps N, D, V below 2^31
+
+// out [m, n] = a [m, k] · bᵀ (b stored [n, k]), column-major, bf16 in and out,
+// each output rounded once from its fp32 sum: cuBLASLt may split the sum over
+// k only with fp32 partial sums in the workspace (reduction scheme "compute
+// type"), never adding partial sums in bf16 (schemes "in place" and "output
+// type", which cuBLAS's own choice may take). Checked on the algorithm found.
+void product_to_bf16_rounded_once(int m, int n, int k, const void* a, int lda, const void* b, int ldb, void* out,
+                                  int ldo, void* workspace, cudaStream_t stream) {
+  struct Descriptors {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, out = nullptr;
+    cublasLtMatmulPreference_t preference = nullptr;
+    ~Descriptors() {
+      if (preference) cublasLtMatmulPreferenceDestroy(preference);
+      if (out) cublasLtMatrixLayoutDestroy(out);
+      if (b) cublasLtMatrixLayoutDestroy(b);
+      if (a) cublasLtMatrixLayoutDestroy(a);
+      if (op) cublasLtMatmulDescDestroy(op);
+    }
+  } desc;
+  const cublasOperation_t no = CUBLAS_OP_N, transposed = CUBLAS_OP_T;
+  CCE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CCE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &no, sizeof(no)));
+  CCE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &transposed, sizeof(transposed)));
+  CCE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.a, CUDA_R_16BF, m, k, lda));
+  CCE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.b, CUDA_R_16BF, n, k, ldb));
+  CCE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.out, CUDA_R_16BF, m, n, ldo));
+  CCE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&desc.preference));
+  const uint64_t workspace_bytes = kCublasWorkspaceBytes;
+  const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  CCE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                        &workspace_bytes, sizeof(workspace_bytes)));
+  CCE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                        &schemes, sizeof(schemes)));
+  cublasLtHandle_t lt = cublaslt_handle();
+  cublasLtMatmulHeuristicResult_t found{};
+  int count = 0;
+  CCE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc.op, desc.a, desc.b, desc.out, desc.out, desc.preference, 1,
+                                                  &found, &count));
+  if (count == 0) throw CudaError("cuBLASLt has no bf16 product with fp32 partial sums for dC");
+  uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  uint32_t splits = 1;
+  size_t written = 0;
+  CCE_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&found.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                        sizeof(splits), &written));
+  CCE_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&found.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                        sizeof(scheme), &written));
+  if (splits > 1 && scheme != CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
+    throw CudaError("cuBLASLt chose a bf16 dC product that adds partial sums in bf16");
+  const float one = 1.0f, zero = 0.0f;
+  CCE_CUBLAS_CHECK(cublasLtMatmul(lt, desc.op, &one, a, desc.a, b, desc.b, &zero, out, desc.out, out, desc.out,
+                                  &found.algo, workspace, workspace_bytes, stream));
+}
 
 }  // namespace
 
@@ -312,9 +391,16 @@ DenseChunks plan_dense_chunks(const Problem& p, int64_t rows) {
   chunks.logit_bytes = keeps_half_logits(p) ? 2 : 4;
   chunks.pitch = (p.v + kSlabPitchMultiple - 1) / kSlabPitchMultiple * kSlabPitchMultiple;
   if (rows <= 0) {
-    const int64_t fit = static_cast<int64_t>(kDefaultDenseChunkBytes /
-                                             (static_cast<size_t>(chunks.logit_bytes) * std::max<int64_t>(chunks.pitch, 1)));
-    rows = std::max(kRowMultiple, fit / kRowMultiple * kRowMultiple);
+    const size_t per_row = static_cast<size_t>(chunks.pitch) * chunks.logit_bytes +
+                           (chunks.logit_bytes == 2 ? static_cast<size_t>(chunks.pitch / kReferenceColumns) * 4 : 0);
+    const size_t accumulator = p.dtype == Dtype::kBFloat16 ? static_cast<size_t>(p.v * p.d) * 4 : 0;
+    if (static_cast<size_t>(p.n) * per_row <= kDefaultDenseScratchBytes) {
+      rows = p.n;  // one chunk, no accumulator
+    } else {
+      const size_t left = kDefaultDenseScratchBytes > accumulator ? kDefaultDenseScratchBytes - accumulator : 0;
+      const int64_t fit = static_cast<int64_t>(left / std::max<size_t>(per_row, 1));
+      rows = std::max(kRowMultiple, fit / kRowMultiple * kRowMultiple);
+    }
   }
   chunks.rows = std::min(p.n, rows);
   chunks.count = chunks.rows > 0 ? (p.n + chunks.rows - 1) / chunks.rows : 0;
@@ -322,6 +408,16 @@ DenseChunks plan_dense_chunks(const Problem& p, int64_t rows) {
 }
 
 namespace {
+
+// Per chunk of bf16 inputs, dC's rounding needs fp32 sums: several chunks sum
+// into an fp32 accumulator rounded at the end; one chunk's product rounds its
+// own fp32 sums (product_to_bf16_rounded_once), in cuBLASLt's workspace.
+bool sums_dc_in_fp32(const Problem& p, const DenseChunks& chunks, bool with_dc) {
+  return accumulates_dc_in_fp32(p, with_dc) && chunks.count > 1;
+}
+bool rounds_dc_in_its_product(const Problem& p, const DenseChunks& chunks, bool with_dc) {
+  return accumulates_dc_in_fp32(p, with_dc) && chunks.count == 1;
+}
 
 // Stage 03's scratch for the largest of the chunks' plans (the last chunk may be shorter).
 std::vector<MemoryItem> chunk_lse_items(const Problem& p, const DenseChunks& chunks) {
@@ -346,7 +442,8 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
   items = concat(items, per_token_loss_scratch(p));
   items = concat(items, chunk_lse_items(p, chunks));
   if (p.dtype == Dtype::kBFloat16) items.push_back({kDenseDeRowsItem, static_cast<size_t>(chunks.rows * p.d) * 4});
-  if (accumulates_dc_in_fp32(p, with_dc)) items.push_back({kDenseDcItem, static_cast<size_t>(p.v * p.d) * 4});
+  if (sums_dc_in_fp32(p, chunks, with_dc)) items.push_back({kDenseDcItem, static_cast<size_t>(p.v * p.d) * 4});
+  if (rounds_dc_in_its_product(p, chunks, with_dc)) items.push_back({kDenseDcWorkspaceItem, kCublasWorkspaceBytes});
   return items;
 }
 
@@ -362,8 +459,10 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
   float* grad_scale = scratch.get<float>(kDenseGradScaleItem);
   float* per_token = per_token_loss_buffer(p, loss, scratch);
   // dC's sum over the chunks and dE's rows in fp32: in dC and dE themselves (fp32), else beside them.
-  float* dc_acc = accumulates_dc_in_fp32(p, dc != nullptr) ? scratch.get<float>(kDenseDcItem) : nullptr;
+  float* dc_acc = sums_dc_in_fp32(p, chunks, dc != nullptr) ? scratch.get<float>(kDenseDcItem) : nullptr;
   void* dc_sum = dc_acc != nullptr ? static_cast<void*>(dc_acc) : dc;
+  void* dc_workspace =
+      rounds_dc_in_its_product(p, chunks, dc != nullptr) ? scratch.get<unsigned char>(kDenseDcWorkspaceItem) : nullptr;
   float* de_rows_fp32 = bf16 ? scratch.get<float>(kDenseDeRowsItem) : nullptr;
   compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
   // S's pitch in its own elements: in place of fp16 or fp32 logits, or bf16 packed into fp32 rows.
@@ -403,7 +502,9 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
                                   d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (bf16) s06::cast_to_bf16(de_rows_fp32, de_rows, static_cast<int64_t>(n_rows) * p.d, stream);
     // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V]; none for a frozen classifier.
-    if (dc != nullptr) {
+    if (dc_workspace != nullptr) {
+      product_to_bf16_rounded_once(d, v, n_rows, e_rows, d, logits, s_pitch, dc, d, dc_workspace, stream);
+    } else if (dc != nullptr) {
       const float* beta = first == 0 ? &zero : &one;
       CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, n_rows, &one, e_rows, type, d, logits,
                                     type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
