@@ -49,7 +49,9 @@ FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "ben
          "bench_h100_79c303f.json", "bench_peers_h100_79c303f.json", "bench_h100_422112f.json",
          "bench_peers_h100_422112f.json", "bench_lm_h100_422112f.json", "bench_peers_lm_h100_422112f.json",
          "bench_peers_op_h100_3070454.json", "bench_h100_1058222.json", "bench_peers_h100_1058222.json",
-         "bench_dense_plan_h100_164d8ce.json", "bench_peers_dense_plan_h100_164d8ce.json")
+         "bench_dense_plan_h100_164d8ce.json", "bench_peers_dense_plan_h100_164d8ce.json",
+         "bench_dense_plan_h100_18ae454.json", "bench_peers_dense_plan_h100_18ae454.json",
+         "bench_dense_plan_h100_4bb2fec.json", "bench_peers_dense_plan_h100_4bb2fec.json")
 BLOCKS = ("summary", "tables", "appendix")
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
