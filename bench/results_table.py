@@ -17,7 +17,8 @@ among them, come from the files: a new stage appears without a change here. Writ
             implementation with no case at a shape has no row there; a footnote says which file each
             column comes from.
   tables    one table per shape (the generated shapes, then the trained-model ones), the same footnote.
-  appendix  the run context of each file (GPU, date, commit, versions, clocks), local paths left out.
+  appendix  the run context of each file (GPU, date, commit, versions, clocks), local paths left out; a file
+            whose context has both cce_bench's own cce_commit and a different commit written by hand shows both.
 
 One value per case: when several files hold the same (impl, mode, shape), every table takes the newest
 run, the file whose context "date" is latest (a file without a date counts as the oldest; on equal dates
@@ -603,9 +604,11 @@ def appendix_lines(loaded, merged):
         name = os.path.basename(path)
         gpu = context.get("gpu_name") or context.get("gpu") or "not recorded"
         gpus.add(gpu)
-        commit = context.get("cce_commit") or context.get("commit") or "not recorded"
+        own, given = context.get("cce_commit"), context.get("commit")   # cce_bench's record; one written by hand
+        commit = (f"`{given}` (cce_bench recorded `{own}`)" if own and given and own != given
+                  else f"`{own or given or 'not recorded'}`")
         date = context.get("date", "not recorded")
-        lines.append(f"- `{name}`: GPU **{gpu}**, date {date}, commit `{commit}`;"
+        lines.append(f"- `{name}`: GPU **{gpu}**, date {date}, commit {commit};"
                      f" {used.get(path, 0)} of its {len(results)} cases in the tables")
         for key, text in items.items():
             if key not in common.get(name, ()):
