@@ -223,7 +223,6 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
   else
     runner.forward();
   HostOutputs out = runner.download();
-  const size_t peak = runner.peak_beyond_inputs();
 
   print_loss(p, out.loss, inputs.targets);
   for (const auto& line : stage->report_lines()) std::printf("  %s\n", line.c_str());
@@ -245,6 +244,8 @@ int run(StageFactory factory, const std::string& program, int argc, char** argv)
     if (f.backward) std::printf("   forward+backward %.3f ms", runner.time_forward_backward_ms(static_cast<int>(f.iters)));
     std::printf("   (median of %lld)\n", static_cast<long long>(f.iters));
   }
+  // Both after the timed calls too: a stage that plans per batch (stage 10) may hold other items after its first.
+  const size_t peak = runner.peak_beyond_inputs();
   std::vector<MemoryItem> model = runner.memory_model(f.backward);
   std::printf("  memory       peak %s beyond the inputs (inputs %s); model %s:", format_mb(peak).c_str(),
               format_mb(runner.input_bytes()).c_str(), format_mb(total_bytes(model)).c_str());
