@@ -36,23 +36,20 @@ int current_device() {
   if (device < 0 || device >= kMaxDevices) throw CudaError("cublas_handle: device " + std::to_string(device) + " out of range");
   return device;
 }
-}  // namespace
 
-cublasHandle_t cublas_handle() {
-  // Leaked on purpose: destroying a handle after the CUDA runtime has shut down
-  // at exit is not allowed.
+// The current device's state, made on first use there. Leaked on purpose:
+// destroying a handle after the CUDA runtime has shut down at exit is not allowed.
+const CublasState& device_state() {
   const int device = current_device();
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_states[device]) g_states[device] = new CublasState();
-  return g_states[device]->handle;
+  return *g_states[device];
 }
+}  // namespace
 
-cublasLtHandle_t cublaslt_handle() {
-  cublas_handle();  // makes the device's state
-  const int device = current_device();
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_states[device]->lt;
-}
+cublasHandle_t cublas_handle() { return device_state().handle; }
+
+cublasLtHandle_t cublaslt_handle() { return device_state().lt; }
 
 bool cublas_handle_created() {
   const int device = current_device();
