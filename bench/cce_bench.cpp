@@ -11,15 +11,16 @@
 //             read from --lm-data=DIR/<shape>/{e,c,targets}.npy, written by bench/lm_data.py: lm128k is
 //             its final model, lm128k_sK the same model after K training steps, s0 untrained, all
 //             written by one `lm_data.py --only lm128k`; run by default when their files are there).
-// Google Benchmark appends /iterations:K/repeats:5/manual_time to the names it
+// Google Benchmark appends /iterations:1/repeats:K/manual_time to the names it
 // reports; bench/results_table.py keeps the first three components.
 //
 // Each case is set up once (inputs uploaded, one measured run, warm-up) and kept
-// across its repetitions; the next case frees it first. Times are CUDA-event
-// times of each iteration (manual time); the JSON keeps mean, median, stddev
-// and cv over 5 repetitions.
+// across its repetitions; the next case frees it first. A repetition is one
+// call timed by CUDA events (manual time), K = 50 of them in a row; the JSON
+// keeps their median, min, max, mean and stddev: the statistics of single
+// calls, as bench/peers.py reports them.
 //
-// Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2,gemma2_flat,lm32k,lm128k,lm128k_s0,...] [--iters=K]
+// Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2,gemma2_flat,lm32k,lm128k,lm128k_s0,...] [--calls=K]
 //                  [--lm-data=DIR]
 //                  [Google Benchmark flags: --benchmark_filter=REGEX --benchmark_out=FILE
 //                   --benchmark_out_format=json ...]
@@ -107,8 +108,9 @@ constexpr LmShape kLmShapes[] = {
 constexpr const char* kDefaultLmData = "/tmp/cce-lm-data";
 
 constexpr uint64_t kSeed = 1234;
-constexpr int kRepetitions = 5;
-// The spread of the repetitions, reported beside the median (min and max aggregates).
+// Timed calls per case, each its own repetition of one iteration (--calls).
+constexpr int kDefaultCalls = 50;
+// The spread of the calls, reported beside the median (min and max aggregates).
 double fastest(const std::vector<double>& values) { return *std::min_element(values.begin(), values.end()); }
 double slowest(const std::vector<double>& values) { return *std::max_element(values.begin(), values.end()); }
 constexpr int kWarmupRuns = 2;  // untimed, after the two runs of a case that measure it
@@ -336,7 +338,7 @@ struct ActiveCase {
 
 std::unique_ptr<ActiveCase> g_case;
 std::map<std::string, double> g_floor_ms;  // <mode>/<shape> -> median ms of the floor in this run
-int g_iterations = 10;
+int g_calls = kDefaultCalls;
 
 void setup_floor(ActiveCase& c, const CaseSpec& spec) {
   ShapeData& sd = shape_data(spec.shape);
@@ -474,8 +476,7 @@ void run_case(benchmark::State& state, const CaseSpec& spec) {
     state.SkipWithError(c.error.c_str());
     return;
   }
-  std::vector<double> times_ms;
-  times_ms.reserve(static_cast<size_t>(g_iterations));
+  std::vector<double> times_ms;  // one call: a repetition is one iteration
   for (auto _ : state) {
     double ms = 0.0;
     try {
@@ -493,7 +494,7 @@ void run_case(benchmark::State& state, const CaseSpec& spec) {
   }
   if (!c.error.empty() || times_ms.empty()) return;
 
-  const double rep_ms = median(times_ms);  // this repetition's median
+  const double rep_ms = median(times_ms);
   if (c.is_floor) {
     c.floor_times_ms.insert(c.floor_times_ms.end(), times_ms.begin(), times_ms.end());
     g_floor_ms[spec.floor_key] = median(c.floor_times_ms);
@@ -609,8 +610,9 @@ void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_dat
   benchmark::AddCustomContext("cce_floor", "cuBLAS bf16 GEMMs, fp32 accumulation, V padded to a multiple of " +
                                            std::to_string(kFloorPadMultiple) +
                                            " (zero rows of C; counter logits_ld = the padded V)");
-  benchmark::AddCustomContext("cce_iterations", std::to_string(g_iterations) + " per repetition, " +
-                                                    std::to_string(kRepetitions) + " repetitions, after " +
+  benchmark::AddCustomContext("cce_iterations", std::to_string(g_calls) +
+                                                    " timed calls per case in a row, each its own repetition (median, "
+                                                    "min, max over single calls), after " +
                                                     std::to_string(kWarmupRuns + 1) + " untimed runs per case");
   std::string shape_text;
   for (const Shape& s : shapes) {
@@ -625,7 +627,7 @@ void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_dat
 struct BenchFlags {
   std::vector<Shape> shapes;
   std::string lm_data = kDefaultLmData;
-  int iterations = 10;
+  int calls = kDefaultCalls;
   bool list_only = false;
   bool help = false;
 };
@@ -665,11 +667,11 @@ bool lm_files_present(const std::string& lm_data, const std::string& name) {
          fs::is_regular_file(dir / "targets.npy", ec);
 }
 
-// Takes --shapes, --iters and --lm-data out of argv (Google Benchmark's flags stay).
+// Takes --shapes, --calls and --lm-data out of argv (Google Benchmark's flags stay).
 BenchFlags parse_own_flags(int* argc, char** argv) {
   BenchFlags flags;
-  std::string shapes_text, iters_text, lm_data_text;
-  bool shapes_set = false, iters_set = false, lm_data_set = false;
+  std::string shapes_text, calls_text, lm_data_text, iters_text;
+  bool shapes_set = false, calls_set = false, lm_data_set = false, iters_set = false;
   int out = 1;
   for (int k = 1; k < *argc; ++k) {
     const std::string arg = argv[k];
@@ -685,8 +687,8 @@ BenchFlags parse_own_flags(int* argc, char** argv) {
       *set = true;
       return true;
     };
-    if (take("--shapes", &shapes_text, &shapes_set) || take("--iters", &iters_text, &iters_set) ||
-        take("--lm-data", &lm_data_text, &lm_data_set))
+    if (take("--shapes", &shapes_text, &shapes_set) || take("--calls", &calls_text, &calls_set) ||
+        take("--iters", &iters_text, &iters_set) || take("--lm-data", &lm_data_text, &lm_data_set))
       continue;
     if (arg == "--help" || arg == "-h") flags.help = true;
     if (arg.rfind("--benchmark_list_tests", 0) == 0 && arg != "--benchmark_list_tests=false" &&
@@ -740,13 +742,14 @@ BenchFlags parse_own_flags(int* argc, char** argv) {
   }
   if (flags.shapes.empty() && !flags.help)
     throw InputError("no shape left to run (the trained-model data asked for is not there)");
-  if (iters_set) {
+  if (iters_set) throw InputError("--iters is gone: --calls=K sets the timed calls per case (default 50)");
+  if (calls_set) {
     char* end = nullptr;
     errno = 0;
-    const long value = std::strtol(iters_text.c_str(), &end, 10);
-    if (iters_text.empty() || *end != '\0' || errno != 0 || value < 1 || value > 1000000)
-      throw InputError("--iters expects an integer >= 1, got '" + iters_text + "'");
-    flags.iterations = static_cast<int>(value);
+    const long value = std::strtol(calls_text.c_str(), &end, 10);
+    if (calls_text.empty() || *end != '\0' || errno != 0 || value < 1 || value > 1000000)
+      throw InputError("--calls expects an integer >= 1, got '" + calls_text + "'");
+    flags.calls = static_cast<int>(value);
   }
   return flags;
 }
@@ -755,14 +758,14 @@ int bench_main(int argc, char** argv) {
   const BenchFlags flags = parse_own_flags(&argc, argv);
   if (flags.help) {
     std::printf(
-        "usage: cce_bench [--shapes=NAME,...] [--iters=K] [--lm-data=DIR] [Google Benchmark flags]\n"
+        "usage: cce_bench [--shapes=NAME,...] [--calls=K] [--lm-data=DIR] [Google Benchmark flags]\n"
         "  --shapes=NAME,...  shapes to run, of: %s\n"
         "                     (default: the generated ones, and each lm shape whose files are in --lm-data)\n"
-        "  --iters=K          timed iterations per repetition (default 10; %d repetitions)\n"
+        "  --calls=K          timed calls per case, in a row (default %d): median, min, max of single calls\n"
         "  --lm-data=DIR      trained-model data: DIR/<shape>/{e,c,targets}.npy from bench/lm_data.py\n"
         "                     (default %s)\n"
         "Benchmarks are named <impl>/<mode>/<shape>; see bench/README.md.\n",
-        known_shapes().c_str(), kRepetitions, kDefaultLmData);
+        known_shapes().c_str(), kDefaultCalls, kDefaultLmData);
     std::printf("generated shapes (bf16, mean reduction, seed %llu):  name N D V data\n",
                 static_cast<unsigned long long>(kSeed));
     for (const GeneratedShape& g : kGeneratedShapes)
@@ -772,14 +775,14 @@ int bench_main(int argc, char** argv) {
     for (const LmShape& l : kLmShapes) std::printf("  %-12s %s\n", l.name, l.dataset);
     std::printf("\n");
   }
-  g_iterations = flags.iterations;
+  g_calls = flags.calls;
   // Registered before Initialize, so that --benchmark_list_tests and --help work without a GPU.
   for (const CaseSpec& spec : make_cases(flags.shapes)) {
     benchmark::RegisterBenchmark(spec.name.c_str(), [spec](benchmark::State& state) { run_case(state, spec); })
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
-        ->Iterations(g_iterations)
-        ->Repetitions(kRepetitions)
+        ->Iterations(1)
+        ->Repetitions(g_calls)
         ->ComputeStatistics("min", &fastest)
         ->ComputeStatistics("max", &slowest)
         ->ReportAggregatesOnly(true);

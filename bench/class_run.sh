@@ -21,8 +21,8 @@
 # --shapes: cce_bench's shapes (default gpt2,llama3,gemma2,gemma2_flat: those of
 # ours that need no trained-model data); --quick: the short run: builds only
 # the stage executables and cce_bench (not the GPU test suite), runs only the
-# stages' own checks (ctest -L stage) in step 2, and benchmarks gpt2 only, 3
-# timed iterations per repetition; --out-dir: where the page and its files go.
+# stages' own checks (ctest -L stage) in step 2, and benchmarks gpt2 only, 15
+# timed calls per case; --out-dir: where the page and its files go.
 # Exits 77 with one line when no GPU is visible, 1 when the GPU tests failed
 # (after writing the page, which says so), else 0.
 # Environment: BUILD_DIR, CMAKE_CUDA_ARCHITECTURES, CTEST_JOBS (default 4), CUDACXX, PYTHON (default
@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
     --shapes=*) shapes="${1#--shapes=}" ;;
     --quick)
       shapes="gpt2"
-      bench_args+=(--iters=3)
+      bench_args+=(--calls=15)
       test_labels="stage"
       export CCE_BUILD_TARGETS="cce_stages cce_bench"
       ;;

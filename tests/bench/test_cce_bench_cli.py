@@ -21,7 +21,7 @@ BENCH = None  # set from the command line
 GENERATED = ["small", "gpt2", "llama3", "gemma2", "gemma2_flat"]
 LM_SHAPES = ["lm32k", "lm128k", "lm128k_s0", "lm128k_s30", "lm128k_s100", "lm128k_s300"]
 NAME = re.compile(r"^(cublas_floor|stage\d\d_[a-z0-9_]+)/(loss|loss_grad)/([a-z0-9_]+)"
-                  r"/iterations:(\d+)/repeats:5/manual_time$")
+                  r"/iterations:1/repeats:(\d+)/manual_time$")
 
 
 def run(*args):
@@ -69,7 +69,7 @@ class CceBenchCli(unittest.TestCase):
         parsed = [NAME.match(n) for n in names]
         self.assertTrue(all(parsed), names)
         self.assertEqual({m.group(3) for m in parsed}, {"small"})
-        self.assertEqual({m.group(4) for m in parsed}, {"10"})
+        self.assertEqual({m.group(4) for m in parsed}, {"50"})
         keys = [f"{m.group(1)}/{m.group(2)}" for m in parsed]
         # The floors come first: the stages' floor_ratio divides by them.
         self.assertEqual(keys[:2], ["cublas_floor/loss", "cublas_floor/loss_grad"])
@@ -155,8 +155,8 @@ class CceBenchCli(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("shapes to run, of: " + ", ".join(GENERATED + LM_SHAPES) + "\n", proc.stdout)
 
-    def test_shapes_and_iters(self):
-        names = listed("--shapes", "gemma2,gpt2", "--iters=3")
+    def test_shapes_and_calls(self):
+        names = listed("--shapes", "gemma2,gpt2", "--calls=3")
         shapes = {NAME.match(n).group(3) for n in names}
         self.assertEqual(shapes, {"gpt2", "gemma2"})
         self.assertEqual({NAME.match(n).group(4) for n in names}, {"3"})
@@ -176,8 +176,9 @@ class CceBenchCli(unittest.TestCase):
             (["--lm-data"], "--lm-data needs a value"),
             (["--shapes="], "unknown shape ''"),
             (["--shapes"], "--shapes needs a value"),
-            (["--iters=0"], "--iters expects an integer >= 1, got '0'"),
-            (["--iters=5x"], "--iters expects an integer >= 1"),
+            (["--calls=0"], "--calls expects an integer >= 1, got '0'"),
+            (["--calls=5x"], "--calls expects an integer >= 1"),
+            (["--iters=3"], "--iters is gone: --calls=K sets the timed calls per case (default 50)"),
             (["--no_such_flag"], "unrecognized command-line flag: --no_such_flag"),
         ]:
             with self.subTest(args=args):
