@@ -200,6 +200,10 @@ struct KeptTiles {
 size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in the work buffer
 KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const BackwardBuffers& buffers,
                             const float* lse, const BackwardChoice& choice, cudaStream_t stream);
+// Its second half, for a caller that decided otherwise: the flags buffers.keep
+// and the per-tile counts buffers.kept_counts are on the stream already.
+KeptTiles kept_tiles_from_flags(const Problem& problem, const DropPlan& plan, const BackwardBuffers& buffers,
+                                const float* lse, const BackwardChoice& choice, cudaStream_t stream);
 // Blocks of the recomputation resident on this GPU at once (SMs × blocks per SM).
 int64_t recompute_resident_blocks(const Problem& p);
 // runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.

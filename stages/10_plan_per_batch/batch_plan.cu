@@ -36,6 +36,9 @@ dim3 pair_grid(const s09::DropPlan& plan) {
 // in fixed point (2^-32), so that the sum and the eps chosen from it do not
 // depend on the order of the additions; mass[kAutoExponents] counts the rows
 // with a gradient. A block per (token block, tile), as stage 08's decision.
+// The pair's largest such e, as e − kAutoFirstExponent + 1 (0: none), goes to
+// its flag [tile][token block], so that the decision at the chosen eps needs
+// no second pass over the statistics (keep_pairs_at_eps).
 constexpr double kMassUnit = 4294967296.0;  // 2^32
 struct LogEps {
   float at[kAutoExponents];
@@ -44,7 +47,7 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
                                     const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
                                     const int64_t* __restrict__ position, const int* __restrict__ token_order,
                                     int64_t n, int64_t token_blocks, int64_t tile_cols, LogEps log_eps,
-                                    unsigned long long* __restrict__ mass) {
+                                    unsigned long long* __restrict__ mass, uint8_t* __restrict__ drop_exponent) {
   __shared__ float warp_max[32], warp_mass[32];
   __shared__ int warp_rows[32];
   const int64_t tile = blockIdx.x;
@@ -75,6 +78,7 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
       for (int w = 0; w < warps; ++w) largest = fmaxf(largest, warp_max[w]), pair_mass += warp_mass[w], rows += warp_rows[w];
       int k = kAutoExponents - 1;  // the largest e whose test drops the pair
       while (k >= 0 && !(largest < log_eps.at[k])) --k;
+      drop_exponent[tile * token_blocks + b] = static_cast<uint8_t>(k + 1);
       if (k >= 0 && pair_mass > 0.0f)
         atomicAdd(mass + k, static_cast<unsigned long long>(llrint(static_cast<double>(pair_mass) * kMassUnit)));
       if (tile == 0 && rows > 0) atomicAdd(mass + kAutoExponents, static_cast<unsigned long long>(rows));
@@ -172,7 +176,40 @@ void measure_dropped_mass(const Problem& p, const s09::DropPlan& plan, const Bat
   const s08::TileStatistics& forward = backward.forward.kept;
   dropped_mass_kernel<<<pair_grid(plan), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
       forward.stats, lse, backward.grad_scale, forward.target_logit, forward.target_position,
-      blocks.token_order, p.n, plan.token_blocks, plan.tile_cols, log_eps, mass);
+      blocks.token_order, p.n, plan.token_blocks, plan.tile_cols, log_eps, mass, backward.keep);
+  CCE_CHECK_LAUNCH();
+}
+
+namespace {
+// flag = 1 when the pair is kept at candidate `chosen` (its largest dropping
+// candidate, stored + 1, is below it), and the tile's count of kept pairs: a
+// block per tile, an integer sum.
+__global__ void keep_at_exponent_kernel(uint8_t* __restrict__ flags, int64_t token_blocks, int chosen,
+                                        int* __restrict__ kept_per_tile) {
+  __shared__ int count;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  int kept = 0;
+  for (int64_t b = threadIdx.x; b < token_blocks; b += blockDim.x) {
+    uint8_t& flag = flags[blockIdx.x * token_blocks + b];
+    const bool keep = flag <= chosen;  // dropped at every candidate up to flag − 1
+    flag = keep ? 1 : 0;
+    kept += keep;
+  }
+  if (kept > 0) atomicAdd(&count, kept);
+  __syncthreads();
+  if (threadIdx.x == 0) kept_per_tile[blockIdx.x] = count;
+}
+}  // namespace
+
+void keep_pairs_at_eps(const DropPlan& plan, const s09::BackwardBuffers& backward, float eps, cudaStream_t stream) {
+  const int exponent = -std::ilogb(eps);
+  if (std::ldexp(1.0f, -exponent) != eps || exponent < kAutoFirstExponent || exponent > kAutoLastExponent)
+    throw CudaError("stage 10: keep_pairs_at_eps needs one of the automatic eps's candidates, got " +
+                    std::to_string(eps));
+  if (plan.tiles == 0) return;
+  keep_at_exponent_kernel<<<static_cast<unsigned>(plan.tiles), kThreads, 0, stream>>>(
+      backward.keep, plan.token_blocks, exponent - kAutoFirstExponent, backward.kept_counts);
   CCE_CHECK_LAUNCH();
 }
 

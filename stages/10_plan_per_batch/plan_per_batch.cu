@@ -85,9 +85,14 @@ BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const
   return batch;
 }
 
-KeptPairs decide_kept_pairs(const Problem& p, const DropPlan& plan, const float* lse, BatchBackward& batch,
-                            cudaStream_t stream) {
-  batch.kept = s09::decide_kept_tiles(p, plan, batch.buffers, lse, batch.choice, stream);
+KeptPairs decide_kept_pairs(const Problem& p, const DropPlan& plan, const float* lse, const EpsChoice& eps,
+                            BatchBackward& batch, cudaStream_t stream) {
+  if (eps.dropped_mass >= 0.0) {
+    keep_pairs_at_eps(plan, batch.buffers, batch.choice.eps, stream);
+    batch.kept = s09::kept_tiles_from_flags(p, plan, batch.buffers, lse, batch.choice, stream);
+  } else {
+    batch.kept = s09::decide_kept_tiles(p, plan, batch.buffers, lse, batch.choice, stream);
+  }
   return KeptPairs{batch.kept.kept(), plan.tiles * plan.token_blocks};
 }
 
@@ -126,7 +131,7 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scr
                             settings.dropped_mass, stream);
     batch.choice.eps = eps.eps;
     if (choice != nullptr) *choice = eps;
-    chosen = choose_plan(settings.plan, decide_kept_pairs(p, plan, lse, batch, stream));
+    chosen = choose_plan(settings.plan, decide_kept_pairs(p, plan, lse, eps, batch, stream));
   }
   float* de_acc = run_backward_plan(in, plan, scratch, lse, settings, chosen, batch, de, dc, stream, side, stats);
   if (ran != nullptr) *ran = chosen;
@@ -180,11 +185,12 @@ KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, cons
   s08::sorted_forward(rows, forward_plan(sample_plan), s08::sorted_forward_buffers(scratch), loss, lse, scratch,
                       stream);
   BatchBackward batch = begin_backward(rows, sample_plan, scratch, lse, rows_upstream, settings, stream);
+  EpsChoice eps{settings.eps, -1.0, {}};
   if (settings.dropped_mass > 0.0)
-    batch.choice.eps = choose_drop_eps(q, sample_plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks,
-                                       settings.dropped_mass, stream)
-                           .eps;
-  return decide_kept_pairs(q, sample_plan, lse, batch, stream);
+    eps = choose_drop_eps(q, sample_plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks,
+                          settings.dropped_mass, stream);
+  batch.choice.eps = eps.eps;
+  return decide_kept_pairs(q, sample_plan, lse, eps, batch, stream);
 }
 
 std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {
@@ -283,8 +289,10 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
                  "the dense plan's vocabulary columns per slab after a forward; 0 = as many as 512 MiB of fp32 "
                  "logits hold");
   parser.add_int("dense-chunk-rows", &chunk_rows_flag_,
-                 "the dense plan's rows per chunk before the forward (loss and gradient together); 0 = as many as "
-                 "2 GiB of logits hold (fp16 for bf16 inputs, else fp32)");
+                 "the dense plan's rows per chunk before the forward (loss and gradient together); 0 = every "
+                 "row if its logits (fp16 for bf16 inputs, else fp32) and their references fit " +
+                     std::to_string(kDefaultDenseScratchBytes >> 20) +
+                     " MiB, else as many as fit there beside dC's fp32 accumulator");
   parser.add_flag("no-token-grouping", &no_grouping_,
                   "token blocks of rows in their order (default: rows grouped by how many tiles they need)");
 }

@@ -180,12 +180,18 @@ struct DroppedMass {
   std::array<unsigned long long, kAutoExponents> mass{};
   unsigned long long rows = 0;
 };
-// On the stream, into buffers.dropped_mass: the kAutoExponents masses, then the rows.
+// On the stream, into buffers.dropped_mass: the kAutoExponents masses, then the
+// rows; and into backward.keep, each pair's largest dropping candidate (for
+// keep_pairs_at_eps).
 void measure_dropped_mass(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                           const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
                           cudaStream_t stream);
 DroppedMass read_dropped_mass(const BatchPlanBuffers& buffers, cudaStream_t stream);  // waits for the stream
 EpsChoice choose_drop_eps(const DroppedMass& measured, double budget);
+// Stage 08's decision at a candidate eps, from what measure_dropped_mass left
+// in backward.keep: the same flags (a pair is kept when a row's largest entry
+// reaches eps) and backward.kept_counts, without reading the statistics again.
+void keep_pairs_at_eps(const DropPlan& plan, const s09::BackwardBuffers& backward, float eps, cudaStream_t stream);
 
 // ---- plan_per_batch.cu: the stage ----
 // The backward's settings (the stage's flags).
@@ -227,9 +233,11 @@ struct BatchBackward {
 // The grad scale, and the token blocks (grouped when the settings say so and the dense plan is not forced).
 BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
                              const float* upstream, const DropSettings& settings, cudaStream_t stream);
-// Stage 09's decision at batch.choice.eps (into batch.kept); the pairs it keeps.
-KeptPairs decide_kept_pairs(const Problem& problem, const DropPlan& plan, const float* lse, BatchBackward& batch,
-                            cudaStream_t stream);
+// Stage 09's decision at batch.choice.eps (into batch.kept); the pairs it
+// keeps. `eps`: how that eps came: an automatic one (dropped_mass ≥ 0) was
+// measured by measure_dropped_mass, whose flags keep_pairs_at_eps finishes.
+KeptPairs decide_kept_pairs(const Problem& problem, const DropPlan& plan, const float* lse, const EpsChoice& eps,
+                            BatchBackward& batch, cudaStream_t stream);
 // Stage 09's backward over the kept pairs, or the dense plan (whose slab it
 // adds to `scratch`: dense_slab_items); sets chosen.slabs for the dense plan.
 // Returns the fp32 dE accumulator.

@@ -229,7 +229,7 @@ float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
       r.choice = s10::choose_drop_eps(s10::read_dropped_mass(batch.plan_buffers, r.stream), settings.dropped_mass);
     }
     batch.choice.eps = r.choice.eps;
-    const s10::KeptPairs local = s10::decide_kept_pairs(r.local, r.plan, lse, batch, r.stream);
+    const s10::KeptPairs local = s10::decide_kept_pairs(r.local, r.plan, lse, r.choice, batch, r.stream);
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[4], r.stream));
     r.joined = join_kept_pairs(local, r.scratch, r.comm, r.stream);
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[5], r.stream));

@@ -160,15 +160,20 @@ size_t target_sort_work_bytes(int64_t n) { return static_cast<size_t>(n) * 12 + 
 
 KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const BackwardBuffers& buffers,
                             const float* lse, const BackwardChoice& choice, cudaStream_t stream) {
+  const s08::DecisionInputs inputs{&buffers.forward.kept, lse, buffers.grad_scale, choice.blocks};
+  s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, choice.eps, buffers.keep, buffers.kept_counts, stream);
+  return kept_tiles_from_flags(p, plan, buffers, lse, choice, stream);
+}
+
+KeptTiles kept_tiles_from_flags(const Problem& p, const DropPlan& plan, const BackwardBuffers& buffers,
+                                const float* lse, const BackwardChoice& choice, cudaStream_t stream) {
   KeptTiles kept;
-  const float* grad_scale = buffers.grad_scale;
   uint8_t* flags = buffers.keep;
   int* counts = buffers.kept_counts;
   int* offsets = counts + plan.tiles;
   int* tiles_with_slots = offsets + plan.tiles + 1;
   const s08::TileStatistics& forward = buffers.forward.kept;
-  const s08::DecisionInputs inputs{&forward, lse, grad_scale, choice.blocks};
-  s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, choice.eps, flags, counts, stream);
+  const s08::DecisionInputs inputs{&forward, lse, buffers.grad_scale, choice.blocks};
   std::vector<int> host_counts(static_cast<size_t>(plan.tiles));
   CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
 
