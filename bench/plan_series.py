@@ -1,25 +1,60 @@
+#!/usr/bin/env python3
 """Stage 10 through the PyTorch op over a series of consecutive batches of one problem, each call timed: what a
 training loop pays per batch, including the batches on which the plan decides again (every
-kDecideEveryBatches-th in a row of dense ones, on a sample of rows), which a short series never reaches.
+kDecideEveryBatches-th in a row of dense ones, on a sample of rows), which a short series never reaches, and the
+slow stretches once the GPU runs at its power cap (bench/README.md, "Power and the length of a series").
 
     python3 bench/plan_series.py BUILD/python INPUTS_DIR [--calls 48] [--out OUT.json]
 
 INPUTS_DIR holds e.npy, c.npy, targets.npy (stage 01's --save, as bench/peers.py writes them). Each call:
-synchronize, CUDA events around linear_cross_entropy(E, C, t).backward(), the plan read back after it."""
-import argparse, json, statistics, sys
-import numpy as np
-import torch
+synchronize, CUDA events around linear_cross_entropy(E, C, t).backward(), the plan read back after it. The summary
+leaves out the first two calls (the first decides the plan, the second allocates the dense plan's scratch).
+Exit status 2 for bad arguments, 77 (skipped) without PyTorch or a CUDA device."""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+EXIT_SKIPPED = 77
+SETTLING_CALLS = 2  # left out of the summary
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("python_dir")
-    ap.add_argument("inputs")
-    ap.add_argument("--calls", type=int, default=48)
-    ap.add_argument("--out")
-    a = ap.parse_args()
+def summarize(ms):
+    """Median and mean of the calls after the settling ones; None when there are none."""
+    later = ms[SETTLING_CALLS:]
+    if not later:
+        return None
+    return {"median_after_settling": statistics.median(later), "mean_after_settling": statistics.fmean(later),
+            "min_after_settling": min(later), "max_after_settling": max(later)}
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("python_dir", help="the build's python/ folder (cce_stages)")
+    ap.add_argument("inputs", help="a folder with e.npy, c.npy, targets.npy")
+    ap.add_argument("--calls", type=int, default=48, help="calls in a row (default %(default)s)")
+    ap.add_argument("--out", help="write the calls and the summary as JSON here")
+    a = ap.parse_args(argv)
     if a.calls < 1:
         ap.error("--calls must be >= 1")
+    lacking = [f for f in ("e.npy", "c.npy", "targets.npy") if not os.path.isfile(os.path.join(a.inputs, f))]
+    if lacking:
+        ap.error("%s lacks %s" % (a.inputs, ", ".join(lacking)))
+    return a
+
+
+def main(argv=None):
+    a = parse(argv)
+    try:
+        import numpy as np
+        import torch
+    except ImportError as exc:
+        print("plan_series.py: SKIPPED: %s: run this on a GPU machine with PyTorch" % exc, file=sys.stderr)
+        return EXIT_SKIPPED
+    if not torch.cuda.is_available():
+        print("plan_series.py: SKIPPED: PyTorch sees no CUDA device", file=sys.stderr)
+        return EXIT_SKIPPED
     sys.path.insert(0, a.python_dir)
     import cce_stages as cs
     e = torch.from_numpy(np.load(a.inputs + "/e.npy")).cuda().bfloat16()
@@ -29,7 +64,8 @@ def main():
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     calls = []
     for i in range(a.calls):
-        E.grad = None; C.grad = None
+        E.grad = None
+        C.grad = None
         torch.cuda.synchronize()
         start.record()
         cs.linear_cross_entropy(E, C, t).backward()
@@ -38,15 +74,19 @@ def main():
         st = cs.last_stats()
         calls.append({"call": i, "ms": start.elapsed_time(end), "plan": st.plan if st else None,
                       "decided_kept_fraction": st.decided_kept_fraction if st else None})
-        print(f"call {i:3d} {calls[-1]['ms']:8.2f} ms  plan {calls[-1]['plan']}  decided kept "
-              f"{calls[-1]['decided_kept_fraction']}", flush=True)
-    later = [x["ms"] for x in calls[2:]]
-    summary = {"gpu": torch.cuda.get_device_name(0), "inputs": a.inputs, "calls": calls,
-               "median_after_2": statistics.median(later), "mean_after_2": statistics.fmean(later)}
-    print(f"after the first 2 calls: median {summary['median_after_2']:.2f} ms, mean {summary['mean_after_2']:.2f} ms")
+        print("call %3d %8.2f ms  plan %s  decided kept %s" % (i, calls[-1]["ms"], calls[-1]["plan"],
+                                                               calls[-1]["decided_kept_fraction"]), flush=True)
+    summary = summarize([x["ms"] for x in calls])
+    if summary:
+        print("after the first %d calls: median %.2f ms, mean %.2f ms, min %.2f, max %.2f"
+              % (SETTLING_CALLS, summary["median_after_settling"], summary["mean_after_settling"],
+                 summary["min_after_settling"], summary["max_after_settling"]))
     if a.out:
-        json.dump(summary, open(a.out, "w"), indent=1)
+        with open(a.out, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(0), "inputs": a.inputs, "calls": calls,
+                       "summary": summary}, f, indent=1)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

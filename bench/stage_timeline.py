@@ -7,7 +7,9 @@ operation with its start, the idle time before it and its duration, then the ope
 
 Each INPUTS_DIR holds e.npy, c.npy, targets.npy (stage 01's --save, as bench/peers.py writes them). The calls
 before the last one warm up (the plan of a batch follows the batch before); the last one is traced. The
-profiler's own overhead lengthens the host's part, so the idle times are upper bounds."""
+profiler's own overhead lengthens the host's part, so the idle times are upper bounds. Operations on a side
+stream overlap the main stream's: the idle time before an operation counts from the end of every operation
+that started before it. Exit status 2 for bad arguments, 77 (skipped) without PyTorch or a CUDA device."""
 import argparse
 import collections
 import ctypes
@@ -17,11 +19,45 @@ import re
 import sys
 import tempfile
 
-import numpy as np
-import torch
+EXIT_SKIPPED = 77
+GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
 
 
-def trace_one_call(cs, folder, calls):
+def kernel_family(name):
+    """A GPU operation's name without its arguments, template arguments and anonymous namespaces."""
+    name = name.replace("(anonymous namespace)::", "").replace("void ", "")
+    return re.split(r"[(<]", name)[0].strip()[:90]
+
+
+def report(title, events):
+    """Lines: the title, each operation ('+start idle before, duration, name'), the span, then the operations
+    summed by family, longest first. events: Chrome-trace events with ts, dur (µs) and name, any order."""
+    gpu = sorted(events, key=lambda ev: ev["ts"])
+    lines = [title]
+    if not gpu:
+        return lines + ["no GPU operations traced"]
+    t0 = end = gpu[0]["ts"]
+    busy = 0.0
+    families = collections.OrderedDict()
+    for ev in gpu:
+        idle = max(0.0, ev["ts"] - end)
+        lines.append("+%8.0f idle %7.1f dur %8.1f  %s" % (ev["ts"] - t0, idle, ev["dur"], ev["name"][:110]))
+        end, busy = max(end, ev["ts"] + ev["dur"]), busy + ev["dur"]
+        f = families.setdefault(kernel_family(ev["name"]), [0, 0.0, 0.0])
+        f[0] += 1
+        f[1] += ev["dur"]
+        f[2] += idle
+    lines.append("span %.0f us, operations %d, their durations summed %.0f us, idle %.0f us"
+                 % (end - t0, len(gpu), busy, sum(f[2] for f in families.values())))
+    lines.append("by name (count, us, idle before them us), longest first:")
+    for key, (count, dur, idle) in sorted(families.items(), key=lambda kv: -kv[1][1]):
+        lines.append("  %4d %9.1f %8.1f  %s" % (count, dur, idle, key))
+    return lines
+
+
+def trace_one_call(torch, np, cs, folder, calls):
+    """The GPU operations of the last of `calls` calls at the inputs in `folder`, the problem's N, D, V, and
+    (plan, kept share of the pairs) from the stage's stats (None, None when it has none)."""
     e = torch.from_numpy(np.load(folder + "/e.npy")).cuda().bfloat16()
     c = torch.from_numpy(np.load(folder + "/c.npy")).cuda().bfloat16()
     t = torch.from_numpy(np.load(folder + "/targets.npy")).cuda().long()
@@ -46,70 +82,63 @@ def trace_one_call(cs, folder, calls):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")
         prof.export_chrome_trace(path)
-        events = json.load(open(path))["traceEvents"]
-    gpu = sorted((ev for ev in events if ev.get("ph") == "X" and ev.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")),
-                 key=lambda ev: ev["ts"])
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    gpu = [ev for ev in events if ev.get("ph") == "X" and ev.get("cat") in GPU_CATEGORIES]
     st = cs._Stats()
     if cs._lib.cce_last_stats(handle, stream, ctypes.byref(st), cs._error, cs._ERROR_BYTES) != 0:
         raise RuntimeError("cce_last_stats: " + cs._error.value.decode())
-    stats = ({0: "sparse", 1: "dense"}.get(st.plan), st.kept_units / st.units if st.units > 0 else None) \
-        if st.has_stats else (None, None)
+    plan = {0: "sparse", 1: "dense"}.get(st.plan) if st.has_stats else None
+    kept = st.kept_units / st.units if st.has_stats and st.units > 0 else None
     del e, c, t, de, dc
     cs.release_scratch()
     torch.cuda.empty_cache()
-    return (n, d, v), gpu, stats
+    return (n, d, v), gpu, plan, kept
 
 
-def report(shape_name, dims, gpu, stats):
-    plan, kept = stats
-    lines = ["== %s: N=%d D=%d V=%d, plan %s, kept share of the (token block, tile) pairs %s"
-             % ((shape_name,) + tuple(dims) + (plan, "%.4f" % kept if kept is not None else None))]
-    if not gpu:
-        return lines + ["no GPU operations traced"]
-    t0, end, busy = gpu[0]["ts"], gpu[0]["ts"], 0.0
-    by_name = collections.OrderedDict()
-    for ev in gpu:
-        idle = max(0.0, ev["ts"] - end)
-        lines.append("+%8.0f idle %7.1f dur %8.1f  %s" % (ev["ts"] - t0, idle, ev["dur"], ev["name"][:110]))
-        end, busy = max(end, ev["ts"] + ev["dur"]), busy + ev["dur"]
-        key = re.split(r"[(<]", ev["name"].replace("(anonymous namespace)::", "").replace("void ", ""))[0][:90]
-        s = by_name.setdefault(key, [0, 0.0, 0.0])
-        s[0] += 1
-        s[1] += ev["dur"]
-        s[2] += idle
-    span = end - t0
-    lines.append("span %.0f us, operations %d, their durations summed %.0f us (side streams overlap)" % (span, len(gpu), busy))
-    lines.append("by name (count, us, idle before them us), longest first:")
-    for key, (count, dur, idle) in sorted(by_name.items(), key=lambda kv: -kv[1][1]):
-        lines.append("  %4d %9.1f %8.1f  %s" % (count, dur, idle, key))
-    return lines
-
-
-def main():
+def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("python_dir")
-    ap.add_argument("inputs", nargs="+")
-    ap.add_argument("--calls", type=int, default=5)
-    ap.add_argument("--out")
-    a = ap.parse_args()
+    ap.add_argument("python_dir", help="the build's python/ folder (cce_stages)")
+    ap.add_argument("inputs", nargs="+", help="folders with e.npy, c.npy, targets.npy")
+    ap.add_argument("--calls", type=int, default=5, help="calls per folder, the last one traced (default %(default)s)")
+    ap.add_argument("--out", help="also write the report here")
+    a = ap.parse_args(argv)
     if a.calls < 1:
         ap.error("--calls must be >= 1")
     for folder in a.inputs:
-        if not all(os.path.isfile(os.path.join(folder, f)) for f in ("e.npy", "c.npy", "targets.npy")):
-            ap.error("%s lacks e.npy, c.npy or targets.npy" % folder)
+        lacking = [f for f in ("e.npy", "c.npy", "targets.npy") if not os.path.isfile(os.path.join(folder, f))]
+        if lacking:
+            ap.error("%s lacks %s" % (folder, ", ".join(lacking)))
+    return a
+
+
+def main(argv=None):
+    a = parse(argv)
+    try:
+        import numpy as np
+        import torch
+    except ImportError as exc:
+        print("stage_timeline.py: SKIPPED: %s: run this on a GPU machine with PyTorch" % exc, file=sys.stderr)
+        return EXIT_SKIPPED
+    if not torch.cuda.is_available():
+        print("stage_timeline.py: SKIPPED: PyTorch sees no CUDA device", file=sys.stderr)
+        return EXIT_SKIPPED
     sys.path.insert(0, a.python_dir)
     import cce_stages as cs
     out = ["stage %s through its C interface, on %s, torch %s" % (cs.FINAL_STAGE, torch.cuda.get_device_name(0),
                                                                  torch.__version__)]
     for folder in a.inputs:
-        dims, gpu, stats = trace_one_call(cs, folder, a.calls)
-        out += report(os.path.basename(os.path.normpath(folder)), dims, gpu, stats)
+        (n, d, v), gpu, plan, kept = trace_one_call(torch, np, cs, folder, a.calls)
+        title = "== %s: N=%d D=%d V=%d, plan %s, kept share of the (token block, tile) pairs %s" % (
+            os.path.basename(os.path.normpath(folder)), n, d, v, plan, "%.4f" % kept if kept is not None else None)
+        out += report(title, gpu)
     text = "\n".join(out)
     print(text)
     if a.out:
         with open(a.out, "w") as f:
             f.write(text + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""CPU test of bench/stage_timeline.py and bench/plan_series.py without PyTorch or a GPU:
+
+- stage_timeline's report on hand-made trace events: the idle time before each operation counts from the end
+  of every operation that started before it (a side stream's overlap is no idle time), the span, the sums by
+  kernel family (arguments, template arguments and anonymous namespaces left out);
+- plan_series's summary: the calls after the two settling ones;
+- both command lines: bad values -> exit status 2 with the reason; without PyTorch (a stand-in torch.py that
+  raises ImportError, first on PYTHONPATH, so the test means the same on a machine that has PyTorch) one line
+  and exit status 77.
+
+    python3 tests/bench/test_stage_tools.py
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import plan_series  # noqa: E402
+import stage_timeline  # noqa: E402
+
+
+def event(ts, dur, name):
+    return {"ts": ts, "dur": dur, "name": name, "ph": "X", "cat": "kernel"}
+
+
+class Timeline(unittest.TestCase):
+    def test_kernel_family(self):
+        self.assertEqual(stage_timeline.kernel_family(
+            "void cce::s09::(anonymous namespace)::de_products_bf16<true, true>(cce::s09::ProductArgs, float*)"),
+            "cce::s09::de_products_bf16")
+        self.assertEqual(stage_timeline.kernel_family("Memset (Device)"), "Memset")
+        self.assertEqual(stage_timeline.kernel_family("nvjet_sm90_tss_128x256_64x4_2x1_v_bz_coopA_NTN"),
+                         "nvjet_sm90_tss_128x256_64x4_2x1_v_bz_coopA_NTN")
+
+    def test_idle_counts_from_the_latest_end(self):
+        # b runs inside a (a side stream): no idle, and c's idle counts from a's end (30), not b's (10);
+        # given out of order.
+        lines = stage_timeline.report("== t", [event(40, 5, "void k<int>(int)"), event(0, 30, "a(int)"),
+                                               event(5, 5, "void k<float>(float)")])
+        self.assertEqual(lines[0], "== t")
+        self.assertEqual(lines[1], "+       0 idle     0.0 dur     30.0  a(int)")
+        self.assertEqual(lines[2], "+       5 idle     0.0 dur      5.0  void k<float>(float)")
+        self.assertEqual(lines[3], "+      40 idle    10.0 dur      5.0  void k<int>(int)")
+        self.assertEqual(lines[4], "span 45 us, operations 3, their durations summed 40 us, idle 10 us")
+        self.assertEqual(lines[6], "     1      30.0      0.0  a")  # longest first
+        self.assertEqual(lines[7], "     2      10.0     10.0  k")  # the two k<...> together
+
+    def test_no_events(self):
+        self.assertEqual(stage_timeline.report("== t", []), ["== t", "no GPU operations traced"])
+
+
+class Series(unittest.TestCase):
+    def test_summary_leaves_out_the_settling_calls(self):
+        s = plan_series.summarize([180.0, 130.0, 10.0, 30.0, 20.0])
+        self.assertEqual((s["median_after_settling"], s["mean_after_settling"]), (20.0, 20.0))
+        self.assertEqual((s["min_after_settling"], s["max_after_settling"]), (10.0, 30.0))
+        self.assertIsNone(plan_series.summarize([180.0, 130.0]))
+
+
+def run(script, *args, pythonpath=None):
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), *args], capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+class CommandLines(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.inputs = os.path.join(self.tmp.name, "shape")
+        os.makedirs(self.inputs)
+        for f in ("e.npy", "c.npy", "targets.npy"):
+            open(os.path.join(self.inputs, f), "wb").close()
+        self.no_torch = os.path.join(self.tmp.name, "stand-in")
+        os.makedirs(self.no_torch)
+        with open(os.path.join(self.no_torch, "torch.py"), "w") as f:
+            f.write("raise ImportError('stand-in: no PyTorch')\n")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_bad_arguments(self):
+        for script in ("stage_timeline.py", "plan_series.py"):
+            with self.subTest(script=script):
+                proc = run(script, "build/python", self.inputs, "--calls", "0")
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn("--calls must be >= 1", proc.stderr)
+                empty = os.path.join(self.tmp.name, "empty")
+                os.makedirs(empty, exist_ok=True)
+                proc = run(script, "build/python", empty)
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn("lacks e.npy, c.npy, targets.npy", proc.stderr)
+
+    def test_without_pytorch_skips(self):
+        for script in ("stage_timeline.py", "plan_series.py"):
+            with self.subTest(script=script):
+                proc = run(script, "build/python", self.inputs, pythonpath=self.no_torch)
+                self.assertEqual(proc.returncode, 77, proc.stdout + proc.stderr)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+                self.assertIn("SKIPPED", proc.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
