@@ -673,12 +673,16 @@ __global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __r
   if (first >= last) return;
   const int2 range = tile_targets(args, tile);
   constexpr int kPerVector = 16 / sizeof(T);
-  if (range.x == range.y && (args.d * sizeof(T)) % 16 == 0) {  // the common case: every row the same, 16-byte stores
-    for (int64_t x = threadIdx.x; x < args.d / kPerVector; x += blockDim.x) {
-      T values[kPerVector];
+  const bool vectors = (args.d * sizeof(T)) % 16 == 0;
+  auto share_piece = [&](int64_t x) {  // the tile's share in columns x·kPerVector …, as one 16-byte store
+    T values[kPerVector];
 #pragma unroll
-      for (int k = 0; k < kPerVector; ++k) values[k] = from_float<T>(tail_share(args, tile, x * kPerVector + k));
-      const uint4 packed = *reinterpret_cast<const uint4*>(values);
+    for (int k = 0; k < kPerVector; ++k) values[k] = from_float<T>(tail_share(args, tile, x * kPerVector + k));
+    return *reinterpret_cast<const uint4*>(values);
+  };
+  if (range.x == range.y && vectors) {  // the common case: every row the same
+    for (int64_t x = threadIdx.x; x < args.d / kPerVector; x += blockDim.x) {
+      const uint4 packed = share_piece(x);
       for (int64_t pos = first; pos < last; ++pos)
         reinterpret_cast<uint4*>(dc + static_cast<int64_t>(args.order[pos]) * args.d)[x] = packed;
     }
@@ -687,6 +691,11 @@ __global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __r
   for (int64_t pos = first; pos < last; ++pos) {
     const int2 targets = row_targets(range, pos, args.sorted_position);
     T* row = dc + static_cast<int64_t>(args.order[pos]) * args.d;
+    if (targets.x == targets.y && vectors) {  // a row without targets in a tile with some: the share alone
+      for (int64_t x = threadIdx.x; x < args.d / kPerVector; x += blockDim.x)
+        reinterpret_cast<uint4*>(row)[x] = share_piece(x);
+      continue;
+    }
     for (int64_t col = threadIdx.x; col < args.d; col += blockDim.x)
       row[col] = from_float<T>(tail_share(args, tile, col) +
                                target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col));
