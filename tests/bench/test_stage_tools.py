@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""CPU test of bench/stage_timeline.py and bench/plan_series.py without PyTorch or a GPU:
+"""CPU test of bench/stage_timeline.py, bench/timeline_figure.py and bench/plan_series.py without PyTorch or a GPU:
 
 - stage_timeline's report on hand-made trace events: the idle time before each operation counts from the end
   of every operation that started before it (a side stream's overlap is no idle time), the span, the sums by
   kernel family (arguments, template arguments and anonymous namespaces left out);
+- timeline_figure: a report read back (its title, operations, span), each kernel family in its step of the plan
+  (the tail correction's cuBLAS kernels by prefix, an unknown kernel in "other"), the idle time apart; its command
+  line's errors (exit 2), and with matplotlib the figure itself;
 - plan_series's summary: the calls after the two settling ones;
 - both command lines: bad values -> exit status 2 with the reason; without PyTorch (a stand-in torch.py that
   raises ImportError, first on PYTHONPATH, so the test means the same on a machine that has PyTorch) one line
@@ -21,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import plan_series  # noqa: E402
 import stage_timeline  # noqa: E402
+import timeline_figure  # noqa: E402
 
 
 def event(ts, dur, name):
@@ -51,6 +55,61 @@ class Timeline(unittest.TestCase):
 
     def test_no_events(self):
         self.assertEqual(stage_timeline.report("== t", []), ["== t", "no GPU operations traced"])
+
+
+REPORT = "\n".join(["stage 10_plan_per_batch through its C interface, on a GPU, torch x"] + stage_timeline.report(
+    "== tiny: N=300 D=128 V=1129, plan sparse, kept share of the (token block, tile) pairs 0.5000",
+    [event(0, 100, "void cce::wgmma_pipeline_kernel<cce::s08::TileStatsEpilogue>(CUtensorMap_st)"),
+     event(110, 20, "void cce::s08::(anonymous namespace)::gather_rows_kernel<__nv_bfloat16>(int)"),
+     event(130, 7, "cce::s10::(anonymous namespace)::keep_at_exponent_kernel(unsigned char*, long, int, int*)"),
+     event(140, 30, "void cce::s09::(anonymous namespace)::de_products_bf16<true, true>(int)"),
+     event(145, 25, "void cce::s09::(anonymous namespace)::dc_products_bf16<true, true, true>(int)"),
+     event(175, 4, "nvjet_sm90_tss_128x256_64x4_2x1_v_bz_coopA_NTN"),
+     event(180, 3, "void some_new_kernel<int>(int)")]))
+
+
+class Figure(unittest.TestCase):
+    def test_report_read_back(self):
+        shapes = timeline_figure.parse_reports(REPORT)
+        self.assertEqual(list(shapes), ["tiny"])
+        self.assertEqual(shapes["tiny"]["dims"], (300, 128, 1129))
+        self.assertEqual(shapes["tiny"]["span_us"], 183.0)
+        self.assertEqual(len(shapes["tiny"]["ops"]), 7)
+
+    def test_steps(self):
+        steps = timeline_figure.steps_us(timeline_figure.parse_reports(REPORT)["tiny"]["ops"])
+        self.assertEqual(list(steps.values()), [100.0, 20.0, 7.0, 55.0, 0.0, 4.0, 3.0, 19.0])
+        self.assertEqual(list(steps)[-2:], [timeline_figure.OTHER, timeline_figure.IDLE])
+
+    def test_bad_arguments(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            report = os.path.join(tmp, "r.txt")
+            with open(report, "w") as f:
+                f.write(REPORT + "\n")
+            empty = os.path.join(tmp, "empty.txt")
+            open(empty, "w").close()
+            for args, fragment in [([report + ":gemma2"], "has no shape gemma2 (it has tiny)"),
+                                   ([empty], "holds no stage_timeline.py report"),
+                                   ([os.path.join(tmp, "missing.txt")], "cannot read"),
+                                   ([report], "the following arguments are required: --out")]:
+                with self.subTest(args=args):
+                    proc = run("timeline_figure.py", *args, *([] if "--out" in fragment else ["--out", "x.png"]))
+                    self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+                    self.assertIn(fragment, proc.stderr)
+
+    def test_figure(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("no matplotlib for " + sys.executable)
+        with tempfile.TemporaryDirectory() as tmp:
+            report, png = os.path.join(tmp, "r.txt"), os.path.join(tmp, "parts.png")
+            with open(report, "w") as f:
+                f.write(REPORT + "\n")
+            proc = run("timeline_figure.py", report + ":tiny", "--out", png)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
 
 class Series(unittest.TestCase):
