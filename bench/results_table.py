@@ -12,10 +12,14 @@ among them, come from the files: a new stage appears without a change here. Writ
 
   summary   one table: every implementation measured at gemma2, gemma2_flat and the trained-model shapes
             (lm32k, lm128k's training snapshots lm128k_s0 ... lm128k_s300, lm128k) present: loss+grad
-            time, its spread (min-max of the repetitions where the file has them, "n/a" where it has only
-            aggregates; and the standard deviation), peak memory, dE and dC error, then the loss alone; an
+            time (the median), its spread (min-max of the repetitions where the file has them, "n/a" where it
+            has only aggregates), its mean over all timed calls (the "mean" aggregate, or the plain runs' mean;
+            "n/a" where the file has neither), peak memory, dE and dC error, then the loss alone; an
             implementation with no case at a shape has no row there; a footnote says which file each
-            column comes from.
+            column comes from. The mean is the time to compare across cce_bench and peers.py: cce_bench's
+            files written before commit ee8ffb6 (2026-11-28; benchmark names with /iterations:10/) hold
+            repetitions of 10 calls, so their median is a median of 10-call means, while peers.py's (and
+            later cce_bench's) repetitions are single calls; a mean of all calls is the same statistic in both.
   tables    one table per shape (the generated shapes, then the trained-model ones), the same footnote.
   appendix  the run context of each file (GPU, date, commit, versions, clocks), local paths left out; a file
             whose context has both cce_bench's own cce_commit and a different commit written by hand shows both.
@@ -130,6 +134,17 @@ class Result:
             return min(times), max(times)
         if "min" in self.aggregates and "max" in self.aggregates:
             return self.aggregates["min"], self.aggregates["max"]
+        return None
+
+    def mean(self):
+        """The mean time in ms over all timed calls: the "mean" aggregate, else the plain runs' mean; else None.
+
+        With the same number of calls per repetition, the mean of the repetitions' means is the mean of the calls,
+        whatever a repetition is (10 calls in cce_bench's files before ee8ffb6, one call in peers.py's)."""
+        if "mean" in self.aggregates:
+            return self.aggregates["mean"]
+        if self.runs:
+            return statistics.mean(r["ms"] for r in self.runs)
         return None
 
     def stddev(self):
@@ -345,7 +360,7 @@ def fmt_spread(span):
     return NA if span is None else f"{fmt_ms(span[0])}–{fmt_ms(span[1])}"
 
 
-def fmt_sd(x):
+def fmt_mean(x):
     return NA if x is None else fmt_ms(x)
 
 
@@ -434,7 +449,7 @@ def sources_line(merged, shape, impls, label=None):
 
 # --- The summary ----------------------------------------------------------------------------------------------
 
-SUMMARY_HEADER = ("| shape | implementation | loss+grad ms | min–max ms | sd ms | loss+grad MB | dE err | dC err "
+SUMMARY_HEADER = ("| shape | implementation | loss+grad ms | min–max ms | mean ms | loss+grad MB | dE err | dC err "
                   "| loss ms | loss MB |")
 SUMMARY_RULE = "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
@@ -459,7 +474,7 @@ def summary_lines(merged, dims):
             elif not gv:
                 timing = ["skipped", DASH, DASH]
             else:
-                timing = [fmt_ms(gv.get("ms")), fmt_spread(grad.spread()), fmt_sd(grad.stddev())]
+                timing = [fmt_ms(gv.get("ms")), fmt_spread(grad.spread()), fmt_mean(grad.mean())]
             loss_ms = "skipped" if (loss is not None and not lv) else fmt_ms(lv.get("ms"))
             row = [shape, impl, *timing, fmt_mb(gv.get("peak_MB")), fmt_err(gv.get("dE_rel_err")),
                    fmt_err(gv.get("dC_rel_err")), loss_ms, fmt_mb(lv.get("peak_MB"))]
@@ -470,9 +485,12 @@ def summary_lines(merged, dims):
     peers = [p for p in PEER_ORDER if p in impls] + [p for p in impls if p.startswith("peer_") and p not in PEER_ORDER]
     lines += [
         "",
-        f"Shapes: {sizes}. ms: the median over the repetitions of CUDA-event times; min–max: the fastest and the"
-        f" slowest repetition, {NA} where the file keeps only aggregates (median, mean, standard deviation); sd: the"
-        " standard deviation over the repetitions; MB: peak device memory beyond the inputs (outputs included);"
+        f"Shapes: {sizes}. ms: the median of the repetitions' CUDA-event times: in `cce_bench` files written before"
+        " commit ee8ffb6 (2026-11-28) a median of five 10-call means, in `peers.py` files and later `cce_bench` ones"
+        f" a median of single calls; min–max: the fastest and the slowest repetition, {NA} where the file keeps only"
+        " aggregates; mean ms: the mean over all timed calls, the same statistic in every file, so the one to"
+        f" compare across the two tools ({NA} where the file has none); MB: peak device memory beyond the inputs"
+        " (outputs included);"
         " dE, dC err: relative L2 error against an fp32 computation from the same bf16 inputs; loss ms and loss MB:"
         f" the forward alone. {DASH}: not this mode (no backward) or no value; not measured: no run of it in"
         " that mode at that shape; an implementation with no row at a shape has no run there." + (" Peers: " + "; ".join(f"{p}: {PEER_NAMES.get(p, p)}" for p in peers) + "." if peers else ""),
@@ -496,7 +514,9 @@ def skip_notes(merged, keys):
 # --- The per-shape tables -------------------------------------------------------------------------------------
 
 LEGEND = [
-    "Times are medians over the repetitions (5 for cce_bench, 10 for the peers) of CUDA-event times; MB is the peak"
+    "Times are medians of the repetitions' CUDA-event times (in `cce_bench` files written before commit ee8ffb6,"
+    " 2026-11-28, medians of five 10-call means; in `peers.py` files and later `cce_bench` ones, medians of single"
+    " calls: compare the two tools by the summary's mean ms); MB is the peak"
     " device memory beyond the inputs (outputs included, cuBLAS workspace excluded); × floor is the time over the"
     " cuBLAS floor's of the same shape and mode in the same run (the floor row of a table may come from another"
     " run: see its Sources; – where the file records none); dE/dC err are relative L2 errors against an fp32"

@@ -6,7 +6,8 @@ shape (lm32k) with stage 07's kept_frac, one peer entry without run_name and wit
 at gemma2 as plain repetitions, without aggregates), on small files written here (two runs of one case, a new
 stage), and on the committed docs/results.md and docs/*.json: the summary comes first, every number in it is
 the newest file's value (its min–max spread too: shown where that file has min and max aggregates, as the
-ladder's files do, "n/a" where it has neither them nor the repetitions), no quantity has two values, the file
+ladder's files do, "n/a" where it has neither them nor the repetitions; its mean ms the file's mean aggregate,
+not its median or standard deviation), no quantity has two values, the file
 is what the generator writes, the run contexts come last without local paths; the new shapes (gemma2_flat right
 after gemma2, lm128k's training snapshots in training order before lm128k) in the summary and the tables.
 bench/figures.py: one-line exit 1 on a missing JSON file; with matplotlib (/usr/bin/python3 usually has it; skipped
@@ -36,18 +37,19 @@ RESULTS_MD = os.path.join(DOCS, "results.md")
 BLOCKS = ("summary", "tables", "appendix")
 FIGURE_NAMES = ("time_memory.png", "gradient_error.png", "eps_sweep.png", "training_sweep.png")
 
-SUMMARY_HEADER = ("| shape | implementation | loss+grad ms | min–max ms | sd ms | loss+grad MB | dE err | dC err "
+SUMMARY_HEADER = ("| shape | implementation | loss+grad ms | min–max ms | mean ms | loss+grad MB | dE err | dC err "
                   "| loss ms | loss MB |")
 SUMMARY_ROWS = [
     SUMMARY_HEADER,
     "| gemma2 | cublas_floor | not measured | – | – | – | – | – | 13.90 | 4194 |",
     "| gemma2 | stage01_materialized | skipped | – | – | – | – | – | – | – |",
-    # Plain repetitions, no aggregates: the median, the fastest and slowest, and their standard deviation.
-    "| gemma2 | stage10_plan_per_batch | 20.10 | 19.80–20.40 | 0.300 | 1397 | 2.90e-03 | 2.80e-03 "
+    # Plain repetitions (20.7, 19.8, 20.1), no aggregates: their median, fastest and slowest, and mean.
+    "| gemma2 | stage10_plan_per_batch | 20.10 | 19.80–20.70 | 20.20 | 1397 | 2.90e-03 | 2.80e-03 "
     "| – | – |",
-    # Aggregates only: no min-max; sd where the file has a stddev aggregate.
+    # Aggregates only: no min-max; the mean where the file has a mean aggregate (stage 07's 4.3; its median 4.0 and
+    # stddev 0.045 are not it), n/a where it has none.
     "| lm32k | cublas_floor | 2.500 | n/a | n/a | 600.0 | – | – | – | – |",
-    "| lm32k | stage07_filter_sort | 4.000 | n/a | 0.045 | 80.9 | 3.50e-03 | 4.70e-03 | – | – |",
+    "| lm32k | stage07_filter_sort | 4.000 | n/a | 4.300 | 80.9 | 3.50e-03 | 4.70e-03 | – | – |",
 ]
 # An implementation with no case at a shape has no summary row there (stage 06 is measured at lm32k only,
 # stage 10 at gemma2 only).
@@ -165,9 +167,10 @@ def newest_medians(names):
 
 
 def newest_spreads(names):
-    """{(impl, mode, shape): (file, (min ms, max ms) or None, stddev ms or None)} from the raw JSON, the newest file
-    winning: the repetitions' fastest and slowest from the plain runs when the file has two or more, else from its
-    "min" and "max" aggregates, else None; the standard deviation from its "stddev" aggregate."""
+    """{(impl, mode, shape): (file, (min ms, max ms) or None, mean ms or None, aggregates)} from the raw JSON, the
+    newest file winning: the repetitions' fastest and slowest from the plain runs when the file has two or more, else
+    from its "min" and "max" aggregates, else None; the mean from its "mean" aggregate, else the plain runs' mean;
+    aggregates: {aggregate name: ms}."""
     def ms(entry):
         return entry["real_time"] * {"ms": 1, "us": 1e-3, "ns": 1e-6, "s": 1e3}[entry["time_unit"]]
 
@@ -191,7 +194,8 @@ def newest_spreads(names):
                 span = (aggregates["min"], aggregates["max"])
             else:
                 span = None
-            out[key] = (name, span, aggregates.get("stddev"))
+            mean = aggregates.get("mean", sum(runs) / len(runs) if runs else None)
+            out[key] = (name, span, mean, aggregates)
     return out
 
 
@@ -281,6 +285,27 @@ class Generator(unittest.TestCase):
             summary = proc.stdout.split("### small")[0]
             self.assertNotIn("| gemma2 | stage10_some_new_idea |", summary)   # no case there: no row
             self.assertNotIn("| lm32k | stage11_sharded_vocabulary |", summary)
+
+    def test_mean_column_is_the_mean_aggregate(self):
+        """The summary's mean ms is the file's "mean" aggregate: not its median, its standard deviation or the middle
+        of min-max; n/a for a case whose file has no mean."""
+        with tempfile.TemporaryDirectory() as tmp:
+            case = "stage10_plan_per_batch/loss_grad/gemma2_flat"
+
+            def aggregate(name, ms):
+                return {**median_entry(case, ms), "name": f"{case}_{name}", "aggregate_name": name}
+
+            path = write_json(tmp, "bench.json", {"gpu": "G", "date": "2030-01-01T00:00:00Z"},
+                              [median_entry(case, 45.0, peak_MB=5785.0), aggregate("mean", 47.25),
+                               aggregate("stddev", 1.5), aggregate("min", 44.0), aggregate("max", 52.0),
+                               median_entry("peer_torch_compile/loss_grad/gemma2_flat", 46.0)])
+            proc = run(path)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertIn("| gemma2_flat | stage10_plan_per_batch | 45.00 | 44.00–52.00 | 47.25 | 5785 |", proc.stdout)
+            self.assertIn("| gemma2_flat | peer_torch_compile | 46.00 | n/a | n/a |", proc.stdout)
+            for wrong in ("45.00", "1.500", "48.00"):   # the median, the standard deviation, the middle of min-max
+                self.assertNotIn(f"44.00–52.00 | {wrong} |", proc.stdout)
+            self.assertIn("mean ms: the mean over all timed calls", proc.stdout)
 
     def test_peers_context_and_skips(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -479,8 +504,8 @@ class CommittedResults(unittest.TestCase):
                           "lm128k"])
         self.assertFalse([r for r in rows if r[2] == "not measured" and r[8] == "–"],
                          "a summary row for an implementation not measured at its shape")
-        checked, spread_from = 0, set()
-        for shape, impl, grad_ms, span, sd, grad_mb, de, dc, loss_ms, loss_mb in rows:
+        checked, spread_from, means_apart = 0, set(), 0
+        for shape, impl, grad_ms, span, mean, grad_mb, de, dc, loss_ms, loss_mb in rows:
             for mode, cells in (("loss_grad", [("ms", "ms", grad_ms), ("mb", "peak_MB", grad_mb),
                                                ("err", "dE_rel_err", de), ("err", "dC_rel_err", dc)]),
                                 ("loss", [("ms", "ms", loss_ms), ("mb", "peak_MB", loss_mb)])):
@@ -496,14 +521,15 @@ class CommittedResults(unittest.TestCase):
                         if key == "ms" else entry[key]
                     self.assertEqual(cell, fmt(kind, value), f"{shape} {impl} {mode} {key}: not {name}'s")
                     checked += 1
-            # min–max and sd: from the file the loss + grad time comes from, its repetitions where it has them
-            # (plain runs, or min and max aggregates), "n/a" where it has neither, "–" where nothing was measured.
+            # min–max and the mean: from the file the loss + grad time comes from, its repetitions where it has them
+            # (plain runs, or min and max aggregates), "n/a" where it has neither, "–" where nothing was measured;
+            # the mean from its "mean" aggregate.
             found = self.spreads.get((impl, "loss_grad", shape))
             if not re.match(r"^[0-9]", grad_ms):
-                self.assertEqual((span, sd), ("–", "–"), f"{shape} {impl}: a spread without a loss+grad time")
+                self.assertEqual((span, mean), ("–", "–"), f"{shape} {impl}: a spread without a loss+grad time")
                 continue
             self.assertIsNotNone(found, f"{shape} {impl}: a loss+grad time but no file holds the case")
-            name, want_span, want_sd = found
+            name, want_span, want_mean, aggregates = found
             self.assertEqual(name, self.newest[(impl, "loss_grad", shape)][0], f"{shape} {impl}")
             if want_span is None:
                 self.assertEqual(span, "n/a", f"{shape} {impl}: '{span}', but {name} has no repetitions or min/max")
@@ -512,8 +538,14 @@ class CommittedResults(unittest.TestCase):
                                  f"{shape} {impl}: not the fastest and slowest repetition of {name}")
                 self.assertLessEqual(want_span[0], want_span[1])
                 spread_from.add(name)
-            self.assertEqual(sd, "n/a" if want_sd is None else fmt("ms", want_sd), f"{shape} {impl}: sd not {name}'s")
+            self.assertEqual(mean, "n/a" if want_mean is None else fmt("ms", want_mean),
+                             f"{shape} {impl}: the mean is not {name}'s mean aggregate")
+            # Count the rows where the mean reads otherwise than the median and the standard deviation: there a
+            # column showing either would fail the check above.
+            if "mean" in aggregates and mean not in (grad_ms, fmt("ms", aggregates.get("stddev", -1.0))):
+                means_apart += 1
         self.assertGreater(checked, 100)
+        self.assertGreater(means_apart, 50, "the mean column reads as the median or the standard deviation")
         # The ladder's files keep min and max aggregates: their spreads are shown; the older files' are not.
         self.assertTrue(spread_from, "no summary row shows a min–max spread")
         self.assertTrue(any(s == "n/a" for s in (r[3] for r in rows)), "every summary row shows a spread")
