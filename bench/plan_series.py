@@ -12,9 +12,10 @@ leaves out the first two calls (the first decides the plan, the second allocates
 Exit status 2 for bad arguments, 77 (skipped) without PyTorch or a CUDA device."""
 import argparse
 import json
-import os
 import statistics
 import sys
+
+from peers import lacking_files, lm_shape_dims, load_inputs  # the inputs as peers.py reads them
 
 EXIT_SKIPPED = 77
 SETTLING_CALLS = 2  # left out of the summary
@@ -38,16 +39,14 @@ def parse(argv):
     a = ap.parse_args(argv)
     if a.calls < 1:
         ap.error("--calls must be >= 1")
-    lacking = [f for f in ("e.npy", "c.npy", "targets.npy") if not os.path.isfile(os.path.join(a.inputs, f))]
-    if lacking:
-        ap.error("%s lacks %s" % (a.inputs, ", ".join(lacking)))
+    if lacking_files(a.inputs):
+        ap.error("%s lacks %s" % (a.inputs, ", ".join(lacking_files(a.inputs))))
     return a
 
 
 def main(argv=None):
     a = parse(argv)
     try:
-        import numpy as np
         import torch
     except ImportError as exc:
         print("plan_series.py: SKIPPED: %s: run this on a GPU machine with PyTorch" % exc, file=sys.stderr)
@@ -57,9 +56,7 @@ def main(argv=None):
         return EXIT_SKIPPED
     sys.path.insert(0, a.python_dir)
     import cce_stages as cs
-    e = torch.from_numpy(np.load(a.inputs + "/e.npy")).cuda().bfloat16()
-    c = torch.from_numpy(np.load(a.inputs + "/c.npy")).cuda().bfloat16()
-    t = torch.from_numpy(np.load(a.inputs + "/targets.npy")).cuda().long()
+    e, c, t = load_inputs(torch, a.inputs, lm_shape_dims(a.inputs))
     E, C = e.detach().requires_grad_(True), c.detach().requires_grad_(True)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     calls = []

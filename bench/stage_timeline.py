@@ -19,6 +19,8 @@ import re
 import sys
 import tempfile
 
+from peers import lacking_files, lm_shape_dims, load_inputs  # the inputs as peers.py reads them
+
 EXIT_SKIPPED = 77
 GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
 
@@ -55,13 +57,11 @@ def report(title, events):
     return lines
 
 
-def trace_one_call(torch, np, cs, folder, calls):
+def trace_one_call(torch, cs, folder, calls):
     """The GPU operations of the last of `calls` calls at the inputs in `folder`, the problem's N, D, V, and
     (plan, kept share of the pairs) from the stage's stats (None, None when it has none)."""
-    e = torch.from_numpy(np.load(folder + "/e.npy")).cuda().bfloat16()
-    c = torch.from_numpy(np.load(folder + "/c.npy")).cuda().bfloat16()
-    t = torch.from_numpy(np.load(folder + "/targets.npy")).cuda().long()
-    n, d, v = e.shape[0], e.shape[1], c.shape[0]
+    n, d, v = lm_shape_dims(folder)
+    e, c, t = load_inputs(torch, folder, (n, d, v))
     loss, lse = torch.empty((), device="cuda"), torch.empty(n, device="cuda")
     de, dc, one = torch.empty_like(e), torch.empty_like(c), torch.ones((), device="cuda")
     handle = cs._stage(0, cs.FINAL_STAGE, "")
@@ -106,16 +106,14 @@ def parse(argv):
     if a.calls < 1:
         ap.error("--calls must be >= 1")
     for folder in a.inputs:
-        lacking = [f for f in ("e.npy", "c.npy", "targets.npy") if not os.path.isfile(os.path.join(folder, f))]
-        if lacking:
-            ap.error("%s lacks %s" % (folder, ", ".join(lacking)))
+        if lacking_files(folder):
+            ap.error("%s lacks %s" % (folder, ", ".join(lacking_files(folder))))
     return a
 
 
 def main(argv=None):
     a = parse(argv)
     try:
-        import numpy as np
         import torch
     except ImportError as exc:
         print("stage_timeline.py: SKIPPED: %s: run this on a GPU machine with PyTorch" % exc, file=sys.stderr)
@@ -128,7 +126,7 @@ def main(argv=None):
     out = ["stage %s through its C interface, on %s, torch %s" % (cs.FINAL_STAGE, torch.cuda.get_device_name(0),
                                                                  torch.__version__)]
     for folder in a.inputs:
-        (n, d, v), gpu, plan, kept = trace_one_call(torch, np, cs, folder, a.calls)
+        (n, d, v), gpu, plan, kept = trace_one_call(torch, cs, folder, a.calls)
         title = "== %s: N=%d D=%d V=%d, plan %s, kept share of the (token block, tile) pairs %s" % (
             os.path.basename(os.path.normpath(folder)), n, d, v, plan, "%.4f" % kept if kept is not None else None)
         out += report(title, gpu)
