@@ -3,13 +3,15 @@
 (loss and gradient, the caller's buffers allocated once, as python/op_overhead_probe.py's c_call), each GPU
 operation with its start, the idle time before it and its duration, then the operations summed by name.
 
-    python3 bench/stage_timeline.py BUILD/python INPUTS_DIR [INPUTS_DIR ...] [--calls 5] [--out OUT.txt]
+    python3 bench/stage_timeline.py BUILD/python INPUTS_DIR [INPUTS_DIR ...] [--calls 5] [--host] [--out OUT.txt]
 
 Each INPUTS_DIR holds e.npy, c.npy, targets.npy (stage 01's --save, as bench/peers.py writes them). The calls
 before the last one warm up (the plan of a batch follows the batch before); the last one is traced. The
 profiler's own overhead lengthens the host's part, so the idle times are upper bounds. Operations on a side
 stream overlap the main stream's: the idle time before an operation counts from the end of every operation
-that started before it. Exit status 2 for bad arguments, 77 (skipped) without PyTorch or a CUDA device."""
+that started before it. With --host, the host's CUDA API calls of the same call follow, each with the host's own
+time before it (its C++ code between calls) and its duration (a synchronizing call waits for the GPU in it).
+Exit status 2 for bad arguments, 77 (skipped) without PyTorch or a CUDA device."""
 import argparse
 import collections
 import ctypes
@@ -23,6 +25,7 @@ from peers import lacking_files, lm_shape_dims, load_inputs  # the inputs as pee
 
 EXIT_SKIPPED = 77
 GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
+HOST_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
 
 def kernel_family(name):
@@ -57,6 +60,31 @@ def report(title, events):
     return lines
 
 
+def host_report(events):
+    """Lines: each CUDA API call of the host ('+start gap before, duration, name'), then the calls summed by name.
+    The gap before a call is the host's own code since the previous call ended."""
+    calls = sorted(events, key=lambda ev: ev["ts"])
+    if not calls:
+        return ["host: no CUDA API calls traced"]
+    lines = ["host: CUDA API calls (start, the host's own time before it, duration; us)"]
+    t0 = end = calls[0]["ts"]
+    names = collections.OrderedDict()
+    for ev in calls:
+        gap = max(0.0, ev["ts"] - end)
+        lines.append("  +%8.0f gap %7.1f dur %8.1f  %s" % (ev["ts"] - t0, gap, ev["dur"], ev["name"][:80]))
+        end = max(end, ev["ts"] + ev["dur"])
+        f = names.setdefault(ev["name"][:80], [0, 0.0, 0.0])
+        f[0] += 1
+        f[1] += ev["dur"]
+        f[2] += gap
+    lines.append("host span %.0f us, API calls %d, in them %.0f us, host code between them %.0f us"
+                 % (end - t0, len(calls), sum(f[1] for f in names.values()), sum(f[2] for f in names.values())))
+    lines.append("host by name (count, us in the calls, us of host code before them), longest first:")
+    for key, (count, dur, gap) in sorted(names.items(), key=lambda kv: -(kv[1][1] + kv[1][2])):
+        lines.append("  %4d %9.1f %8.1f  %s" % (count, dur, gap, key))
+    return lines
+
+
 def trace_one_call(torch, cs, folder, calls):
     """The GPU operations of the last of `calls` calls at the inputs in `folder`, the problem's N, D, V, and
     (plan, kept share of the pairs) from the stage's stats (None, None when it has none)."""
@@ -85,6 +113,7 @@ def trace_one_call(torch, cs, folder, calls):
         with open(path) as f:
             events = json.load(f)["traceEvents"]
     gpu = [ev for ev in events if ev.get("ph") == "X" and ev.get("cat") in GPU_CATEGORIES]
+    host = [ev for ev in events if ev.get("ph") == "X" and ev.get("cat") in HOST_CATEGORIES]
     st = cs._Stats()
     if cs._lib.cce_last_stats(handle, stream, ctypes.byref(st), cs._error, cs._ERROR_BYTES) != 0:
         raise RuntimeError("cce_last_stats: " + cs._error.value.decode())
@@ -93,7 +122,7 @@ def trace_one_call(torch, cs, folder, calls):
     del e, c, t, de, dc
     cs.release_scratch()
     torch.cuda.empty_cache()
-    return (n, d, v), gpu, plan, kept
+    return (n, d, v), gpu, host, plan, kept
 
 
 def parse(argv):
@@ -101,6 +130,7 @@ def parse(argv):
     ap.add_argument("python_dir", help="the build's python/ folder (cce_stages)")
     ap.add_argument("inputs", nargs="+", help="folders with e.npy, c.npy, targets.npy")
     ap.add_argument("--calls", type=int, default=5, help="calls per folder, the last one traced (default %(default)s)")
+    ap.add_argument("--host", action="store_true", help="also list the host's CUDA API calls of the traced call")
     ap.add_argument("--out", help="also write the report here")
     a = ap.parse_args(argv)
     if a.calls < 1:
@@ -126,10 +156,12 @@ def main(argv=None):
     out = ["stage %s through its C interface, on %s, torch %s" % (cs.FINAL_STAGE, torch.cuda.get_device_name(0),
                                                                  torch.__version__)]
     for folder in a.inputs:
-        (n, d, v), gpu, plan, kept = trace_one_call(torch, cs, folder, a.calls)
+        (n, d, v), gpu, host, plan, kept = trace_one_call(torch, cs, folder, a.calls)
         title = "== %s: N=%d D=%d V=%d, plan %s, kept share of the (token block, tile) pairs %s" % (
             os.path.basename(os.path.normpath(folder)), n, d, v, plan, "%.4f" % kept if kept is not None else None)
         out += report(title, gpu)
+        if a.host:
+            out += host_report(host)
     text = "\n".join(out)
     print(text)
     if a.out:

@@ -49,6 +49,13 @@ const CublasState& device_state() {
 
 cublasHandle_t cublas_handle() { return device_state().handle; }
 
+cublasHandle_t cublas_handle_on(cudaStream_t stream) {
+  const CublasState& state = device_state();
+  CCE_CUBLAS_CHECK(cublasSetStream(state.handle, stream));
+  CCE_CUBLAS_CHECK(cublasSetWorkspace(state.handle, state.workspace.get(), state.workspace.bytes()));
+  return state.handle;
+}
+
 cublasLtHandle_t cublaslt_handle() { return device_state().lt; }
 
 bool cublas_handle_created() {

@@ -147,6 +147,11 @@ GpuState probe_gpu(std::string* why) {
   return state;
 }
 
-bool cuda_device_available(std::string* why) { return probe_gpu(why) == GpuState::kUsable; }
+bool cuda_device_available(std::string* why) {
+  if (why != nullptr) return probe_gpu(why) == GpuState::kUsable;
+  // Asked on every call by the planners (a dozen times a backward): probed once.
+  static const bool usable = probe_gpu() == GpuState::kUsable;
+  return usable;
+}
 
 }  // namespace cce

@@ -88,10 +88,10 @@ void gemm_logits(const DeviceInputs& in, float* logits, cudaStream_t stream) {
   const Problem& p = in.problem;
   const float one = 1.0f, zero = 0.0f;
   const cudaDataType_t t = cuda_type(p.dtype);
-  CCE_CUBLAS_CHECK(cublasSetStream(cublas_handle(), stream));
+  cublasHandle_t handle = cublas_handle_on(stream);
   // Row-major logits [N,V] is column-major [V,N] = C·Eᵀ in column-major terms,
   // where row-major C [V,D] reads as column-major Cᵀ [D,V] (hence OP_T).
-  CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.v),
+  CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.v),
                                 static_cast<int>(p.n), static_cast<int>(p.d), &one, in.c.get(), t,
                                 static_cast<int>(p.d), in.e.get(), t, static_cast<int>(p.d), &zero, logits,
                                 CUDA_R_32F, static_cast<int>(p.v), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -104,12 +104,12 @@ void gemm_gradients(const DeviceInputs& in, const void* dlogit, int64_t dlogit_p
   const cudaDataType_t t = cuda_type(p.dtype);
   const int n = static_cast<int>(p.n), d = static_cast<int>(p.d), v = static_cast<int>(p.v);
   const int pitch = static_cast<int>(dlogit_pitch);
-  CCE_CUBLAS_CHECK(cublasSetStream(cublas_handle(), stream));
+  cublasHandle_t handle = cublas_handle_on(stream);
   // dE [N,D] row-major = column-major [D,N] = Cᵀ[D,V] · dlogitᵀ[V,N].
-  CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, d, n, v, &one, in.c.get(), t, d, dlogit,
+  CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n, v, &one, in.c.get(), t, d, dlogit,
                                 t, pitch, &zero, de, t, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   // dC [V,D] row-major = column-major [D,V] = Eᵀ[D,N] · dlogit[N,V].
-  CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, d, v, n, &one, in.e.get(), t, d, dlogit,
+  CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, n, &one, in.e.get(), t, d, dlogit,
                                 t, pitch, &zero, dc, t, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 

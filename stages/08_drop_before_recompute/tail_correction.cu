@@ -74,8 +74,7 @@ void correct_dropped_tail(const DeviceInputs& in, const TileGrid& grid, const De
   const cudaDataType type = p.dtype == Dtype::kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
   const int64_t mass_ld = p.n * 4 / static_cast<int64_t>(p.element_bytes());
   const float one = 1.0f, zero = 0.0f;
-  cublasHandle_t handle = cublas_handle();
-  if (cublasSetStream(handle, stream) != CUBLAS_STATUS_SUCCESS) throw CudaError("cublasSetStream failed");
+  cublasHandle_t handle = cublas_handle_on(stream);
   const cublasStatus_t status = cublasGemmEx(
       handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(p.d), static_cast<int>(p.n), static_cast<int>(grid.tiles),
       &one, forward.tile_means, type, static_cast<int>(p.d), forward.stats, type, static_cast<int>(mass_ld), &zero,

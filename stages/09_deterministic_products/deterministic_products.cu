@@ -216,7 +216,7 @@ float* de_accumulator(const Problem& p, const BackwardBuffers& buffers, void* de
 
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
                                const float* lse, const BackwardChoice& choice, const KeptTiles& kept, void* de,
-                               void* dc, cudaStream_t stream, SideStream& side, DropStats* stats) {
+                               void* dc, cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats) {
   const Problem& p = in.problem;
   unsigned char* work = buffers.forward.work;
   float* de_acc = de_accumulator(p, buffers, de);
@@ -248,8 +248,9 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= capacity) ++last;
     const int64_t first_slot = kept.offsets[first];
     recompute_kept_tiles(in, plan, buffers, lse, choice.blocks, recompute_runs(kept, plan, first, last, resident_blocks),
-                         first_slot, space, stream);
-    kept_products(in, plan, buffers, kept, choice.blocks, tail, space, first_slot, first, last, de_acc, dc, stream, side);
+                         first_slot, space, host, stream);
+    kept_products(in, plan, buffers, kept, choice.blocks, tail, space, first_slot, first, last, de_acc, dc, stream, side,
+                  host);
     first = last;
     ++chunks;
   }
@@ -261,8 +262,8 @@ void DeterministicProductsStage::backward_at(const DeviceInputs& in, const float
                                              void* de, void* dc, cudaStream_t stream) {
   const DropPlan plan = plan_for(in.problem);
   const BackwardBuffers buffers = backward_buffers(in.problem, plan, scratch_);
-  const KeptTiles kept = decide_kept_tiles(in.problem, plan, buffers, lse, choice, stream);
-  const float* de_acc = backward_to_accumulator(in, plan, buffers, lse, choice, kept, de, dc, stream, side_, &stats_);
+  const KeptTiles kept = decide_kept_tiles(in.problem, plan, buffers, lse, choice, host_, stream);
+  const float* de_acc = backward_to_accumulator(in, plan, buffers, lse, choice, kept, de, dc, stream, side_, host_, &stats_);
   finish_de(in, buffers, de_acc, de, stream);
 }
 

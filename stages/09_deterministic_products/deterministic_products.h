@@ -24,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/pinned_staging.h"
 #include "common/stage.h"
 #include "common/tile/tile_path.h"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
@@ -93,6 +94,15 @@ struct SideStream {
   ~SideStream();
 };
 
+// The host's side of the backward's tables, in page-locked memory
+// (common/pinned_staging.h says why): what it reads back (the per-tile counts
+// and per-block lists of kept tiles) and what it sends (slot offsets, the
+// recomputation's runs, dE's parts). The decision waits for the GPU once.
+struct HostTables {
+  PinnedStaging read_back;  // reset where the decision starts: every read-back before it was waited for
+  PinnedStaging sent;       // reset after the decision's wait: the stream has passed every copy sent before
+};
+
 // What the backward decides with: eps (0: every pair with a gradient kept),
 // the token blocks (null: the rows in their order), the corrections.
 struct BackwardChoice {
@@ -159,6 +169,7 @@ class DeterministicProductsStage : public Stage {
   Problem last_problem_;
   DropStats stats_;
   SideStream side_;
+  HostTables host_;  // page-locked tables of the decision (kept_tiles.cu)
 };
 
 std::unique_ptr<Stage> make_stage();
@@ -191,25 +202,26 @@ void compute_grad_scale(const DeviceInputs& in, const float* upstream, const Bac
                         cudaStream_t stream);
 
 // kept_tiles.cu: the decision's slots and lists, the recomputed S of kept tiles.
+// In HostTables' memory: valid until the next decision.
 struct KeptTiles {
-  std::vector<int> offsets;  // [tiles + 1]: tile T's kept token blocks are slots offsets[T]..offsets[T+1]
-  std::vector<int> tiles_with_slots;  // ascending: the tiles with at least one kept token block (also on the device)
-  std::vector<int> block_lists;       // [token blocks][1 + tiles]: count, then the kept tiles ascending (also on the device)
+  HostSpan<int> offsets;  // [tiles + 1]: tile T's kept token blocks are slots offsets[T]..offsets[T+1]
+  HostSpan<int> tiles_with_slots;  // ascending: the tiles with at least one kept token block (also on the device)
+  HostSpan<int> block_lists;       // [token blocks][1 + tiles]: count, then the kept tiles ascending (also on the device)
   int64_t kept() const { return offsets.empty() ? 0 : offsets.back(); }
 };
 size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in the work buffer
 KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const BackwardBuffers& buffers,
-                            const float* lse, const BackwardChoice& choice, cudaStream_t stream);
+                            const float* lse, const BackwardChoice& choice, HostTables& host, cudaStream_t stream);
 // Its second half, for a caller that decided otherwise: the flags buffers.keep
 // and the per-tile counts buffers.kept_counts are on the stream already.
 KeptTiles kept_tiles_from_flags(const Problem& problem, const DropPlan& plan, const BackwardBuffers& buffers,
-                                const float* lse, const BackwardChoice& choice, cudaStream_t stream);
+                                const float* lse, const BackwardChoice& choice, HostTables& host, cudaStream_t stream);
 // Blocks of the recomputation resident on this GPU at once (SMs × blocks per SM).
 int64_t recompute_resident_blocks(const Problem& p);
 // runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
                           const float* lse, const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
-                          const SlotSpace& space, cudaStream_t stream);
+                          const SlotSpace& space, HostTables& host, cudaStream_t stream);
 
 // dC's tail sums G: in the statistics rows' free half when the plan says so
 // (no item), else an item of their own.
@@ -225,7 +237,7 @@ inline int64_t de_part_capacity(const DropPlan& plan) {
 inline int64_t de_column_tiles(const Problem& p) { return (p.d + 63) / 64; }
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
                    const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
-                   float* de_acc, void* dc, cudaStream_t stream, SideStream& side);
+                   float* de_acc, void* dc, cudaStream_t stream, SideStream& side, HostTables& host);
 void finish_de(const DeviceInputs& in, const BackwardBuffers& buffers, const float* de_acc, void* de, cudaStream_t stream);
 // finish_de's target terms only, added to the fp32 accumulator in place (for
 // a caller that sums several accumulators before rounding them).
@@ -239,7 +251,7 @@ void add_target_terms(const DeviceInputs& in, const BackwardBuffers& buffers, fl
 // the full LSE of every row.
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
                                const float* lse, const BackwardChoice& choice, const KeptTiles& kept, void* de,
-                               void* dc, cudaStream_t stream, SideStream& side, DropStats* stats);
+                               void* dc, cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats);
 // Where the fp32 dE accumulator lives: the start of the work buffer (bf16), `de` itself (fp32).
 float* de_accumulator(const Problem& problem, const BackwardBuffers& buffers, void* de);
 // All of the backward's scratch (forward's, decision's, correction's items).

@@ -731,7 +731,7 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
 
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
                    const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
-                   float* de_acc, void* dc, cudaStream_t stream, SideStream& side) {
+                   float* de_acc, void* dc, cudaStream_t stream, SideStream& side, HostTables& host) {
   const Problem& p = in.problem;
   const int* slots = buffers.slots;
   const int64_t pairs = plan.tiles * plan.token_blocks;
@@ -801,9 +801,7 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   args.de_part_count = static_cast<int64_t>(parts.size());
   args.de_turns = de_space + 4 * de_part_capacity(plan);
   args.de_ticket = args.de_turns + plan.token_blocks * de_column_tiles(p);
-  if (!parts.empty())
-    CCE_CUDA_CHECK(cudaMemcpyAsync(de_space, parts.data(), parts.size() * sizeof(int4), cudaMemcpyHostToDevice,
-                                   stream));  // pageable: read when the call returns
+  host.sent.send(de_space, parts.data(), parts.size() * sizeof(int4), stream);
   CCE_CUDA_CHECK(cudaMemsetAsync(args.de_turns, 0, static_cast<size_t>(plan.token_blocks * de_column_tiles(p) + 1) * 4,
                                  stream));
   // x: D's column tiles, so that the blocks of the chunk's first (most kept,

@@ -86,23 +86,23 @@ BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const
 }
 
 KeptPairs decide_kept_pairs(const Problem& p, const DropPlan& plan, const float* lse, const EpsChoice& eps,
-                            BatchBackward& batch, cudaStream_t stream) {
+                            BatchBackward& batch, HostTables& host, cudaStream_t stream) {
   if (eps.dropped_mass >= 0.0) {
     keep_pairs_at_eps(plan, batch.buffers, batch.choice.eps, stream);
-    batch.kept = s09::kept_tiles_from_flags(p, plan, batch.buffers, lse, batch.choice, stream);
+    batch.kept = s09::kept_tiles_from_flags(p, plan, batch.buffers, lse, batch.choice, host, stream);
   } else {
-    batch.kept = s09::decide_kept_tiles(p, plan, batch.buffers, lse, batch.choice, stream);
+    batch.kept = s09::decide_kept_tiles(p, plan, batch.buffers, lse, batch.choice, host, stream);
   }
   return KeptPairs{batch.kept.kept(), plan.tiles * plan.token_blocks};
 }
 
 float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
                          const DropSettings& settings, PlanChoice& chosen, const BatchBackward& batch, void* de,
-                         void* dc, cudaStream_t stream, SideStream& side, DropStats* stats) {
+                         void* dc, cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats) {
   const Problem& p = in.problem;
   if (chosen.plan == BackwardPlan::kSparse)
     return s09::backward_to_accumulator(in, plan, batch.buffers, lse, batch.choice, batch.kept, de, dc, stream, side,
-                                        stats);
+                                        host, stats);
   // Dense: every target's term is in S, so finish_de must add none.
   chosen.slabs = plan_dense_slabs(p, settings.dense_slab_columns);
   scratch.allocate(dense_slab_items(p, chosen.slabs, dc != nullptr));
@@ -117,7 +117,8 @@ float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& 
 
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
                                const float* upstream, const DropSettings& settings, void* de, void* dc,
-                               cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice,
+                               cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats,
+                               EpsChoice* choice,
                                PlanChoice* ran) {
   const Problem& p = in.problem;
   BatchBackward batch = begin_backward(in, plan, scratch, lse, upstream, settings, stream);
@@ -131,9 +132,10 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scr
                             settings.dropped_mass, stream);
     batch.choice.eps = eps.eps;
     if (choice != nullptr) *choice = eps;
-    chosen = choose_plan(settings.plan, decide_kept_pairs(p, plan, lse, eps, batch, stream));
+    chosen = choose_plan(settings.plan, decide_kept_pairs(p, plan, lse, eps, batch, host, stream));
   }
-  float* de_acc = run_backward_plan(in, plan, scratch, lse, settings, chosen, batch, de, dc, stream, side, stats);
+  float* de_acc =
+      run_backward_plan(in, plan, scratch, lse, settings, chosen, batch, de, dc, stream, side, host, stats);
   if (ran != nullptr) *ran = chosen;
   return de_acc;
 }
@@ -166,7 +168,7 @@ std::vector<MemoryItem> sample_items(const Problem& p, const RowSample& sample, 
 
 KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, const DropPlan& sample_plan,
                            const Scratch& scratch, const float* upstream, const DropSettings& settings,
-                           cudaStream_t stream) {
+                           HostTables& host, cudaStream_t stream) {
   const Problem& p = in.problem;
   const Problem q = p.with_tokens(sample.rows);
   void* e_rows = scratch.get<void>(kSampleRowsItem);
@@ -190,7 +192,7 @@ KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, cons
     eps = choose_drop_eps(q, sample_plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks,
                           settings.dropped_mass, stream);
   batch.choice.eps = eps.eps;
-  return decide_kept_pairs(q, sample_plan, lse, eps, batch, stream);
+  return decide_kept_pairs(q, sample_plan, lse, eps, batch, host, stream);
 }
 
 std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {
@@ -233,7 +235,8 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
     const RowSample sample = plan_row_sample(p);
     const DropPlan sample_plan = plan_for(p.with_tokens(sample.rows));
     sample_scratch_.allocate(sample_items(p, sample, sample_plan));
-    const KeptPairs pairs = decide_on_sample(in, sample, sample_plan, sample_scratch_, upstream, settings(p.dtype), stream);
+    const KeptPairs pairs = decide_on_sample(in, sample, sample_plan, sample_scratch_, upstream, settings(p.dtype), host_,
+                                               stream);
     history_ = PlanHistory{static_cast<double>(pairs.kept) / static_cast<double>(pairs.pairs), 0};
     sample_rows = sample.rows;
   }
@@ -266,7 +269,7 @@ void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const
   stats_ready_ = false;  // the correction overwrites the statistics
   scratch_.allocate(workspace(p, true));
   const float* de_acc = s10::backward_to_accumulator(in, plan_for(p), scratch_, lse, upstream, settings(p.dtype), de, dc,
-                                                stream, side_, &stats_, &choice_, &ran_);
+                                                stream, side_, host_, &stats_, &choice_, &ran_);
   if (ran_.kept_fraction >= 0.0) {  // a decision: what the next batch of this problem is planned from
     history_problem_ = p;
     history_ = PlanHistory{ran_.kept_fraction, 0};

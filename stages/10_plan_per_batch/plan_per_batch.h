@@ -34,6 +34,7 @@ using s09::DropStats;
 using s09::finish_de;
 using s09::forward_plan;
 using s09::plan_drop;
+using s09::HostTables;
 using s09::SideStream;
 
 // The automatic eps's candidates 2^-kAutoFirstExponent … 2^-kAutoLastExponent,
@@ -237,13 +238,13 @@ BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const
 // keeps. `eps`: how that eps came: an automatic one (dropped_mass ≥ 0) was
 // measured by measure_dropped_mass, whose flags keep_pairs_at_eps finishes.
 KeptPairs decide_kept_pairs(const Problem& problem, const DropPlan& plan, const float* lse, const EpsChoice& eps,
-                            BatchBackward& batch, cudaStream_t stream);
+                            BatchBackward& batch, HostTables& host, cudaStream_t stream);
 // Stage 09's backward over the kept pairs, or the dense plan (whose slab it
 // adds to `scratch`: dense_slab_items); sets chosen.slabs for the dense plan.
 // Returns the fp32 dE accumulator.
 float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
                          const DropSettings& settings, PlanChoice& chosen, const BatchBackward& batch, void* de,
-                         void* dc, cudaStream_t stream, SideStream& side, DropStats* stats);
+                         void* dc, cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats);
 
 // The whole backward up to the fp32 dE accumulator: the grad scale, the
 // plan, then stage 09's backward (s09::backward_to_accumulator says what it
@@ -251,7 +252,8 @@ float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& 
 // model: dense_slab_items). Either way finish_de (or add_target_terms) ends it.
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
                                const float* upstream, const DropSettings& settings, void* de, void* dc,
-                               cudaStream_t stream, SideStream& side, DropStats* stats, EpsChoice* choice = nullptr,
+                               cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats,
+                               EpsChoice* choice = nullptr,
                                PlanChoice* ran = nullptr);
 std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan& plan);
 
@@ -263,7 +265,7 @@ std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan&
 std::vector<MemoryItem> sample_items(const Problem& problem, const RowSample& sample, const DropPlan& sample_plan);
 KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, const DropPlan& sample_plan,
                            const Scratch& scratch, const float* upstream, const DropSettings& settings,
-                           cudaStream_t stream);
+                           HostTables& host, cudaStream_t stream);
 
 // The report's words on a backward's choices: the automatic eps's rule
 // (appended to the eps), the candidates' masses (a line), the plan and why (a line).

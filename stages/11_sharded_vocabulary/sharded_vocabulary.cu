@@ -64,6 +64,7 @@ struct ShardedVocabulary::Rank {
   DeviceBuffer<uint8_t> de, dc;  // dE [N,D], the shard's dC [V_p,D]
   Scratch scratch;
   s10::SideStream side;
+  s10::HostTables host;
   s10::DropStats stats;
   s10::EpsChoice choice;  // the last backward's, from the joined statistics
   s10::PlanChoice ran;
@@ -229,7 +230,7 @@ float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
       r.choice = s10::choose_drop_eps(s10::read_dropped_mass(batch.plan_buffers, r.stream), settings.dropped_mass);
     }
     batch.choice.eps = r.choice.eps;
-    const s10::KeptPairs local = s10::decide_kept_pairs(r.local, r.plan, lse, r.choice, batch, r.stream);
+    const s10::KeptPairs local = s10::decide_kept_pairs(r.local, r.plan, lse, r.choice, batch, r.host, r.stream);
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[4], r.stream));
     r.joined = join_kept_pairs(local, r.scratch, r.comm, r.stream);
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[5], r.stream));
@@ -237,7 +238,7 @@ float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
     r.ran = s10::choose_plan(settings.plan, r.joined);
   }
   return s10::run_backward_plan(r.in, r.plan, r.scratch, lse, settings, r.ran, batch, r.de.get(), r.dc.get(), r.stream,
-                                r.side, &r.stats);
+                                r.side, r.host, &r.stats);
 }
 
 void ShardedVocabulary::forward() { step(false); }

@@ -55,6 +55,16 @@ class Timeline(unittest.TestCase):
 
     def test_no_events(self):
         self.assertEqual(stage_timeline.report("== t", []), ["== t", "no GPU operations traced"])
+        self.assertEqual(stage_timeline.host_report([]), ["host: no CUDA API calls traced"])
+
+    def test_host_gaps_are_the_hosts_own_code(self):
+        # A sync (0..50), then the host's code until 70, a launch (70..75); given out of order.
+        lines = stage_timeline.host_report([event(70, 5, "cudaLaunchKernel"), event(0, 50, "cudaStreamSynchronize")])
+        self.assertEqual(lines[1], "  +       0 gap     0.0 dur     50.0  cudaStreamSynchronize")
+        self.assertEqual(lines[2], "  +      70 gap    20.0 dur      5.0  cudaLaunchKernel")
+        self.assertEqual(lines[3], "host span 75 us, API calls 2, in them 55 us, host code between them 20 us")
+        self.assertEqual(lines[5], "     1      50.0      0.0  cudaStreamSynchronize")
+        self.assertEqual(lines[6], "     1       5.0     20.0  cudaLaunchKernel")
 
 
 REPORT = "\n".join(["stage 10_plan_per_batch through its C interface, on a GPU, torch x"] + stage_timeline.report(

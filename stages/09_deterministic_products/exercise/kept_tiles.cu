@@ -159,14 +159,14 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
 size_t target_sort_work_bytes(int64_t n) { return static_cast<size_t>(n) * 12 + radix_sort_pairs_temp_bytes<int>(n, false) + 256; }
 
 KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const BackwardBuffers& buffers,
-                            const float* lse, const BackwardChoice& choice, cudaStream_t stream) {
+                            const float* lse, const BackwardChoice& choice, HostTables& host, cudaStream_t stream) {
   const s08::DecisionInputs inputs{&buffers.forward.kept, lse, buffers.grad_scale, choice.blocks};
   s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, choice.eps, buffers.keep, buffers.kept_counts, stream);
-  return kept_tiles_from_flags(p, plan, buffers, lse, choice, stream);
+  return kept_tiles_from_flags(p, plan, buffers, lse, choice, host, stream);
 }
 
 KeptTiles kept_tiles_from_flags(const Problem& p, const DropPlan& plan, const BackwardBuffers& buffers,
-                                const float* lse, const BackwardChoice& choice, cudaStream_t stream) {
+                                const float* lse, const BackwardChoice& choice, HostTables& host, cudaStream_t stream) {
   KeptTiles kept;
   uint8_t* flags = buffers.keep;
   int* counts = buffers.kept_counts;
@@ -174,7 +174,9 @@ KeptTiles kept_tiles_from_flags(const Problem& p, const DropPlan& plan, const Ba
   int* tiles_with_slots = offsets + plan.tiles + 1;
   const s08::TileStatistics& forward = buffers.forward.kept;
   const s08::DecisionInputs inputs{&forward, lse, buffers.grad_scale, choice.blocks};
-  std::vector<int> host_counts(static_cast<size_t>(plan.tiles));
+  host.read_back.reset();
+  const HostSpan<int> host_counts{host.read_back.take<int>(static_cast<size_t>(plan.tiles)),
+                                  static_cast<size_t>(plan.tiles)};
   CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
 
   // Meanwhile on the device: the targets of dropped tiles (coefficients, and
@@ -202,28 +204,31 @@ KeptTiles kept_tiles_from_flags(const Problem& p, const DropPlan& plan, const Ba
         flags, plan.tiles, plan.token_blocks, buffers.block_lists);
     CCE_CHECK_LAUNCH();
   }
+  const size_t list_ints = static_cast<size_t>(plan.token_blocks * (plan.tiles + 1));
+  kept.block_lists = {host.read_back.take<int>(list_ints), list_ints};
+  CCE_CUDA_CHECK(cudaMemcpyAsync(kept.block_lists.data(), buffers.block_lists, list_ints * 4, cudaMemcpyDeviceToHost,
+                                 stream));
+  // The decision's one wait: the counts and lists are here, and every copy sent before has been made.
   CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  kept.offsets.assign(host_counts.size() + 1, 0);
+  host.sent.reset();
+  kept.offsets = {host.sent.take<int>(host_counts.size() + 1), host_counts.size() + 1};
+  int* with_slots = host.sent.take<int>(host_counts.size());
+  kept.offsets[0] = 0;
   for (size_t t = 0; t < host_counts.size(); ++t) {
     kept.offsets[t + 1] = kept.offsets[t] + host_counts[t];
-    if (host_counts[t] > 0) kept.tiles_with_slots.push_back(static_cast<int>(t));
+    if (host_counts[t] > 0) with_slots[kept.tiles_with_slots.count++] = static_cast<int>(t);
   }
+  kept.tiles_with_slots.ptr = with_slots;
   CCE_CUDA_CHECK(cudaMemcpyAsync(offsets, kept.offsets.data(), kept.offsets.size() * 4, cudaMemcpyHostToDevice,
                                  stream));
   if (!kept.tiles_with_slots.empty())
     CCE_CUDA_CHECK(cudaMemcpyAsync(tiles_with_slots, kept.tiles_with_slots.data(), kept.tiles_with_slots.size() * 4,
                                    cudaMemcpyHostToDevice, stream));
-  kept.block_lists.resize(static_cast<size_t>(plan.token_blocks * (plan.tiles + 1)));
-  CCE_CUDA_CHECK(cudaMemcpyAsync(kept.block_lists.data(),
-                                 buffers.block_lists,
-                                 kept.block_lists.size() * 4, cudaMemcpyDeviceToHost, stream));
   int* slots = buffers.slots;
   const int64_t pairs = plan.tiles * plan.token_blocks;
   fill_slots_kernel<<<blocks_for(plan.tiles * 32), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
                                                                      slots, slots + pairs, slots + 2 * pairs);
   CCE_CHECK_LAUNCH();
-  // The host vectors must outlive the copies: wait for them.
-  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return kept;
 }
 
@@ -250,13 +255,12 @@ int64_t recompute_resident_blocks(const Problem& p) {
 
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
                           const float* lse, const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
-                          const SlotSpace& space, cudaStream_t stream) {
+                          const SlotSpace& space, HostTables& host, cudaStream_t stream) {
   const Problem& p = in.problem;
   const int64_t count = static_cast<int64_t>(runs.size()) / 4;
   if (count == 0) return;
   int* device_runs = buffers.recompute_runs;
-  // From pageable memory: the copy has read `runs` when it returns.
-  CCE_CUDA_CHECK(cudaMemcpyAsync(device_runs, runs.data(), runs.size() * 4, cudaMemcpyHostToDevice, stream));
+  host.sent.send(device_runs, runs.data(), runs.size() * 4, stream);
   const int* slot_arrays = buffers.slots;
   const int64_t pairs = plan.tiles * plan.token_blocks;
   dispatch_recompute_kernel(p, [&](auto tile, auto element, auto kernel, size_t shared) {

@@ -358,8 +358,7 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
   // S's pitch in its own elements: bf16 values packed into fp32 rows are twice as many per row.
   const int s_pitch = to_int(bf16 ? 2 * slabs.pitch : slabs.pitch);
   const float one = 1.0f, zero = 0.0f;
-  cublasHandle_t handle = cublas_handle();
-  CCE_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  cublasHandle_t handle = cublas_handle_on(stream);
   for (int64_t first = 0, index = 0; first < p.v; first += slabs.columns, ++index) {
     const int columns = to_int(std::min(slabs.columns, p.v - first));
     const void* c_slab = static_cast<const unsigned char*>(in.c.get()) + first * p.d * element;
@@ -494,7 +493,7 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
                                                                        grad_scale + first, p.softcap, true);
     CCE_CHECK_LAUNCH();
     const int n_rows = to_int(rows_problem.n);
-    CCE_CUBLAS_CHECK(cublasSetStream(handle, stream));
+    handle = cublas_handle_on(stream);
     // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows], written once.
     void* de_rows = static_cast<unsigned char*>(de) + first * p.d * element;
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n_rows, v, &one, in.c.get(), type, d, logits,
