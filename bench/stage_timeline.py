@@ -10,7 +10,8 @@ before the last one warm up (the plan of a batch follows the batch before); the 
 profiler's own overhead lengthens the host's part, so the idle times are upper bounds. Operations on a side
 stream overlap the main stream's: the idle time before an operation counts from the end of every operation
 that started before it. With --host, the host's CUDA API calls of the same call follow, each with the host's own
-time before it (its C++ code between calls) and its duration (a synchronizing call waits for the GPU in it).
+time before it (its C++ code between calls) and its duration (a synchronizing call waits for the GPU in it), then
+each wait of the GPU of 10 us or more: when the host queued the operation after it, and what the host did meanwhile.
 Exit status 2 for bad arguments, 77 (skipped) without PyTorch or a CUDA device."""
 import argparse
 import collections
@@ -82,6 +83,47 @@ def host_report(events):
     lines.append("host by name (count, us in the calls, us of host code before them), longest first:")
     for key, (count, dur, gap) in sorted(names.items(), key=lambda kv: -(kv[1][1] + kv[1][2])):
         lines.append("  %4d %9.1f %8.1f  %s" % (count, dur, gap, key))
+    return lines
+
+
+def correlation(ev):
+    """The id that ties a GPU operation to the host API call that queued it (None where the trace has none)."""
+    return (ev.get("args") or {}).get("correlation")
+
+
+def idle_causes(gpu, host, least_idle_us=10.0):
+    """Lines: for each stretch of at least least_idle_us in which the GPU waited (as report() counts idle time), the
+    operation after it, when the host queued it (its API call's end, from the start of the wait) and what the host
+    did in the wait: its API calls there, longest first, and its own code between them. A launch that ends late in
+    the wait means the host was behind; one that ended before it means the operation waited on something else."""
+    ops = sorted(gpu, key=lambda ev: ev["ts"])
+    calls = sorted(host, key=lambda ev: ev["ts"])
+    queued_by = {correlation(ev): ev for ev in calls if correlation(ev) is not None}
+    lines = ["GPU waits of %g us or more, and the host meanwhile (us from the wait's start):" % least_idle_us]
+    if not ops:
+        return lines + ["  none"]
+    t0, end = ops[0]["ts"], ops[0]["ts"] + ops[0]["dur"]
+    waits = 0
+    for ev in ops[1:]:
+        idle = ev["ts"] - end
+        if idle >= least_idle_us:
+            waits += 1
+            launch = queued_by.get(correlation(ev))
+            queued = ("queued at %+.1f by %s" % (launch["ts"] + launch["dur"] - end, launch["name"][:40])
+                      if launch is not None else "its host call not traced")
+            inside = [c for c in calls if c["ts"] < ev["ts"] and c["ts"] + c["dur"] > end]
+            busy, code, last = collections.OrderedDict(), 0.0, end
+            for c in inside:
+                code += max(0.0, c["ts"] - last)
+                last = max(last, c["ts"] + c["dur"])
+                busy[c["name"][:40]] = busy.get(c["name"][:40], 0.0) + min(c["ts"] + c["dur"], ev["ts"]) - max(c["ts"], end)
+            code += max(0.0, ev["ts"] - last)
+            spent = ", ".join("%s %.1f" % kv for kv in sorted(busy.items(), key=lambda kv: -kv[1])[:3]) or "no API call"
+            lines.append("  +%8.0f idle %6.1f before %s: %s; host: %s; own code %.1f"
+                         % (ev["ts"] - t0, idle, kernel_family(ev["name"])[:50], queued, spent, code))
+        end = max(end, ev["ts"] + ev["dur"])
+    if waits == 0:
+        lines.append("  none")
     return lines
 
 
@@ -162,6 +204,7 @@ def main(argv=None):
         out += report(title, gpu)
         if a.host:
             out += host_report(host)
+            out += idle_causes(gpu, host)
     text = "\n".join(out)
     print(text)
     if a.out:

@@ -4,6 +4,8 @@
 - stage_timeline's report on hand-made trace events: the idle time before each operation counts from the end
   of every operation that started before it (a side stream's overlap is no idle time), the span, the sums by
   kernel family (arguments, template arguments and anonymous namespaces left out);
+- stage_timeline's host side: each API call with the host's own time before it; each GPU wait with when its next
+  operation was queued (tied by the correlation id) and what the host did meanwhile;
 - timeline_figure: a report read back (its title, operations, span), each kernel family in its step of the plan
   (the tail correction's cuBLAS kernels by prefix, an unknown kernel in "other"), the idle time apart; its command
   line's errors (exit 2), and with matplotlib the figure itself;
@@ -65,6 +67,28 @@ class Timeline(unittest.TestCase):
         self.assertEqual(lines[3], "host span 75 us, API calls 2, in them 55 us, host code between them 20 us")
         self.assertEqual(lines[5], "     1      50.0      0.0  cudaStreamSynchronize")
         self.assertEqual(lines[6], "     1       5.0     20.0  cudaLaunchKernel")
+
+
+    def test_idle_causes_name_the_hosts_part(self):
+        # The GPU waits from 10 to 40 before b: the host synchronized (12..32), ran its own code, then queued b (35..38)
+        # and began queuing c (39..41); a launch is tied to its operation by the correlation id.
+        def tied(ts, dur, name, corr, cat):
+            ev = dict(event(ts, dur, name), cat=cat)
+            if corr is not None:
+                ev["args"] = {"correlation": corr}
+            return ev
+        gpu = [tied(46, 5, "c(int)", 3, "kernel"), tied(0, 10, "a(int)", 1, "kernel"),
+               tied(40, 5, "void b<int>(int)", 2, "kernel")]
+        host = [tied(-5, 3, "cudaLaunchKernel", 1, "cuda_runtime"), tied(12, 20, "cudaStreamSynchronize", None,
+                                                                          "cuda_runtime"),
+                tied(35, 3, "cudaLaunchKernel", 2, "cuda_runtime"), tied(39, 2, "cudaLaunchKernel", 3, "cuda_runtime")]
+        lines = stage_timeline.idle_causes(gpu, host)
+        self.assertEqual(len(lines), 2)  # c's wait (1 us) is below the 10 us shown
+        self.assertEqual(lines[1], "  +      40 idle   30.0 before b: queued at +28.0 by cudaLaunchKernel; "
+                                   "host: cudaStreamSynchronize 20.0, cudaLaunchKernel 4.0; own code 6.0")
+        untraced = stage_timeline.idle_causes(gpu, [])
+        self.assertIn("its host call not traced; host: no API call; own code 30.0", untraced[1])
+        self.assertEqual(stage_timeline.idle_causes([], []), [lines[0], "  none"])
 
 
 REPORT = "\n".join(["stage 10_plan_per_batch through its C interface, on a GPU, torch x"] + stage_timeline.report(
