@@ -218,6 +218,20 @@ def lacking_files(folder):
     return [f for f in ("e.npy", "c.npy", "targets.npy") if not os.path.isfile(os.path.join(folder, f))]
 
 
+def torch_with_cuda(prog):
+    """PyTorch, when it imports and sees a CUDA device; else None, after one line on stderr saying why. For the
+    probes beside this script (stage_timeline.py, plan_series.py), which then exit EXIT_SKIPPED."""
+    try:
+        import torch
+    except ImportError as exc:
+        print("%s: SKIPPED: %s: run this on a GPU machine with PyTorch" % (prog, exc), file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print("%s: SKIPPED: PyTorch sees no CUDA device" % prog, file=sys.stderr)
+        return None
+    return torch
+
+
 def default_shapes(lm_data):
     """The generated shapes, and the trained-model shapes whose files are all in lm_data."""
     return list(SHAPES) + [s for s in LM_SHAPES if not lacking_files(os.path.join(lm_data, s))]

@@ -15,9 +15,8 @@ import json
 import statistics
 import sys
 
-from peers import lacking_files, lm_shape_dims, load_inputs  # the inputs as peers.py reads them
+from peers import EXIT_SKIPPED, lacking_files, lm_shape_dims, load_inputs, torch_with_cuda  # as peers.py reads them
 
-EXIT_SKIPPED = 77
 SETTLING_CALLS = 2  # left out of the summary
 
 
@@ -46,13 +45,8 @@ def parse(argv):
 
 def main(argv=None):
     a = parse(argv)
-    try:
-        import torch
-    except ImportError as exc:
-        print("plan_series.py: SKIPPED: %s: run this on a GPU machine with PyTorch" % exc, file=sys.stderr)
-        return EXIT_SKIPPED
-    if not torch.cuda.is_available():
-        print("plan_series.py: SKIPPED: PyTorch sees no CUDA device", file=sys.stderr)
+    torch = torch_with_cuda("plan_series.py")
+    if torch is None:
         return EXIT_SKIPPED
     sys.path.insert(0, a.python_dir)
     import cce_stages as cs

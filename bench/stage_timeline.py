@@ -22,9 +22,8 @@ import re
 import sys
 import tempfile
 
-from peers import lacking_files, lm_shape_dims, load_inputs  # the inputs as peers.py reads them
+from peers import EXIT_SKIPPED, lacking_files, lm_shape_dims, load_inputs, torch_with_cuda  # as peers.py reads them
 
-EXIT_SKIPPED = 77
 GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
 HOST_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
@@ -116,7 +115,8 @@ def idle_causes(gpu, host, least_idle_us=10.0):
             for c in inside:
                 code += max(0.0, c["ts"] - last)
                 last = max(last, c["ts"] + c["dur"])
-                busy[c["name"][:40]] = busy.get(c["name"][:40], 0.0) + min(c["ts"] + c["dur"], ev["ts"]) - max(c["ts"], end)
+                name = c["name"][:40]
+                busy[name] = busy.get(name, 0.0) + min(c["ts"] + c["dur"], ev["ts"]) - max(c["ts"], end)
             code += max(0.0, ev["ts"] - last)
             spent = ", ".join("%s %.1f" % kv for kv in sorted(busy.items(), key=lambda kv: -kv[1])[:3]) or "no API call"
             lines.append("  +%8.0f idle %6.1f before %s: %s; host: %s; own code %.1f"
@@ -185,13 +185,8 @@ def parse(argv):
 
 def main(argv=None):
     a = parse(argv)
-    try:
-        import torch
-    except ImportError as exc:
-        print("stage_timeline.py: SKIPPED: %s: run this on a GPU machine with PyTorch" % exc, file=sys.stderr)
-        return EXIT_SKIPPED
-    if not torch.cuda.is_available():
-        print("stage_timeline.py: SKIPPED: PyTorch sees no CUDA device", file=sys.stderr)
+    torch = torch_with_cuda("stage_timeline.py")
+    if torch is None:
         return EXIT_SKIPPED
     sys.path.insert(0, a.python_dir)
     import cce_stages as cs
