@@ -231,14 +231,7 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
   }
   const int64_t capacity = plan.chunk_slots();
   const int64_t pairs = plan.tiles * plan.token_blocks;
-  TailSums tail;
-  if (choice.correct_tail && kept.kept() < pairs) {
-    const s08::DecisionInputs inputs{&buffers.forward.kept, lse, buffers.grad_scale, choice.blocks};
-    if (choice.correct_dc && dc != nullptr) tail = buffers.tail;
-    s08::correct_dropped_tail(in, s08::tile_grid(p), inputs, buffers.keep, de_acc, tail, stream);
-  } else {
-    CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
-  }
+  const TailSums& tail = kept.tail;
 
   // Chunks of consecutive tiles whose kept S tiles fit the slots.
   const int64_t resident_blocks = recompute_resident_blocks(p);
@@ -262,7 +255,8 @@ void DeterministicProductsStage::backward_at(const DeviceInputs& in, const float
                                              void* de, void* dc, cudaStream_t stream) {
   const DropPlan plan = plan_for(in.problem);
   const BackwardBuffers buffers = backward_buffers(in.problem, plan, scratch_);
-  const KeptTiles kept = decide_kept_tiles(in.problem, plan, buffers, lse, choice, host_, stream);
+  const KeptTiles kept = decide_kept_tiles(in, plan, buffers, lse, choice, de_accumulator(in.problem, buffers, de), dc,
+                                           host_, stream);
   const float* de_acc = backward_to_accumulator(in, plan, buffers, lse, choice, kept, de, dc, stream, side_, host_, &stats_);
   finish_de(in, buffers, de_acc, de, stream);
 }

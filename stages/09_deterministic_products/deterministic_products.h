@@ -97,10 +97,19 @@ struct SideStream {
 // The host's side of the backward's tables, in page-locked memory
 // (common/pinned_staging.h says why): what it reads back (the per-tile counts
 // and per-block lists of kept tiles) and what it sends (slot offsets, the
-// recomputation's runs, dE's parts). The decision waits for the GPU once.
+// recomputation's runs, dE's parts). The decision waits for the GPU once, on
+// an event after its read-backs: the work queued after them (the tail
+// correction) runs on while the host builds the tables.
 struct HostTables {
   PinnedStaging read_back;  // reset where the decision starts: every read-back before it was waited for
   PinnedStaging sent;       // reset after the decision's wait: the stream has passed every copy sent before
+  cudaEvent_t read_backs_done = nullptr;  // created on first use
+  void mark_read_backs(cudaStream_t stream);  // after the last read-back is queued
+  void wait_for_read_backs();                 // the decision's wait
+  HostTables() = default;
+  HostTables(const HostTables&) = delete;
+  HostTables& operator=(const HostTables&) = delete;
+  ~HostTables();
 };
 
 // What the backward decides with: eps (0: every pair with a gradient kept),
@@ -201,21 +210,31 @@ BackwardBuffers backward_buffers(const Problem& problem, const DropPlan& plan, c
 void compute_grad_scale(const DeviceInputs& in, const float* upstream, const BackwardBuffers& buffers,
                         cudaStream_t stream);
 
-// kept_tiles.cu: the decision's slots and lists, the recomputed S of kept tiles.
-// In HostTables' memory: valid until the next decision.
+// kept_tiles.cu: the decision's slots and lists, the tail correction, the
+// recomputed S of kept tiles. In HostTables' memory: valid until the next decision.
 struct KeptTiles {
   HostSpan<int> offsets;  // [tiles + 1]: tile T's kept token blocks are slots offsets[T]..offsets[T+1]
   HostSpan<int> tiles_with_slots;  // ascending: the tiles with at least one kept token block (also on the device)
   HostSpan<int> block_lists;       // [token blocks][1 + tiles]: count, then the kept tiles ascending (also on the device)
+  TailSums tail;                   // dC's tail sums G, where the correction wrote them (null: none)
   int64_t kept() const { return offsets.empty() ? 0 : offsets.back(); }
 };
 size_t target_sort_work_bytes(int64_t n);  // the targets' sort temporaries in the work buffer
-KeptTiles decide_kept_tiles(const Problem& problem, const DropPlan& plan, const BackwardBuffers& buffers,
-                            const float* lse, const BackwardChoice& choice, HostTables& host, cudaStream_t stream);
+// Stage 08's decision at choice.eps, then kept_tiles_from_flags (its tail
+// correction only where eps can drop a pair with a gradient: eps > 0).
+KeptTiles decide_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                            const float* lse, const BackwardChoice& choice, float* de_acc, void* dc, HostTables& host,
+                            cudaStream_t stream);
 // Its second half, for a caller that decided otherwise: the flags buffers.keep
-// and the per-tile counts buffers.kept_counts are on the stream already.
-KeptTiles kept_tiles_from_flags(const Problem& problem, const DropPlan& plan, const BackwardBuffers& buffers,
-                                const float* lse, const BackwardChoice& choice, HostTables& host, cudaStream_t stream);
+// and the per-tile counts buffers.kept_counts are on the stream already, and
+// host.read_back was reset where that decision started. Everything that needs
+// the flags alone is queued before the one wait: the dropped targets, the
+// lists, and, into de_acc (overwritten), stage 08's tail correction when
+// choice.correct_tail, else zeros (de_acc null: neither, for a decision that
+// recomputes nothing).
+KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                                const float* lse, const BackwardChoice& choice, float* de_acc, void* dc,
+                                HostTables& host, cudaStream_t stream);
 // Blocks of the recomputation resident on this GPU at once (SMs × blocks per SM).
 int64_t recompute_resident_blocks(const Problem& p);
 // runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.
@@ -244,9 +263,9 @@ void finish_de(const DeviceInputs& in, const BackwardBuffers& buffers, const flo
 void add_target_terms(const DeviceInputs& in, const BackwardBuffers& buffers, float* de_acc, cudaStream_t stream);
 
 // The whole backward up to the fp32 dE accumulator, once compute_grad_scale
-// has run and decide_kept_tiles has decided (everything of the stage's
-// backward but finish_de): correct the tail, recompute and multiply the kept
-// tiles chunk by chunk; dC is written completely. Returns the accumulator
+// has run and decide_kept_tiles has decided and corrected the tail into
+// de_accumulator (everything of the stage's backward but finish_de):
+// recompute and multiply the kept tiles chunk by chunk; dC is written completely. Returns the accumulator
 // (the start of the work buffer for bf16, `de` itself for fp32). `lse` is
 // the full LSE of every row.
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,

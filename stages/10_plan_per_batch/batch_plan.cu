@@ -38,7 +38,7 @@ dim3 pair_grid(const s09::DropPlan& plan) {
 // with a gradient. A block per (token block, tile), as stage 08's decision.
 // The pair's largest such e, as e − kAutoFirstExponent + 1 (0: none), goes to
 // its flag [tile][token block], so that the decision at the chosen eps needs
-// no second pass over the statistics (keep_pairs_at_eps).
+// no second pass over the statistics (keep_pairs_at_chosen_eps).
 constexpr double kMassUnit = 4294967296.0;  // 2^32
 struct LogEps {
   float at[kAutoExponents];
@@ -123,16 +123,21 @@ __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t 
 
 }  // namespace
 
+namespace {
+constexpr const char* kDroppedMassItem = "dropped mass per eps, rows with a gradient, the chosen candidate [candidates + 2]";
+}  // namespace
+
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
   return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
-          {"dropped mass per eps, rows with a gradient [candidates + 1]", (kAutoExponents + 1) * 8}};
+          {kDroppedMassItem, (kAutoExponents + 2) * 8}};
 }
 
 BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   BatchPlanBuffers b;
   b.token_order = scratch.get<int>("token order, each token's place in it [2][N]");
   b.token_place = b.token_order + p.n;
-  b.dropped_mass = scratch.get<unsigned long long>("dropped mass per eps, rows with a gradient [candidates + 1]");
+  b.dropped_mass = scratch.get<unsigned long long>(kDroppedMassItem);
+  b.chosen_candidate = reinterpret_cast<int*>(b.dropped_mass + kAutoExponents + 1);
   return b;
 }
 
@@ -159,10 +164,34 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
   return s08::TokenBlocks{buffers.token_order, buffers.token_place};
 }
 
-int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget) {
+namespace {
+// The choice, on the host (the report) and on the device (the decision, with
+// no read-back): the same IEEE double arithmetic, so the same exponent.
+__host__ __device__ int first_within_budget(const double* dropped, double budget) {
   for (int k = 0; k < kAutoExponents; ++k)
     if (dropped[k] <= budget) return kAutoFirstExponent + k;
   return kAutoLastExponent;  // the smallest candidate: about half the tiles kept on the data measured
+}
+// dropped[k]: the mass per row dropped at candidate k (a pair dropped at k is
+// dropped at every larger eps too, so the masses add up from the smallest eps).
+__host__ __device__ void dropped_per_row(const unsigned long long* mass, unsigned long long rows_with_gradient,
+                                         double* dropped) {
+  const double rows = static_cast<double>(rows_with_gradient > 0 ? rows_with_gradient : 1);
+  unsigned long long above = 0;
+  for (int k = kAutoExponents - 1; k >= 0; --k)
+    above += mass[k], dropped[k] = static_cast<double>(above) / kMassUnit / rows;
+}
+// One thread: the candidate index the decision keeps at.
+__global__ void choose_candidate_kernel(const unsigned long long* __restrict__ measured, double budget,
+                                        int* __restrict__ chosen) {
+  double dropped[kAutoExponents];
+  dropped_per_row(measured, measured[kAutoExponents], dropped);
+  *chosen = first_within_budget(dropped, budget) - kAutoFirstExponent;
+}
+}  // namespace
+
+int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget) {
+  return first_within_budget(dropped, budget);
 }
 
 // The statistics' dropped mass at each candidate (one pass, a few µs).
@@ -184,11 +213,12 @@ namespace {
 // flag = 1 when the pair is kept at candidate `chosen` (its largest dropping
 // candidate, stored + 1, is below it), and the tile's count of kept pairs: a
 // block per tile, an integer sum.
-__global__ void keep_at_exponent_kernel(uint8_t* __restrict__ flags, int64_t token_blocks, int chosen,
-                                        int* __restrict__ kept_per_tile) {
+__global__ void keep_at_exponent_kernel(uint8_t* __restrict__ flags, int64_t token_blocks,
+                                        const int* __restrict__ chosen_candidate, int* __restrict__ kept_per_tile) {
   __shared__ int count;
   if (threadIdx.x == 0) count = 0;
   __syncthreads();
+  const int chosen = *chosen_candidate;
   int kept = 0;
   for (int64_t b = threadIdx.x; b < token_blocks; b += blockDim.x) {
     uint8_t& flag = flags[blockIdx.x * token_blocks + b];
@@ -202,35 +232,31 @@ __global__ void keep_at_exponent_kernel(uint8_t* __restrict__ flags, int64_t tok
 }
 }  // namespace
 
-void keep_pairs_at_eps(const DropPlan& plan, const s09::BackwardBuffers& backward, float eps, cudaStream_t stream) {
-  const int exponent = -std::ilogb(eps);
-  if (std::ldexp(1.0f, -exponent) != eps || exponent < kAutoFirstExponent || exponent > kAutoLastExponent)
-    throw CudaError("stage 10: keep_pairs_at_eps needs one of the automatic eps's candidates, got " +
-                    std::to_string(eps));
-  if (plan.tiles == 0) return;
-  keep_at_exponent_kernel<<<static_cast<unsigned>(plan.tiles), kThreads, 0, stream>>>(
-      backward.keep, plan.token_blocks, exponent - kAutoFirstExponent, backward.kept_counts);
+PendingEps choose_eps_on_device(const BatchPlanBuffers& buffers, double budget, HostTables& host,
+                                cudaStream_t stream) {
+  choose_candidate_kernel<<<1, 1, 0, stream>>>(buffers.dropped_mass, budget, buffers.chosen_candidate);
   CCE_CHECK_LAUNCH();
+  PendingEps pending;
+  pending.budget = budget;
+  pending.measured = {host.read_back.take<unsigned long long>(kAutoExponents + 1), kAutoExponents + 1};
+  CCE_CUDA_CHECK(cudaMemcpyAsync(pending.measured.data(), buffers.dropped_mass, pending.measured.size() * 8,
+                                 cudaMemcpyDeviceToHost, stream));
+  return pending;
 }
 
-DroppedMass read_dropped_mass(const BatchPlanBuffers& buffers, cudaStream_t stream) {
-  unsigned long long host[kAutoExponents + 1];
-  CCE_CUDA_CHECK(cudaMemcpyAsync(host, buffers.dropped_mass, sizeof host, cudaMemcpyDeviceToHost, stream));
-  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  DroppedMass measured;
-  std::copy(host, host + kAutoExponents, measured.mass.begin());
-  measured.rows = host[kAutoExponents];
-  return measured;
+void keep_pairs_at_chosen_eps(const DropPlan& plan, const s09::BackwardBuffers& backward,
+                              const BatchPlanBuffers& buffers, cudaStream_t stream) {
+  if (plan.tiles == 0) return;
+  keep_at_exponent_kernel<<<static_cast<unsigned>(plan.tiles), kThreads, 0, stream>>>(
+      backward.keep, plan.token_blocks, buffers.chosen_candidate, backward.kept_counts);
+  CCE_CHECK_LAUNCH();
 }
 
 // The largest eps within the budget.
 EpsChoice choose_drop_eps(const DroppedMass& measured, double budget) {
-  const double rows = static_cast<double>(std::max<unsigned long long>(measured.rows, 1));
-  double dropped[kAutoExponents];  // a pair dropped at e is dropped at every larger eps too
-  unsigned long long above = 0;
-  for (int k = kAutoExponents - 1; k >= 0; --k)
-    above += measured.mass[k], dropped[k] = static_cast<double>(above) / kMassUnit / rows;
-  const int exponent = choose_drop_exponent(dropped, budget);
+  double dropped[kAutoExponents];
+  dropped_per_row(measured.mass.data(), measured.rows, dropped);
+  const int exponent = first_within_budget(dropped, budget);
   EpsChoice choice;
   choice.eps = std::ldexp(1.0f, -exponent);
   choice.dropped_mass = dropped[exponent - kAutoFirstExponent];
@@ -238,11 +264,11 @@ EpsChoice choose_drop_eps(const DroppedMass& measured, double budget) {
   return choice;
 }
 
-EpsChoice choose_drop_eps(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
-                          const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
-                          double budget, cudaStream_t stream) {
-  measure_dropped_mass(p, plan, buffers, backward, lse, blocks, stream);
-  return choose_drop_eps(read_dropped_mass(buffers, stream), budget);
+EpsChoice PendingEps::chosen() const {
+  DroppedMass read;
+  std::copy(measured.begin(), measured.begin() + kAutoExponents, read.mass.begin());
+  read.rows = measured[kAutoExponents];
+  return choose_drop_eps(read, budget);
 }
 
 }  // namespace cce::s10

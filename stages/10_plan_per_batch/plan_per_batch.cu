@@ -79,21 +79,40 @@ BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const
   batch.buffers = s09::backward_buffers(p, plan, scratch);
   batch.plan_buffers = batch_plan_buffers(p, scratch);
   batch.choice = s09::BackwardChoice{settings.eps, s08::TokenBlocks{}, settings.correct_tail, settings.correct_dc};
+  batch.eps = EpsChoice{settings.eps, -1.0, {}};
   s09::compute_grad_scale(in, upstream, batch.buffers, stream);
   if (settings.plan != BackwardPlan::kDense && settings.group_tokens)
     batch.choice.blocks = group_tokens(p, plan, batch.plan_buffers, batch.buffers, lse, stream);
   return batch;
 }
 
-KeptPairs decide_kept_pairs(const Problem& p, const DropPlan& plan, const float* lse, const EpsChoice& eps,
-                            BatchBackward& batch, HostTables& host, cudaStream_t stream) {
-  if (eps.dropped_mass >= 0.0) {
-    keep_pairs_at_eps(plan, batch.buffers, batch.choice.eps, stream);
-    batch.kept = s09::kept_tiles_from_flags(p, plan, batch.buffers, lse, batch.choice, host, stream);
+void measure_for_decision(const Problem& p, const DropPlan& plan, const float* lse, const DropSettings& settings,
+                          const BatchBackward& batch, HostTables& host, cudaStream_t stream) {
+  host.read_back.reset();  // the read-backs of the last decision were waited for
+  if (settings.dropped_mass > 0.0)
+    measure_dropped_mass(p, plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks, stream);
+}
+
+KeptPairs finish_decision(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,
+                          BatchBackward& batch, float* de_acc, void* dc, HostTables& host, cudaStream_t stream) {
+  if (settings.dropped_mass > 0.0) {
+    const PendingEps pending = choose_eps_on_device(batch.plan_buffers, settings.dropped_mass, host, stream);
+    keep_pairs_at_chosen_eps(plan, batch.buffers, batch.plan_buffers, stream);
+    batch.kept = s09::kept_tiles_from_flags(in, plan, batch.buffers, lse, batch.choice, de_acc, dc, host, stream);
+    batch.eps = pending.chosen();  // the decision has waited: the masses are here
   } else {
-    batch.kept = s09::decide_kept_tiles(p, plan, batch.buffers, lse, batch.choice, host, stream);
+    batch.choice.eps = settings.eps;
+    batch.kept = s09::decide_kept_tiles(in, plan, batch.buffers, lse, batch.choice, de_acc, dc, host, stream);
+    batch.eps = EpsChoice{settings.eps, -1.0, {}};
   }
+  batch.choice.eps = batch.eps.eps;
   return KeptPairs{batch.kept.kept(), plan.tiles * plan.token_blocks};
+}
+
+KeptPairs decide_kept_pairs(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,
+                            BatchBackward& batch, float* de_acc, void* dc, HostTables& host, cudaStream_t stream) {
+  measure_for_decision(in.problem, plan, lse, settings, batch, host, stream);
+  return finish_decision(in, plan, lse, settings, batch, de_acc, dc, host, stream);
 }
 
 float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
@@ -124,16 +143,10 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scr
   BatchBackward batch = begin_backward(in, plan, scratch, lse, upstream, settings, stream);
   PlanChoice chosen;
   chosen.plan = settings.plan;
-  if (choice != nullptr) *choice = EpsChoice{settings.eps, -1.0, {}};  // a forced dense plan decides no eps
-  if (settings.plan != BackwardPlan::kDense) {
-    EpsChoice eps{settings.eps, -1.0, {}};
-    if (settings.dropped_mass > 0.0)
-      eps = choose_drop_eps(p, plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks,
-                            settings.dropped_mass, stream);
-    batch.choice.eps = eps.eps;
-    if (choice != nullptr) *choice = eps;
-    chosen = choose_plan(settings.plan, decide_kept_pairs(p, plan, lse, eps, batch, host, stream));
-  }
+  if (settings.plan != BackwardPlan::kDense)
+    chosen = choose_plan(settings.plan, decide_kept_pairs(in, plan, lse, settings, batch,
+                                                          s09::de_accumulator(p, batch.buffers, de), dc, host, stream));
+  if (choice != nullptr) *choice = batch.eps;  // a forced dense plan decides no eps
   float* de_acc =
       run_backward_plan(in, plan, scratch, lse, settings, chosen, batch, de, dc, stream, side, host, stats);
   if (ran != nullptr) *ran = chosen;
@@ -187,12 +200,7 @@ KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, cons
   s08::sorted_forward(rows, forward_plan(sample_plan), s08::sorted_forward_buffers(scratch), loss, lse, scratch,
                       stream);
   BatchBackward batch = begin_backward(rows, sample_plan, scratch, lse, rows_upstream, settings, stream);
-  EpsChoice eps{settings.eps, -1.0, {}};
-  if (settings.dropped_mass > 0.0)
-    eps = choose_drop_eps(q, sample_plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks,
-                          settings.dropped_mass, stream);
-  batch.choice.eps = eps.eps;
-  return decide_kept_pairs(q, sample_plan, lse, eps, batch, host, stream);
+  return decide_kept_pairs(rows, sample_plan, lse, settings, batch, nullptr, nullptr, host, stream);  // no correction
 }
 
 std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {

@@ -161,17 +161,13 @@ struct BatchPlanBuffers {
   int* token_order = nullptr;  // [N]: token block b holds rows token_order[128b ..]
   int* token_place = nullptr;  // [N]: its inverse
   unsigned long long* dropped_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
+  int* chosen_candidate = nullptr;             // after them: the candidate index the decision keeps at
 };
 std::vector<MemoryItem> batch_plan_items(const Problem& problem);
 BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scratch);
 // The grouped token order (after s09::compute_grad_scale).
 s08::TokenBlocks group_tokens(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                               const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream);
-// The largest candidate eps whose dropped mass per row is within budget, over these token blocks:
-// measure_dropped_mass, read_dropped_mass, then the choice from what was read.
-EpsChoice choose_drop_eps(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
-                          const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
-                          double budget, cudaStream_t stream);
 // What the automatic eps is chosen from: mass[k], the softmax mass of the
 // (token block, tile) pairs whose smallest dropping candidate is
 // 2^-(kAutoFirstExponent + k), in fixed point (units of 2^-32), and the rows
@@ -183,16 +179,28 @@ struct DroppedMass {
 };
 // On the stream, into buffers.dropped_mass: the kAutoExponents masses, then the
 // rows; and into backward.keep, each pair's largest dropping candidate (for
-// keep_pairs_at_eps).
+// keep_pairs_at_chosen_eps).
 void measure_dropped_mass(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                           const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
                           cudaStream_t stream);
-DroppedMass read_dropped_mass(const BatchPlanBuffers& buffers, cudaStream_t stream);  // waits for the stream
+// The largest candidate eps whose dropped mass per row is within budget.
 EpsChoice choose_drop_eps(const DroppedMass& measured, double budget);
-// Stage 08's decision at a candidate eps, from what measure_dropped_mass left
-// in backward.keep: the same flags (a pair is kept when a row's largest entry
-// reaches eps) and backward.kept_counts, without reading the statistics again.
-void keep_pairs_at_eps(const DropPlan& plan, const s09::BackwardBuffers& backward, float eps, cudaStream_t stream);
+// The same choice made on the device, so that the decision needs no read-back
+// of its own: a one-thread kernel writes the candidate to
+// buffers.chosen_candidate, and the masses are copied into host.read_back for
+// the report. Valid after the decision's wait (s09::kept_tiles_from_flags):
+// then chosen() gives the EpsChoice the device chose.
+struct PendingEps {
+  HostSpan<unsigned long long> measured;  // [candidates + 1], as in buffers.dropped_mass
+  double budget = 0.0;
+  EpsChoice chosen() const;
+};
+PendingEps choose_eps_on_device(const BatchPlanBuffers& buffers, double budget, HostTables& host, cudaStream_t stream);
+// Stage 08's decision at the chosen candidate, from what measure_dropped_mass
+// left in backward.keep: the same flags (a pair is kept when a row's largest
+// entry reaches eps) and backward.kept_counts, without reading the statistics again.
+void keep_pairs_at_chosen_eps(const DropPlan& plan, const s09::BackwardBuffers& backward,
+                              const BatchPlanBuffers& buffers, cudaStream_t stream);
 
 // ---- plan_per_batch.cu: the stage ----
 // The backward's settings (the stage's flags).
@@ -222,23 +230,32 @@ struct KeptPairs {
 PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs);
 
 // The backward in steps, each a free function (backward_to_accumulator runs
-// them in order): begin_backward, then, unless the dense plan is forced, the
-// eps (settings.eps, or measure_dropped_mass … choose_drop_eps) and
-// decide_kept_pairs at it, choose_plan, then run_backward_plan.
+// them in order): begin_backward, then, unless the dense plan is forced,
+// decide_kept_pairs (the eps: settings.eps, or the automatic one chosen on
+// the device; the decision at it), choose_plan, then run_backward_plan.
 struct BatchBackward {
   s09::BackwardBuffers buffers;
   BatchPlanBuffers plan_buffers;
   s09::BackwardChoice choice;  // eps (settings.eps until one is chosen), token blocks, corrections
-  s09::KeptTiles kept;         // decide_kept_pairs's
+  EpsChoice eps;               // the decision's (a fixed eps: dropped_mass −1)
+  s09::KeptTiles kept;         // the decision's
 };
 // The grad scale, and the token blocks (grouped when the settings say so and the dense plan is not forced).
 BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
                              const float* upstream, const DropSettings& settings, cudaStream_t stream);
-// Stage 09's decision at batch.choice.eps (into batch.kept); the pairs it
-// keeps. `eps`: how that eps came: an automatic one (dropped_mass ≥ 0) was
-// measured by measure_dropped_mass, whose flags keep_pairs_at_eps finishes.
-KeptPairs decide_kept_pairs(const Problem& problem, const DropPlan& plan, const float* lse, const EpsChoice& eps,
-                            BatchBackward& batch, HostTables& host, cudaStream_t stream);
+// Stage 09's decision (into batch.kept, batch.eps, batch.choice.eps) in two
+// steps, so that stage 11 can join the measured masses between them:
+// measure_for_decision (the automatic eps's masses: measure_dropped_mass), then
+// finish_decision (the eps chosen on the device and the flags at it, or stage
+// 08's decision at settings.eps; then s09::kept_tiles_from_flags, which
+// corrects the tail into de_acc unless null, and waits once). Returns the
+// pairs kept.
+void measure_for_decision(const Problem& problem, const DropPlan& plan, const float* lse, const DropSettings& settings,
+                          const BatchBackward& batch, HostTables& host, cudaStream_t stream);
+KeptPairs finish_decision(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,
+                          BatchBackward& batch, float* de_acc, void* dc, HostTables& host, cudaStream_t stream);
+KeptPairs decide_kept_pairs(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,
+                            BatchBackward& batch, float* de_acc, void* dc, HostTables& host, cudaStream_t stream);
 // Stage 09's backward over the kept pairs, or the dense plan (whose slab it
 // adds to `scratch`: dense_slab_items); sets chosen.slabs for the dense plan.
 // Returns the fp32 dE accumulator.

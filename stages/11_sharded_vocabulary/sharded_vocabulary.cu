@@ -221,16 +221,17 @@ float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
   r.ran.plan = settings.plan;
   r.joined = s10::KeptPairs{};
   if (settings.plan != s10::BackwardPlan::kDense) {
+    s10::measure_for_decision(r.local, r.plan, lse, settings, batch, r.host, r.stream);
     if (settings.dropped_mass > 0.0) {
-      s10::measure_dropped_mass(r.local, r.plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks, r.stream);
       CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[2], r.stream));
       join_dropped_mass(batch.plan_buffers.dropped_mass, r.comm, r.stream);
       CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[3], r.stream));
       r.timed[1] = true;
-      r.choice = s10::choose_drop_eps(s10::read_dropped_mass(batch.plan_buffers, r.stream), settings.dropped_mass);
     }
-    batch.choice.eps = r.choice.eps;
-    const s10::KeptPairs local = s10::decide_kept_pairs(r.local, r.plan, lse, r.choice, batch, r.host, r.stream);
+    const s10::KeptPairs local = s10::finish_decision(r.in, r.plan, lse, settings, batch,
+                                                      s09::de_accumulator(r.local, batch.buffers, r.de.get()),
+                                                      r.dc.get(), r.host, r.stream);
+    r.choice = batch.eps;
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[4], r.stream));
     r.joined = join_kept_pairs(local, r.scratch, r.comm, r.stream);
     CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[5], r.stream));

@@ -158,15 +158,34 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
 
 size_t target_sort_work_bytes(int64_t n) { return static_cast<size_t>(n) * 12 + radix_sort_pairs_temp_bytes<int>(n, false) + 256; }
 
-KeptTiles decide_kept_tiles(const Problem& p, const DropPlan& plan, const BackwardBuffers& buffers,
-                            const float* lse, const BackwardChoice& choice, HostTables& host, cudaStream_t stream) {
-  const s08::DecisionInputs inputs{&buffers.forward.kept, lse, buffers.grad_scale, choice.blocks};
-  s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, choice.eps, buffers.keep, buffers.kept_counts, stream);
-  return kept_tiles_from_flags(p, plan, buffers, lse, choice, host, stream);
+void HostTables::mark_read_backs(cudaStream_t stream) {
+  if (read_backs_done == nullptr)
+    CCE_CUDA_CHECK(cudaEventCreateWithFlags(&read_backs_done, cudaEventDisableTiming));
+  CCE_CUDA_CHECK(cudaEventRecord(read_backs_done, stream));
 }
 
-KeptTiles kept_tiles_from_flags(const Problem& p, const DropPlan& plan, const BackwardBuffers& buffers,
-                                const float* lse, const BackwardChoice& choice, HostTables& host, cudaStream_t stream) {
+void HostTables::wait_for_read_backs() { CCE_CUDA_CHECK(cudaEventSynchronize(read_backs_done)); }
+
+HostTables::~HostTables() {
+  if (read_backs_done != nullptr) cudaEventDestroy(read_backs_done);  // no throwing from a destructor
+}
+
+KeptTiles decide_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                            const float* lse, const BackwardChoice& choice, float* de_acc, void* dc, HostTables& host,
+                            cudaStream_t stream) {
+  const Problem& p = in.problem;
+  host.read_back.reset();
+  const s08::DecisionInputs inputs{&buffers.forward.kept, lse, buffers.grad_scale, choice.blocks};
+  s08::decide_kept_pairs(p, s08::tile_grid(p), inputs, choice.eps, buffers.keep, buffers.kept_counts, stream);
+  BackwardChoice queued = choice;
+  queued.correct_tail = choice.correct_tail && choice.eps > 0.0f;  // eps 0 keeps every pair with a gradient
+  return kept_tiles_from_flags(in, plan, buffers, lse, queued, de_acc, dc, host, stream);
+}
+
+KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
+                                const float* lse, const BackwardChoice& choice, float* de_acc, void* dc,
+                                HostTables& host, cudaStream_t stream) {
+  const Problem& p = in.problem;
   KeptTiles kept;
   uint8_t* flags = buffers.keep;
   int* counts = buffers.kept_counts;
@@ -174,7 +193,6 @@ KeptTiles kept_tiles_from_flags(const Problem& p, const DropPlan& plan, const Ba
   int* tiles_with_slots = offsets + plan.tiles + 1;
   const s08::TileStatistics& forward = buffers.forward.kept;
   const s08::DecisionInputs inputs{&forward, lse, buffers.grad_scale, choice.blocks};
-  host.read_back.reset();
   const HostSpan<int> host_counts{host.read_back.take<int>(static_cast<size_t>(plan.tiles)),
                                   static_cast<size_t>(plan.tiles)};
   CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
@@ -208,8 +226,17 @@ KeptTiles kept_tiles_from_flags(const Problem& p, const DropPlan& plan, const Ba
   kept.block_lists = {host.read_back.take<int>(list_ints), list_ints};
   CCE_CUDA_CHECK(cudaMemcpyAsync(kept.block_lists.data(), buffers.block_lists, list_ints * 4, cudaMemcpyDeviceToHost,
                                  stream));
+  host.mark_read_backs(stream);
+  // The tail correction needs the flags alone: the GPU runs it during the wait's
+  // aftermath, while the host builds the tables below.
+  if (de_acc != nullptr && choice.correct_tail) {
+    if (choice.correct_dc && dc != nullptr) kept.tail = buffers.tail;
+    s08::correct_dropped_tail(in, s08::tile_grid(p), inputs, flags, de_acc, kept.tail, stream);
+  } else if (de_acc != nullptr) {
+    CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
+  }
   // The decision's one wait: the counts and lists are here, and every copy sent before has been made.
-  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  host.wait_for_read_backs();
   host.sent.reset();
   kept.offsets = {host.sent.take<int>(host_counts.size() + 1), host_counts.size() + 1};
   int* with_slots = host.sent.take<int>(host_counts.size());
