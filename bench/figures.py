@@ -47,7 +47,7 @@ SWEEP_IMPLS = ("cublas_floor", "stage10_plan_per_batch", "peer_torch_compile", "
 DENSE_ABOVE_KEPT = 1.0 / 3.0                   # kDenseAboveKept in stages/10_plan_per_batch/plan_per_batch.h
 PEER_LABELS = {"peer_torch_eager": "PyTorch eager", "peer_torch_compile": "torch.compile",
                "peer_cce": "Cut Cross-Entropy", "peer_cce_nofilter": "CCE, no filter",
-               "peer_cce_exact": "CCE, exact", "peer_liger": "Liger-Kernel"}
+               "peer_cce_exact": "CCE, exact", "peer_liger": "Liger-Kernel", "peer_quack": "QuACK"}
 EAGER = "peer_torch_eager"
 COLORS = {"floor": "0.45", "stage": "C0", "peer": "C1", "dE": "C3", "dC": "C9"}
 DPI = 100

@@ -15,6 +15,14 @@ Implementations (the "impl" part of each benchmark name):
                        stage10_plan_per_batch, the op's own overhead
   peer_liger           Liger-Kernel's fused linear cross-entropy (fp32 accumulation
                        of the weight gradient where the version has accum_dtype)
+  peer_quack           QuACK's chunked_linear_cross_entropy (quack-kernels, CuTe DSL):
+                       the exact 3-GEMM chunked plan, chunks of 4096 rows, its base
+                       pipeline (use_scaled_exp=False: the SM90 scaled-exp path fails at
+                       llama3's shape); a V that is not a multiple of 8 is refused here
+                       before the call, a failed case (its kernels failed at gpt2's V = 50257
+                       and ran at 50304 on an H100). Last in the order: a failure inside a
+                       CuTe DSL kernel could leave the CUDA context unusable. Optional: ../shared/tools/quack-wheels.sh says how its wheels
+                       travel to a machine without a package registry
 A package that is missing is reported and its implementations skipped; an
 out-of-memory error skips that one case and the run goes on.
 
@@ -134,6 +142,7 @@ IMPLS = [
     "peer_cce_exact",
     "peer_liger",
     "stage10_plan_per_batch_op",
+    "peer_quack",
 ]
 MODES = ["loss", "loss_grad"]
 SEED = 1234
@@ -558,7 +567,49 @@ def peer_functions(torch, F, log, cce_python="build/python"):
     else:
         funcs["peer_liger"] = liger
         log("peer_liger: " + why)
+
+    try:
+        quack, why = quack_function()
+    except Exception as exc:  # cutlass-dsl versions that do not fit quack's
+        quack, why = None, "quack-kernels unusable (%s: %s): skipped" % (type(exc).__name__, exc)
+    if quack is None:
+        skipped["peer_quack"] = why
+    else:
+        funcs["peer_quack"] = quack
+        log("peer_quack: " + why)
     return funcs, skipped
+
+
+def quack_function():
+    """QuACK's chunked linear cross-entropy as f(E, C, t) -> loss, or (None, why it is skipped).
+
+    quack-kernels 0.6.5 keys its compile cache on the values an epilogue depends on, and raises TypeError for
+    some cutlass-dsl internals that it cannot key ("no fail-closed semantic key"). Such a value is keyed here by
+    its type and repr instead: a cache key only, the math is unchanged."""
+    try:
+        from quack.gemm_runtime import identity
+    except ImportError as exc:
+        missing = (getattr(exc, "name", None) or "").split(".")[0] == "quack"
+        return None, ("quack-kernels not installed: skipped" if missing
+                      else "quack-kernels failed to import (%s): skipped" % exc)
+    strict_key = identity.semantic_value_key
+    if not getattr(strict_key, "keys_by_repr", False):
+        def key_or_repr(value, seen):
+            try:
+                return strict_key(value, seen)
+            except TypeError:
+                return ("repr", type(value).__module__, type(value).__qualname__, repr(value))
+
+        key_or_repr.keys_by_repr = True
+        identity.semantic_value_key = key_or_repr
+    from quack.linear_cross_entropy import chunked_linear_cross_entropy as fn
+
+    def quack(e, c, t):
+        if c.shape[0] % 8 != 0:
+            raise ValueError("V = %d is not a multiple of 8, which QuACK's kernels need" % c.shape[0])
+        return fn(e, c, t, chunk_size=4096, reduction="mean", use_scaled_exp=False)
+
+    return quack, "chunked_linear_cross_entropy(chunk_size=4096, use_scaled_exp=False)"
 
 
 def stage_op_function(cce_python):
@@ -764,6 +815,7 @@ def main(argv=None):
         "triton": package_version("triton", "triton"),
         "cut_cross_entropy": package_version("cut-cross-entropy", "cut_cross_entropy"),
         "liger_kernel": package_version("liger-kernel", "liger_kernel"),
+        "quack_kernels": package_version("quack-kernels", "quack"),
         "cuda": torch.version.cuda,
         "driver": driver_version(),
         "commit": git_commit(),

@@ -83,11 +83,11 @@ SUMMARY_SHAPES = ("gemma2", "gemma2_flat") + LM_SHAPES  # those of them present 
 SNAPSHOT = re.compile(r"^(lm\w+?)_s(\d+)$")  # lm128k_s30: lm128k's model at training step 30
 SHAPE_IN_CONTEXT = re.compile(r"([A-Za-z0-9_]+) N=(\d+) D=(\d+) V=(\d+)")
 PEER_ORDER = ["peer_torch_eager", "peer_torch_compile", "peer_cce", "peer_cce_nofilter", "peer_cce_exact",
-              "peer_liger"]
+              "peer_liger", "peer_quack"]
 PEER_NAMES = {"peer_torch_eager": "PyTorch eager", "peer_torch_compile": "torch.compile",
               "peer_cce": "Cut Cross-Entropy (its default, filtered backward)",
               "peer_cce_nofilter": "Cut Cross-Entropy without the filter", "peer_cce_exact": "Cut Cross-Entropy, exact",
-              "peer_liger": "Liger-Kernel"}
+              "peer_liger": "Liger-Kernel", "peer_quack": "QuACK (chunked, its base pipeline)"}
 TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 COUNTERS = ("peak_MB", "TFLOPs", "floor_ratio", "dE_rel_err", "dC_rel_err", "loss_rel_err", "kept_frac",
             "drop_eps_log2", "dropped_mass")

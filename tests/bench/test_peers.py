@@ -195,6 +195,80 @@ class SameShapesEverywhere(unittest.TestCase):
         self.assertEqual(datasets, peers.LM_DATASETS)
 
 
+class QuackPeer(unittest.TestCase):
+    """peers.quack_function on a stand-in `quack` package (the real one needs a GPU)."""
+
+    def setUp(self):
+        import types
+        self.saved = {k: v for k, v in sys.modules.items() if k == "quack" or k.startswith("quack.")}
+        self.calls = []
+
+        class Unkeyable:
+            pass
+
+        self.unkeyable = Unkeyable
+        identity = types.ModuleType("quack.gemm_runtime.identity")
+
+        def strict_key(value, seen):
+            if isinstance(value, Unkeyable):
+                raise TypeError("no fail-closed semantic key")
+            return ("value", value)
+
+        identity.semantic_value_key = strict_key
+        lce = types.ModuleType("quack.linear_cross_entropy")
+        lce.chunked_linear_cross_entropy = lambda *a, **k: self.calls.append((a, k)) or "loss"
+        runtime = types.ModuleType("quack.gemm_runtime")
+        runtime.identity = identity
+        package = types.ModuleType("quack")
+        package.__path__ = []
+        package.gemm_runtime, package.linear_cross_entropy = runtime, lce
+        sys.modules.update({"quack": package, "quack.gemm_runtime": runtime,
+                            "quack.gemm_runtime.identity": identity, "quack.linear_cross_entropy": lce})
+        self.identity = identity
+
+    def tearDown(self):
+        for k in [k for k in sys.modules if k == "quack" or k.startswith("quack.")]:
+            del sys.modules[k]
+        sys.modules.update(self.saved)
+
+    def test_unkeyable_values_keyed_by_type_and_repr_others_as_before(self):
+        fn, why = peers.quack_function()
+        self.assertIsNotNone(fn, why)
+        key = self.identity.semantic_value_key
+        self.assertEqual(key(3, set()), ("value", 3))
+        value = self.unkeyable()
+        self.assertEqual(key(value, set())[0], "repr")
+        self.assertIn(repr(value), key(value, set()))
+        peers.quack_function()  # a second call wraps once, not twice
+        self.assertIs(self.identity.semantic_value_key, key)
+
+    def test_calls_the_base_pipeline_in_chunks_of_4096_and_refuses_v_not_a_multiple_of_8(self):
+        fn, why = peers.quack_function()
+        self.assertIn("use_scaled_exp=False", why)
+
+        class Shaped:
+            def __init__(self, *shape):
+                self.shape = shape
+
+        e, c, t = Shaped(16, 8), Shaped(64, 8), Shaped(16)
+        self.assertEqual(fn(e, c, t), "loss")
+        (args, kwargs), = self.calls
+        self.assertEqual(args, (e, c, t))
+        self.assertEqual(kwargs, {"chunk_size": 4096, "reduction": "mean", "use_scaled_exp": False})
+        with self.assertRaisesRegex(ValueError, "50257 is not a multiple of 8"):
+            fn(e, Shaped(50257, 8), t)
+        self.assertEqual(len(self.calls), 1)
+
+    def test_not_installed_is_a_skip_with_the_reason(self):
+        for k in [k for k in sys.modules if k == "quack" or k.startswith("quack.")]:
+            sys.modules[k] = None  # import fails as for a package that is not there
+        fn, why = peers.quack_function()
+        self.assertIsNone(fn)
+        self.assertEqual(why, "quack-kernels not installed: skipped")
+        self.assertIn("peer_quack", peers.IMPLS)
+        self.assertEqual(peers.IMPLS[-1], "peer_quack")
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         STAGE01 = sys.argv.pop(1)
