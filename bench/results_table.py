@@ -64,7 +64,10 @@ FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "ben
          "bench_stage10_first_h100_a85669c.json", "bench_dense_plan_h100_a85669c.json",
          "bench_peers_dense_plan_h100_a85669c.json")
 BLOCKS = ("summary", "tables", "appendix")
-MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS}
+# Runs on another GPU get a summary block of their own (no table mixes two GPUs): the NVIDIA H200 sweep of
+# 2026-11-28 (the floor, stage 10, its op and the peers, QuACK included, in two calls a minute apart on one machine).
+OTHER_GPU_BLOCKS = {"h200_summary": ("bench_h200_e860a0c.json", "bench_peers_h200_e860a0c.json")}
+MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(OTHER_GPU_BLOCKS)}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
 BEGIN, END = MARKERS["appendix"]
 MODES = ("loss", "loss_grad")
@@ -454,10 +457,10 @@ SUMMARY_HEADER = ("| shape | implementation | loss+grad ms | min–max ms | mean
 SUMMARY_RULE = "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
 
-def summary_lines(merged, dims):
-    shapes = [s for s in SUMMARY_SHAPES if any(k[2] == s for k in merged)]
+def summary_lines(merged, dims, summary_shapes=SUMMARY_SHAPES):
+    shapes = [s for s in summary_shapes if any(k[2] == s for k in merged)]
     if not shapes:
-        return [RULE_SENTENCE, "", "(No run at " + ", ".join(SUMMARY_SHAPES) + " in these files.)"]
+        return [RULE_SENTENCE, "", "(No run at " + ", ".join(summary_shapes) + " in these files.)"]
     impls = sorted({i for (i, _, s) in merged if s in shapes}, key=impl_order)
     with_grad = {i for (i, m, _) in merged if m == "loss_grad"}  # has a backward at some shape
     lines = [RULE_SENTENCE, "", SUMMARY_HEADER, SUMMARY_RULE]
@@ -651,8 +654,8 @@ def appendix_lines(loaded, merged):
 
 # --- Putting it together --------------------------------------------------------------------------------------
 
-def render_blocks(paths):
-    """{block name: its Markdown text} from the JSON files."""
+def render_blocks(paths, summary_shapes=SUMMARY_SHAPES):
+    """{block name: its Markdown text} from the JSON files (the summary at summary_shapes, those present)."""
     loaded = []
     for path in paths:
         context, results = load(path)
@@ -661,7 +664,7 @@ def render_blocks(paths):
     dims = dict(SHAPES)
     dims.update(context_dims([(p, c) for p, c, _ in loaded]))
     return {
-        "summary": "\n".join(summary_lines(merged, dims)) + "\n",
+        "summary": "\n".join(summary_lines(merged, dims, summary_shapes)) + "\n",
         "tables": "\n".join(tables_lines(merged, dims)) + "\n",
         "appendix": "\n".join(appendix_lines(loaded, merged)) + "\n",
     }
@@ -678,10 +681,11 @@ def update(markdown_path, blocks):
             text = f.read()
     except OSError as e:
         raise InputFault(f"cannot read {markdown_path}: {e.strerror or e}")
-    missing = [f"{b} ... {e}" for b, e in MARKERS.values() if not (0 <= text.find(b) < text.find(e))]
+    missing = [f"{b} ... {e}" for name, (b, e) in MARKERS.items()
+               if name in blocks and not (0 <= text.find(b) < text.find(e))]
     if missing:
         raise InputFault(f"{markdown_path}: no markers " + ", ".join(missing))
-    for name in BLOCKS:
+    for name in blocks:
         begin, end = MARKERS[name]
         i, j = text.find(begin), text.find(end)
         text = text[: i + len(begin)] + "\n" + blocks[name] + text[j:]
@@ -694,8 +698,17 @@ def update(markdown_path, blocks):
         raise InputFault(f"cannot write {markdown_path}: {e.strerror or e}")
 
 
-def default_paths():
-    return [os.path.join(ROOT, "docs", name) for name in FILES]
+def default_paths(files=FILES):
+    return [os.path.join(ROOT, "docs", name) for name in files]
+
+
+def other_gpu_blocks():
+    """{block name: the summary of its files alone at every shape, then their list}, for the runs on another GPU."""
+    blocks = {}
+    for name, files in OTHER_GPU_BLOCKS.items():
+        rendered = render_blocks(default_paths(files), tuple(SHAPES) + LM_SHAPES)
+        blocks[name] = rendered["summary"] + "\n" + rendered["appendix"]
+    return blocks
 
 
 def main(argv=None):
@@ -708,12 +721,17 @@ def main(argv=None):
                              + ")")
     parser.add_argument("--update", metavar="MARKDOWN",
                         help="replace the text between the markers <!-- NAME:begin --> and <!-- NAME:end --> of "
-                             f"each block ({', '.join(BLOCKS)}) in this file instead of printing")
+                             f"each block ({', '.join(BLOCKS)}; with the default files also "
+                             f"{', '.join(OTHER_GPU_BLOCKS)}: the summary of another GPU's files) in this file "
+                             "instead of printing")
     args = parser.parse_args(argv)
     try:
         paths = args.json or default_paths()
         if args.update:
-            update(args.update, render_blocks(paths))
+            blocks = render_blocks(paths)
+            if not args.json:
+                blocks.update(other_gpu_blocks())
+            update(args.update, blocks)
         else:
             sys.stdout.write(render(paths))
     except InputFault as e:
