@@ -30,11 +30,13 @@ size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 // kRunTiles, and fewer when the chunk keeps few tiles: about two runs per
 // resident block, so that the last wave is not one long run on a few SMs.
 constexpr int64_t kRunTiles = 8;
-std::vector<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_t first, int64_t last,
-                                int64_t resident_blocks) {
+// Written straight into page-locked memory (host.sent), whence they are copied to the device.
+HostSpan<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_t first, int64_t last,
+                             int64_t resident_blocks, HostTables& host) {
   const int64_t kept_here = kept.offsets[last] - kept.offsets[first];
   const int64_t run_tiles = std::clamp<int64_t>(kept_here / (2 * resident_blocks), 1, kRunTiles);
-  std::vector<int> runs;
+  int* runs = host.sent.take<int>(static_cast<size_t>(4 * kept_here));  // at most one run per kept tile
+  size_t count = 0;
   for (int64_t b = 0; b < plan.token_blocks; ++b) {
     const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
     const int* begin = std::lower_bound(list + 1, list + 1 + list[0], static_cast<int>(first));
@@ -42,11 +44,13 @@ std::vector<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int
     for (const int* t = begin; t < end;) {
       const int* run_end = t + 1;
       while (run_end < end && *run_end == *(run_end - 1) + 1 && run_end - t < run_tiles) ++run_end;
-      runs.insert(runs.end(), {static_cast<int>(b), *t, *(run_end - 1) + 1, 0});
+      const int run[4] = {static_cast<int>(b), *t, *(run_end - 1) + 1, 0};
+      std::copy(run, run + 4, runs + count);
+      count += 4;
       t = run_end;
     }
   }
-  return runs;
+  return {runs, count};
 }
 
 }  // namespace
@@ -240,8 +244,8 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
     int64_t last = first + 1;
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= capacity) ++last;
     const int64_t first_slot = kept.offsets[first];
-    recompute_kept_tiles(in, plan, buffers, lse, choice.blocks, recompute_runs(kept, plan, first, last, resident_blocks),
-                         first_slot, space, host, stream);
+    const HostSpan<int> runs = recompute_runs(kept, plan, first, last, resident_blocks, host);
+    recompute_kept_tiles(in, plan, buffers, lse, choice.blocks, runs, first_slot, space, stream);
     kept_products(in, plan, buffers, kept, choice.blocks, tail, space, first_slot, first, last, de_acc, dc, stream, side,
                   host);
     first = last;

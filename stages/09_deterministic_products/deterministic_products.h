@@ -237,10 +237,11 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
                                 HostTables& host, cudaStream_t stream);
 // Blocks of the recomputation resident on this GPU at once (SMs × blocks per SM).
 int64_t recompute_resident_blocks(const Problem& p);
-// runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block.
+// runs: (token block, first tile, end tile, 0) per thread block, consecutive kept tiles of one token block, in
+// page-locked memory that stays until host.sent's next reset.
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
-                          const float* lse, const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
-                          const SlotSpace& space, HostTables& host, cudaStream_t stream);
+                          const float* lse, const TokenBlocks& blocks, const HostSpan<int>& runs, int64_t first_slot,
+                          const SlotSpace& space, cudaStream_t stream);
 
 // dC's tail sums G: in the statistics rows' free half when the plan says so
 // (no item), else an item of their own.

@@ -285,13 +285,13 @@ int64_t recompute_resident_blocks(const Problem& p) {
 }
 
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
-                          const float* lse, const TokenBlocks& blocks, const std::vector<int>& runs, int64_t first_slot,
-                          const SlotSpace& space, HostTables& host, cudaStream_t stream) {
+                          const float* lse, const TokenBlocks& blocks, const HostSpan<int>& runs, int64_t first_slot,
+                          const SlotSpace& space, cudaStream_t stream) {
   const Problem& p = in.problem;
   const int64_t count = static_cast<int64_t>(runs.size()) / 4;
   if (count == 0) return;
   int* device_runs = buffers.recompute_runs;
-  host.sent.send(device_runs, runs.data(), runs.size() * 4, stream);
+  CCE_CUDA_CHECK(cudaMemcpyAsync(device_runs, runs.data(), runs.size() * 4, cudaMemcpyHostToDevice, stream));
   const int* slot_arrays = buffers.slots;
   const int64_t pairs = plan.tiles * plan.token_blocks;
   dispatch_recompute_kernel(p, [&](auto tile, auto element, auto kernel, size_t shared) {

@@ -476,7 +476,7 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
   // S's pitch in its own elements: in place of fp16 or fp32 logits, or bf16 packed into fp32 rows.
   const int s_pitch = to_int(bf16 && !half ? 2 * chunks.pitch : chunks.pitch);
   const float one = 1.0f, zero = 0.0f;
-  cublasHandle_t handle = cublas_handle();
+  cublasHandle_t handle = cublas_handle_on(stream);
   for (int64_t first = 0; first < p.n; first += chunks.rows) {
     // The chunk as a problem of its own rows: stage 03's forward runs on it unchanged, keeping its tiles.
     const Problem rows_problem = p.with_tokens(std::min(chunks.rows, p.n - first));
@@ -502,7 +502,6 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
                                                                        grad_scale + first, p.softcap, true);
     CCE_CHECK_LAUNCH();
     const int n_rows = to_int(rows_problem.n);
-    handle = cublas_handle_on(stream);
     // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows], written once.
     void* de_rows = static_cast<unsigned char*>(de) + first * p.d * element;
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n_rows, v, &one, in.c.get(), type, d, logits,
