@@ -15,6 +15,8 @@ threshold sweeps (docs/drop_eps_sweep*.json). Writes:
   eps_sweep.png       stage 10: the share of tiles kept and the dE and dC errors against the threshold eps,
                       with and without the tail correction, one column per shape of the sweeps; the star
                       and eager PyTorch's lines from the run the sweeps were made beside (SWEEP_BENCH)
+  h200_time_memory.png  as time_memory.png, for the sweep on another GPU (results_table.py's OTHER_GPU_BLOCKS:
+                      the H200's), at every shape it ran
   training_sweep.png  lm128k during its training (the shapes lm128k_s0 ... lm128k_s300, then lm128k): loss+grad
                       time of stage 10, the cuBLAS floor and each peer against the training step (top), and
                       stage 10's kept share of the pairs, its eps and its plan (bottom); the steps and held-out
@@ -161,15 +163,16 @@ def fmt_err(t):
     return f"{t:.0e}".replace("e-0", "e-") if t < 1e-3 else f"{t:g}"
 
 
-def figure_time_memory(plt, values, dims, gpus, out):
-    for shape in TIME_SHAPES:
+def figure_time_memory(plt, values, dims, gpus, out, shapes=TIME_SHAPES, name="time_memory.png",
+                       note=" (stages 03–05 have no backward)"):
+    for shape in shapes:
         if not any(k[2] == shape and k[1] == "loss_grad" for k in values):
-            raise Fault(f"no loss_grad case at {shape} in the benchmark files (figure time_memory.png needs it)")
+            raise Fault(f"no loss_grad case at {shape} in the benchmark files (figure {name} needs it)")
     impls = {s: sorted({i for (i, m, sh) in values if sh == s and m == "loss_grad"}, key=rt.impl_order)
-             for s in TIME_SHAPES}
+             for s in shapes}
     rows = max(len(v) for v in impls.values())
-    fig, axes = plt.subplots(len(TIME_SHAPES), 2, figsize=(12, 1.3 + 0.34 * rows * len(TIME_SHAPES)), squeeze=False)
-    for (ax_t, ax_m), shape in zip(axes, TIME_SHAPES):
+    fig, axes = plt.subplots(len(shapes), 2, figsize=(12, 1.3 + 0.34 * rows * len(shapes)), squeeze=False)
+    for (ax_t, ax_m), shape in zip(axes, shapes):
         names = impls[shape][::-1]  # the floor at the top
         y = range(len(names))
         for ax, metric, fmt in ((ax_t, "ms", rt.fmt_ms), (ax_m, "peak_MB", rt.fmt_mb)):
@@ -200,9 +203,9 @@ def figure_time_memory(plt, values, dims, gpus, out):
     handles.append(plt.Line2D([], [], color=COLORS["floor"], ls="--", lw=1))
     fig.legend(handles, ["cuBLAS floor (the GEMMs alone)", "stages of this course", "peers (libraries)",
                          "the floor's value"], loc="lower center", ncol=4, fontsize=9, frameon=False)
-    fig.suptitle(f"Loss + gradient in bf16 on {gpu_words(gpus)} (stages 03–05 have no backward)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.035, 1, 0.97))
-    path = save(fig, out, "time_memory.png")
+    fig.suptitle(f"Loss + gradient in bf16 on {gpu_words(gpus)}{note}", fontsize=11)
+    fig.tight_layout(rect=(0, 0.035 * 2 / len(shapes), 1, 1 - 0.03 * 2 / len(shapes)))
+    path = save(fig, out, name)
     plt.close(fig)
     return path
 
@@ -422,6 +425,11 @@ def main(argv=None):
                    figure_gradient_error(plt, values, dims, gpus, args.out),
                    figure_eps_sweep(plt, sweep_data, sweep_gpus, sweep_values, args.out),
                    figure_training_sweep(plt, values, spreads, dims, gpus, steps, args.out)]
+        for block, files in rt.OTHER_GPU_BLOCKS.items():  # another GPU's sweep: a figure of its own
+            other, other_dims, other_gpus, _ = load_bench(rt.default_paths(files))
+            shapes = [s for s in tuple(rt.SHAPES) + rt.LM_SHAPES if any(k[2] == s for k in other)]
+            written.append(figure_time_memory(plt, other, other_dims, other_gpus, args.out, shapes,
+                                              block.replace("_summary", "") + "_time_memory.png", ""))
     except Fault as e:
         print(f"figures.py: error: {e}", file=sys.stderr)
         return 1
