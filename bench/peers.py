@@ -558,25 +558,20 @@ def peer_functions(torch, F, log, cce_python="build/python"):
                                          "after 25.1.1): skipped"
                                          % package_version("cut-cross-entropy", "cut_cross_entropy"))
 
-    try:
-        liger, why = liger_function(torch)
-    except Exception as exc:  # an installed version whose import or API surprises us
-        liger, why = None, "liger_kernel unusable (%s: %s): skipped" % (type(exc).__name__, exc)
-    if liger is None:
-        skipped["peer_liger"] = why
-    else:
-        funcs["peer_liger"] = liger
-        log("peer_liger: " + why)
+    def add_optional(impl, package, make):
+        """make() -> (function, what it calls) or (None, why it is skipped)."""
+        try:
+            fn, why = make()
+        except Exception as exc:  # an installed version whose import or API surprises us
+            fn, why = None, "%s unusable (%s: %s): skipped" % (package, type(exc).__name__, exc)
+        if fn is None:
+            skipped[impl] = why
+        else:
+            funcs[impl] = fn
+            log("%s: %s" % (impl, why))
 
-    try:
-        quack, why = quack_function()
-    except Exception as exc:  # cutlass-dsl versions that do not fit quack's
-        quack, why = None, "quack-kernels unusable (%s: %s): skipped" % (type(exc).__name__, exc)
-    if quack is None:
-        skipped["peer_quack"] = why
-    else:
-        funcs["peer_quack"] = quack
-        log("peer_quack: " + why)
+    add_optional("peer_liger", "liger_kernel", lambda: liger_function(torch))
+    add_optional("peer_quack", "quack-kernels", quack_function)
     return funcs, skipped
 
 

@@ -259,6 +259,28 @@ class QuackPeer(unittest.TestCase):
             fn(e, Shaped(50257, 8), t)
         self.assertEqual(len(self.calls), 1)
 
+    def test_registered_beside_the_others_and_its_failure_is_a_skip(self):
+        import types
+        torch = types.SimpleNamespace(compile=None, __version__="stub")
+        logged = []
+        funcs, skipped = peers.peer_functions(torch, None, logged.append, cce_python="/no/such/build")
+        self.assertIn("peer_quack", funcs)
+        self.assertIn("peer_quack: chunked_linear_cross_entropy(chunk_size=4096, use_scaled_exp=False)", logged)
+        self.assertIn("stage10_plan_per_batch_op", skipped)
+
+        def broken():
+            raise RuntimeError("a cutlass-dsl that does not fit")
+
+        real = peers.quack_function
+        peers.quack_function = broken
+        try:
+            funcs, skipped = peers.peer_functions(torch, None, logged.append, cce_python="/no/such/build")
+        finally:
+            peers.quack_function = real
+        self.assertNotIn("peer_quack", funcs)
+        self.assertEqual(skipped["peer_quack"],
+                         "quack-kernels unusable (RuntimeError: a cutlass-dsl that does not fit): skipped")
+
     def test_not_installed_is_a_skip_with_the_reason(self):
         for k in [k for k in sys.modules if k == "quack" or k.startswith("quack.")]:
             sys.modules[k] = None  # import fails as for a package that is not there
