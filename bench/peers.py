@@ -241,6 +241,25 @@ def torch_with_cuda(prog):
     return torch
 
 
+def torch_and_stages(prog, python_dir):
+    """(torch, the cce_stages package from python_dir) for the probes, or (None, None) after torch_with_cuda's line."""
+    torch = torch_with_cuda(prog)
+    if torch is None:
+        return None, None
+    sys.path.insert(0, python_dir)
+    import cce_stages
+    return torch, cce_stages
+
+
+def check_probe_args(parser, calls, folders):
+    """The probes' argument checks: at least one call, every input folder complete (else parser.error, exit 2)."""
+    if calls < 1:
+        parser.error("--calls must be >= 1")
+    for folder in folders:
+        if lacking_files(folder):
+            parser.error("%s lacks %s" % (folder, ", ".join(lacking_files(folder))))
+
+
 def default_shapes(lm_data):
     """The generated shapes, and the trained-model shapes whose files are all in lm_data."""
     return list(SHAPES) + [s for s in LM_SHAPES if not lacking_files(os.path.join(lm_data, s))]

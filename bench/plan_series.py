@@ -15,7 +15,7 @@ import json
 import statistics
 import sys
 
-from peers import EXIT_SKIPPED, lacking_files, lm_shape_dims, load_inputs, torch_with_cuda  # as peers.py reads them
+from peers import EXIT_SKIPPED, check_probe_args, lm_shape_dims, load_inputs, torch_and_stages  # as peers.py reads them
 
 SETTLING_CALLS = 2  # left out of the summary
 
@@ -36,20 +36,15 @@ def parse(argv):
     ap.add_argument("--calls", type=int, default=48, help="calls in a row (default %(default)s)")
     ap.add_argument("--out", help="write the calls and the summary as JSON here")
     a = ap.parse_args(argv)
-    if a.calls < 1:
-        ap.error("--calls must be >= 1")
-    if lacking_files(a.inputs):
-        ap.error("%s lacks %s" % (a.inputs, ", ".join(lacking_files(a.inputs))))
+    check_probe_args(ap, a.calls, [a.inputs])
     return a
 
 
 def main(argv=None):
     a = parse(argv)
-    torch = torch_with_cuda("plan_series.py")
+    torch, cs = torch_and_stages("plan_series.py", a.python_dir)
     if torch is None:
         return EXIT_SKIPPED
-    sys.path.insert(0, a.python_dir)
-    import cce_stages as cs
     e, c, t = load_inputs(torch, a.inputs, lm_shape_dims(a.inputs))
     E, C = e.detach().requires_grad_(True), c.detach().requires_grad_(True)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

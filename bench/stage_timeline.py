@@ -22,7 +22,7 @@ import re
 import sys
 import tempfile
 
-from peers import EXIT_SKIPPED, lacking_files, lm_shape_dims, load_inputs, torch_with_cuda  # as peers.py reads them
+from peers import EXIT_SKIPPED, check_probe_args, lm_shape_dims, load_inputs, torch_and_stages  # as peers.py reads them
 
 GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
 HOST_CATEGORIES = ("cuda_runtime", "cuda_driver")
@@ -175,21 +175,15 @@ def parse(argv):
     ap.add_argument("--host", action="store_true", help="also list the host's CUDA API calls of the traced call")
     ap.add_argument("--out", help="also write the report here")
     a = ap.parse_args(argv)
-    if a.calls < 1:
-        ap.error("--calls must be >= 1")
-    for folder in a.inputs:
-        if lacking_files(folder):
-            ap.error("%s lacks %s" % (folder, ", ".join(lacking_files(folder))))
+    check_probe_args(ap, a.calls, a.inputs)
     return a
 
 
 def main(argv=None):
     a = parse(argv)
-    torch = torch_with_cuda("stage_timeline.py")
+    torch, cs = torch_and_stages("stage_timeline.py", a.python_dir)
     if torch is None:
         return EXIT_SKIPPED
-    sys.path.insert(0, a.python_dir)
-    import cce_stages as cs
     out = ["stage %s through its C interface, on %s, torch %s" % (cs.FINAL_STAGE, torch.cuda.get_device_name(0),
                                                                  torch.__version__)]
     for folder in a.inputs:
