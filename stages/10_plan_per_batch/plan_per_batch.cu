@@ -100,12 +100,10 @@ KeptPairs finish_decision(const DeviceInputs& in, const DropPlan& plan, const fl
     keep_pairs_at_chosen_eps(plan, batch.buffers, batch.plan_buffers, stream);
     batch.kept = s09::kept_tiles_from_flags(in, plan, batch.buffers, lse, batch.choice, de_acc, dc, host, stream);
     batch.eps = pending.chosen();  // the decision has waited: the masses are here
-  } else {
-    batch.choice.eps = settings.eps;
+    batch.choice.eps = batch.eps.eps;
+  } else {  // settings.eps, as begin_backward set it
     batch.kept = s09::decide_kept_tiles(in, plan, batch.buffers, lse, batch.choice, de_acc, dc, host, stream);
-    batch.eps = EpsChoice{settings.eps, -1.0, {}};
   }
-  batch.choice.eps = batch.eps.eps;
   return KeptPairs{batch.kept.kept(), plan.tiles * plan.token_blocks};
 }
 
@@ -137,8 +135,7 @@ float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& 
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
                                const float* upstream, const DropSettings& settings, void* de, void* dc,
                                cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats,
-                               EpsChoice* choice,
-                               PlanChoice* ran) {
+                               EpsChoice* choice, PlanChoice* ran) {
   const Problem& p = in.problem;
   BatchBackward batch = begin_backward(in, plan, scratch, lse, upstream, settings, stream);
   PlanChoice chosen;

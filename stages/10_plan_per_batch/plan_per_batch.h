@@ -270,8 +270,7 @@ float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& 
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, Scratch& scratch, const float* lse,
                                const float* upstream, const DropSettings& settings, void* de, void* dc,
                                cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats,
-                               EpsChoice* choice = nullptr,
-                               PlanChoice* ran = nullptr);
+                               EpsChoice* choice = nullptr, PlanChoice* ran = nullptr);
 std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan& plan);
 
 // The sample's decision: its rows of E, targets (and per-token upstream)
