@@ -277,11 +277,16 @@ void dispatch_recompute_kernel(const Problem& p, F&& f) {
 }  // namespace
 
 int64_t recompute_resident_blocks(const Problem& p) {
-  int blocks = 0;
-  dispatch_recompute_kernel(p, [&](auto tile, auto, auto kernel, size_t shared) {
-    CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, decltype(tile)::kThreads, shared));
-  });
-  return std::max(1, blocks) * int64_t{multiprocessor_count()};
+  // Asked once per block path (which names the kernel): every backward calls this.
+  static int known[static_cast<int>(TilePath::kWgmmaPipeline) + 1] = {};
+  int& blocks = known[static_cast<int>(choose_block_path(p))];
+  if (blocks == 0) {
+    dispatch_recompute_kernel(p, [&](auto tile, auto, auto kernel, size_t shared) {
+      CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, decltype(tile)::kThreads, shared));
+    });
+    blocks = std::max(1, blocks);
+  }
+  return blocks * int64_t{multiprocessor_count()};
 }
 
 void recompute_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
