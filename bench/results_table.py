@@ -66,7 +66,8 @@ FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "ben
 BLOCKS = ("summary", "tables", "appendix")
 # Runs on another GPU get a summary block of their own (no table mixes two GPUs): the NVIDIA H200 sweep of
 # 2026-11-28 (the floor, stage 10, its op and the peers, QuACK included, in two calls a minute apart on one machine).
-OTHER_GPU_BLOCKS = {"h200_summary": ("bench_h200_e860a0c.json", "bench_peers_h200_e860a0c.json")}
+OTHER_GPU_BLOCKS = {"h200_summary": ("bench_h200_e860a0c.json", "bench_peers_h200_e860a0c.json",
+                                     "bench_h200_lm128k_9ba5853.json")}
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(OTHER_GPU_BLOCKS)}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
 BEGIN, END = MARKERS["appendix"]
