@@ -9,7 +9,8 @@ Agg backend (MPLBACKEND=Agg), from the notebook's own directory, as Jupyter woul
 notebook file is read, never written: the executed copy lives in a temporary directory
 (or goes to --save-executed PATH). Prints each cell's text output unless --quiet. Exits 0
 when every cell ran, 1 with the failing cell's source and error otherwise (an exception,
-a failed assert included), 2 on bad usage or missing modules. ctest runs it for every
+a failed assert included) or when a cell's output says a claim DOES NOT HOLD (however it
+was printed), 2 on bad usage or missing modules. ctest runs it for every
 notebooks/*.ipynb (notebooks/CMakeLists.txt).
 
 --figures DIR also writes every matplotlib figure a cell shows as a PNG to DIR, named
@@ -34,6 +35,7 @@ import time
 DEBIAN_PACKAGES = "python3-numpy python3-matplotlib python3-nbclient python3-nbformat python3-ipykernel"
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # Jupyter's: plt.show() sends the figure as a PNG
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+UNHELD = "DOES NOT HOLD"  # what the notebooks' claim helpers say of a false claim
 
 
 def fail(message, code=1):
@@ -86,6 +88,17 @@ def write_figures(nb, stem, directory):
                 f.write(base64.b64decode(png if isinstance(png, str) else "".join(png)))
             written.append(path)
     return written
+
+
+def claim_not_holding(nb):
+    """The first output line saying DOES NOT HOLD, with its cell, or None: a notebook whose cells ran but
+    printed that a claim does not hold has failed, whatever printed it."""
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            for line in text_of(output).splitlines():
+                if UNHELD in line:
+                    return f"cell {index} printed that a claim does not hold: {line.strip()}"
+    return None
 
 
 def describe_failure(nb, exc):
@@ -165,6 +178,9 @@ def main():
         except Exception as exc:  # kernel missing or dead, bad notebook file, ...
             fail(f"{args.notebook}: could not execute the notebook: {type(exc).__name__}: {exc}")
         elapsed = time.perf_counter() - start
+        unheld = claim_not_holding(nb)
+        if unheld is not None:
+            fail(f"{args.notebook}: {unheld}")
         nbformat.write(nb, copy)
         if args.save_executed:
             shutil.copyfile(copy, args.save_executed)
