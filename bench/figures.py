@@ -427,7 +427,7 @@ def main(argv=None):
                    figure_training_sweep(plt, values, spreads, dims, gpus, steps, args.out)]
         for block, files in rt.OTHER_GPU_BLOCKS.items():  # another GPU's sweep: a figure of its own
             other, other_dims, other_gpus, _ = load_bench(rt.default_paths(files))
-            shapes = [s for s in tuple(rt.SHAPES) + rt.LM_SHAPES if any(k[2] == s for k in other)]
+            shapes = [s for s in rt.ALL_SHAPES if any(k[2] == s for k in other)]
             written.append(figure_time_memory(plt, other, other_dims, other_gpus, args.out, shapes,
                                               block.replace("_summary", "") + "_time_memory.png", ""))
     except Fault as e:

@@ -65,7 +65,8 @@ FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "ben
          "bench_peers_dense_plan_h100_a85669c.json")
 BLOCKS = ("summary", "tables", "appendix")
 # Runs on another GPU get a summary block of their own (no table mixes two GPUs): the NVIDIA H200 sweep of
-# 2026-11-28 (the floor, stage 10, its op and the peers, QuACK included, in two calls a minute apart on one machine).
+# 2026-11-28 (the floor, stage 10, its op and the peers, QuACK included, in two calls a minute apart on one machine),
+# and lm128k's floor and stage 10 from a later call of the same day.
 OTHER_GPU_BLOCKS = {"h200_summary": ("bench_h200_e860a0c.json", "bench_peers_h200_e860a0c.json",
                                      "bench_h200_lm128k_9ba5853.json")}
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(OTHER_GPU_BLOCKS)}
@@ -84,6 +85,7 @@ FLAT_SHAPES = ("gemma2_flat",)
 # training steps 0, 30, 100 and 300 (lm128k_sK), in training order, then the final lm128k model.
 LM_SHAPES = ("lm32k", "lm128k_s0", "lm128k_s30", "lm128k_s100", "lm128k_s300", "lm128k")
 SUMMARY_SHAPES = ("gemma2", "gemma2_flat") + LM_SHAPES  # those of them present in the files
+ALL_SHAPES = tuple(SHAPES) + LM_SHAPES  # another GPU's block and figure: every shape its files ran
 SNAPSHOT = re.compile(r"^(lm\w+?)_s(\d+)$")  # lm128k_s30: lm128k's model at training step 30
 SHAPE_IN_CONTEXT = re.compile(r"([A-Za-z0-9_]+) N=(\d+) D=(\d+) V=(\d+)")
 PEER_ORDER = ["peer_torch_eager", "peer_torch_compile", "peer_cce", "peer_cce_nofilter", "peer_cce_exact",
@@ -707,7 +709,7 @@ def other_gpu_blocks():
     """{block name: the summary of its files alone at every shape, then their list}, for the runs on another GPU."""
     blocks = {}
     for name, files in OTHER_GPU_BLOCKS.items():
-        rendered = render_blocks(default_paths(files), tuple(SHAPES) + LM_SHAPES)
+        rendered = render_blocks(default_paths(files), ALL_SHAPES)
         blocks[name] = rendered["summary"] + "\n" + rendered["appendix"]
     return blocks
 
