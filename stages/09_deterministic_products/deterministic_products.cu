@@ -27,15 +27,20 @@ size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 // The recomputation's thread blocks for tiles [first, last): per token block,
 // its kept tiles there cut into runs of consecutive tiles (so that the
 // product's pipeline runs on from tile to tile). A run holds at most
-// kRunTiles, and fewer when the chunk keeps few tiles: about two runs per
-// resident block, so that the last wave is not one long run on a few SMs.
+// kRunTiles, and fewer when the chunk keeps few tiles: about kRunsPerBlock
+// runs per resident block, listed longest first, so that the last wave holds
+// the short runs and no SM is left with one long run while the others idle.
 constexpr int64_t kRunTiles = 8;
+constexpr int64_t kRunsPerBlock = 4;
 // Written straight into page-locked memory (host.sent), whence they are copied to the device.
 HostSpan<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_t first, int64_t last,
                              int64_t resident_blocks, HostTables& host) {
   const int64_t kept_here = kept.offsets[last] - kept.offsets[first];
-  const int64_t run_tiles = std::clamp<int64_t>(kept_here / (2 * resident_blocks), 1, kRunTiles);
-  int* runs = host.sent.take<int>(static_cast<size_t>(4 * kept_here));  // at most one run per kept tile
+  const int64_t run_tiles = std::clamp<int64_t>(kept_here / (kRunsPerBlock * resident_blocks), 1, kRunTiles);
+  struct Run {  // what the recomputation reads as an int4 per thread block
+    int token_block, first_tile, end_tile, unused;
+  };
+  Run* runs = reinterpret_cast<Run*>(host.sent.take<int>(static_cast<size_t>(4 * kept_here)));  // <= 1 per tile
   size_t count = 0;
   for (int64_t b = 0; b < plan.token_blocks; ++b) {
     const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
@@ -44,13 +49,13 @@ HostSpan<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_
     for (const int* t = begin; t < end;) {
       const int* run_end = t + 1;
       while (run_end < end && *run_end == *(run_end - 1) + 1 && run_end - t < run_tiles) ++run_end;
-      const int run[4] = {static_cast<int>(b), *t, *(run_end - 1) + 1, 0};
-      std::copy(run, run + 4, runs + count);
-      count += 4;
+      runs[count++] = {static_cast<int>(b), *t, *(run_end - 1) + 1, 0};
       t = run_end;
     }
   }
-  return {runs, count};
+  std::stable_sort(runs, runs + count,
+                   [](const Run& a, const Run& b) { return a.end_tile - a.first_tile > b.end_tile - b.first_tile; });
+  return {reinterpret_cast<int*>(runs), 4 * count};
 }
 
 }  // namespace
