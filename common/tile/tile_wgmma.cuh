@@ -80,16 +80,17 @@ struct TileProductWgmma {
     const int k_tiles = static_cast<int>((dim + kBK - 1) / kBK);
     int64_t load_tile = tile_begin;
     int load_kt = 0, load_buffer = 0, buffer = 0;
-    int a_src[kChunksPerThread / 2];  // this thread's rows of A (the same for every tile)
+    // This thread's rows of A (the same for every tile) and of B in load_tile (gathered once per tile), as
+    // offsets in 16-byte chunks, so that a slice's copy costs an add per chunk.
+    uint32_t a_src[kChunksPerThread / 2], b_src[kChunksPerThread / 2];
 #pragma unroll
     for (int i = 0; i < kChunksPerThread / 2; ++i) {
       const int64_t row = row0 + chunk_row(i);
-      a_src[i] = row < rows_a ? (a_rows != nullptr ? a_rows[row] : static_cast<int>(row)) : -1;
+      a_src[i] = row < rows_a ? chunk_offset(a_rows != nullptr ? a_rows[row] : row, dim) : kNoRow;
     }
-    int b_src[kChunksPerThread / 2];  // this thread's rows of B in load_tile (gathered once per tile, not per slice)
     auto load_next = [&] {
       if (load_tile < tile_end) {
-        if (load_kt == 0) find_b_rows(rows_b, b_rows, load_tile * kBN, b_src);
+        if (load_kt == 0) find_b_rows(rows_b, b_rows, load_tile * kBN, dim, b_src);
         load_stage(a, a_src, b, b_src, dim, load_kt, base + load_buffer * kStageBytes);
         if (++load_kt == k_tiles) load_kt = 0, ++load_tile;
         if (++load_buffer == kStages) load_buffer = 0;
@@ -135,33 +136,41 @@ struct TileProductWgmma {
   static_assert(kBM * 8 == kThreads * kChunksPerThread / 2, "A's rows are the first half of every thread's chunks");
   __device__ __forceinline__ static int chunk_row(int i) { return (threadIdx.x + i * kThreads) / 8; }
 
-  // The rows of B this thread copies from for the tile at col0 (through the
-  // gather b_rows when given), or −1 past rows_b. Rows fit an int (V < 2^31).
-  __device__ __forceinline__ static void find_b_rows(int64_t rows_b, const int* b_rows, int64_t col0,
-                                                     int (&b_src)[kChunksPerThread / 2]) {
+  // Where a thread's chunks start: row · D / 8 in 16-byte chunks (D is a multiple of 8 on this path), or
+  // kNoRow past N or V. 32 bits hold any row · D / 8 below 2^32 (rows · D < 3.4e10).
+  static constexpr uint32_t kNoRow = 0xffffffffu;
+  __device__ __forceinline__ static uint32_t chunk_offset(int64_t row, int64_t dim) {
+    return static_cast<uint32_t>(row * (dim / 8));
+  }
+
+  // This thread's rows of B for the tile at col0 (through the gather b_rows when given).
+  __device__ __forceinline__ static void find_b_rows(int64_t rows_b, const int* b_rows, int64_t col0, int64_t dim,
+                                                     uint32_t (&b_src)[kChunksPerThread / 2]) {
 #pragma unroll
     for (int i = 0; i < kChunksPerThread / 2; ++i) {
       const int64_t row = col0 + chunk_row(i + kChunksPerThread / 2) - kBM;
-      b_src[i] = row < rows_b ? (b_rows != nullptr ? b_rows[row] : static_cast<int>(row)) : -1;
+      b_src[i] = row < rows_b ? chunk_offset(b_rows != nullptr ? b_rows[row] : row, dim) : kNoRow;
     }
   }
 
-  // One BK-wide slice of both operands, written swizzled: (BM + BN) rows × 8
-  // chunks of 16 bytes, 8 per thread, from the rows a_src and b_src name
-  // (−1: past N or V) ; such rows and columns past D are zeros.
-  __device__ __forceinline__ static void load_stage(const __nv_bfloat16* a, const int (&a_src)[kChunksPerThread / 2],
-                                                    const __nv_bfloat16* b, const int (&b_src)[kChunksPerThread / 2],
+  // One BK-wide slice of both operands, written swizzled: (BM + BN) rows × 8 chunks of 16 bytes, 8 per thread,
+  // from the chunks a_src and b_src name; rows past N or V and columns past D are zeros. A thread's chunks lie
+  // 32 rows apart, so all of them share one swizzle (row % 8) and sit 4 KB apart in the stage.
+  __device__ __forceinline__ static void load_stage(const __nv_bfloat16* a, const uint32_t (&a_src)[kChunksPerThread / 2],
+                                                    const __nv_bfloat16* b, const uint32_t (&b_src)[kChunksPerThread / 2],
                                                     int64_t dim, int kt, uint32_t stage) {
-    const int part = threadIdx.x % 8;
-    const int64_t k = static_cast<int64_t>(kt) * kBK + part * 8;
+    const int part = threadIdx.x % 8, row = threadIdx.x / 8;
+    const uint32_t column = static_cast<uint32_t>(kt * (kBK / 8) + part);  // in 16-byte chunks
+    const bool column_in_d = static_cast<int64_t>(column) * 8 < dim;
+    const uint32_t first = stage + row * kRowBytes + ((part ^ (row & 7)) * 16);
+    static_assert(kThreads / 8 * kRowBytes == 4096, "a thread's chunks lie 4 KB apart");
 #pragma unroll
     for (int i = 0; i < kChunksPerThread; ++i) {
       const bool is_a = i < kChunksPerThread / 2;
-      const int r = is_a ? chunk_row(i) : chunk_row(i) - kBM;
-      const int64_t row = is_a ? a_src[i] : b_src[i - kChunksPerThread / 2];
-      const bool valid = row >= 0 && k < dim;
-      const __nv_bfloat16* src = valid ? (is_a ? a : b) + row * dim + k : a;
-      cp_async_16(stage + (is_a ? 0 : kOperandBytes) + r * kRowBytes + ((part ^ (r & 7)) * 16), src, valid);
+      const uint32_t src = is_a ? a_src[i] : b_src[i - kChunksPerThread / 2];
+      const bool valid = src != kNoRow && column_in_d;
+      const int4* from = reinterpret_cast<const int4*>(is_a ? a : b);
+      cp_async_16(first + i * 4096, valid ? from + (src + column) : from, valid);
     }
   }
 };
