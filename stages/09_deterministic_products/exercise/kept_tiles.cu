@@ -15,6 +15,7 @@
 #include "common/radix_sort.cuh"
 #include "common/tile/tile_path.cuh"
 #include "common/token_reduction.h"
+#include "stages/03_fused_gemm_ce/online_fold.cuh"
 #include "stages/06_fused_backward/backward_tile.cuh"
 #include "stages/09_deterministic_products/deterministic_products.h"
 #include "stages/09_deterministic_products/slot_space.cuh"
@@ -122,22 +123,32 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
   }
   __syncthreads();
   Tile tile;
-  tile.template for_each_tile<kAligned>(e, n, row0, token_order, c, v, order, run.y, run.z, d, shared_bytes,
-                                        [&](int64_t col0) {
+  // S of the tile at col0 into its slot. What does not depend on the column is settled once: per tile, the
+  // softcap and whether the tile ends before V (template arguments, so that the common case carries no test of
+  // either); per row, the gradient scale, the LSE and the target's column in this tile.
+  auto write_tile = [&](int64_t col0, auto softcapped, auto ends_before_v) {
+    constexpr float kLog2e = 1.4426950408889634f;
+    constexpr bool kSoftcap = decltype(softcapped)::value, kEndsBeforeV = decltype(ends_before_v)::value;
     const int64_t slot = slot_of[static_cast<int64_t>(run.x) * tiles + col0 / Tile::kBN];
     T* out = slot_tile<T>(space, slot - first_slot);
+    const int64_t cols_before_v = v - col0;
 #pragma unroll
     for (int r = 0; r < Tile::kRows; ++r) {
       // The row's inputs once (for the compiler, the stores below could alias shared memory).
       const int tr = Tile::row_of(r);
       const float g = rows.g[tr], row_lse = rows.lse[tr];
-      const int target = rows.target[tr];
+      const int64_t target_offset = rows.target[tr] - col0;
+      const int target_col = target_offset >= 0 && target_offset < Tile::kBN ? static_cast<int>(target_offset) : -1;
       auto s_of = [&](int cc) {
-        const int64_t pos = col0 + Tile::col_of(cc);
-        if (pos >= v || g == 0.0f) return 0.0f;
-        const float z = apply_softcap(tile.z(r, cc), softcap);
-        const float p = __expf(z - row_lse) - (pos == target ? 1.0f : 0.0f);
-        return g * p * softcap_derivative(z, softcap);
+        const int col = Tile::col_of(cc);
+        float z = tile.z(r, cc);
+        if constexpr (kSoftcap) z = apply_softcap(z, softcap);
+        // g·(p − [j = t]), p = 2^((z − LSE)·log2e): the difference first, exact for nearby values.
+        float s = g * fast_exp2((z - row_lse) * kLog2e);
+        if (col == target_col) s -= g;
+        if constexpr (kSoftcap) s *= softcap_derivative(z, softcap);
+        if constexpr (!kEndsBeforeV) s = col < cols_before_v ? s : 0.0f;
+        return g != 0.0f ? s : 0.0f;  // rows without a gradient (ignored, past N) are zeros, whatever z is
       };
       if constexpr (sizeof(T) == 2 && Tile::kColumnsShareLaneMod4) {
         // m16n8 fragments: columns cc and cc + 1 (cc even) are adjacent, one 4-byte store.
@@ -151,6 +162,16 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
           out[s_index<T, Tile::kBN>(tr, Tile::col_of(cc))] = from_float<T>(s_of(cc));
       }
     }
+  };
+  tile.template for_each_tile<kAligned>(e, n, row0, token_order, c, v, order, run.y, run.z, d, shared_bytes,
+                                        [&](int64_t col0) {
+    using Yes = std::true_type;
+    using No = std::false_type;
+    const bool before_v = col0 + Tile::kBN <= v;
+    if (softcap > 0.0f)
+      before_v ? write_tile(col0, Yes{}, Yes{}) : write_tile(col0, Yes{}, No{});
+    else
+      before_v ? write_tile(col0, No{}, Yes{}) : write_tile(col0, No{}, No{});
   });
 }
 
