@@ -8,7 +8,8 @@ are not ignored), each failure printed on one line (file:line: what), exit 1
 on any:
 
 1. Relative links resolve: [text](path) and ![alt](path) name a file or
-   folder that exists (web links and pure #anchors are not checked).
+   folder that exists, path.md#anchor a heading of that file and #anchor one
+   of the same file (web links are not checked).
 2. Every stage README's "Files to read" table names what its files hold: in
    each row, every backticked name that looks like an identifier (`dC_owner`,
    `kAutoFirstExponent`, `Stage::loss_and_gradient`; not `--flag`, not
@@ -48,6 +49,28 @@ def lines_outside_fences(text):
             yield number, line
 
 
+def slug(heading):
+    """GitHub's anchor of a heading: lowercase, markup and punctuation gone, spaces as hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip())  # a link's text stays
+    text = text.replace("`", "").lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(text):
+    """The anchors of a Markdown file's headings (a repeated heading gets -1, -2, ... as on GitHub)."""
+    seen, out = {}, set()
+    for _, line in lines_outside_fences(text):
+        match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        base = slug(match.group(1))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        out.add(base if count == 0 else f"{base}-{count}")
+    return out
+
+
 def link_target(raw):
     target = raw.split("#", 1)[0]
     if not target or re.match(r"^[a-z][a-z0-9+.-]*:", target):  # an anchor alone, http:, mailto:
@@ -55,17 +78,31 @@ def link_target(raw):
     return target
 
 
+anchor_cache = {}  # a Markdown file -> its headings' anchors
+
+
 def check_links(root, path, text):
     failures = []
     for number, line in lines_outside_fences(text):
         line = re.sub(r"`[^`]*`", "", line)  # code spans hold no links
         for match in LINK.finditer(line):
-            target = link_target(match.group(1))
+            raw = match.group(1)
+            if raw.startswith("#"):  # a heading of this file
+                if raw[1:] not in anchor_cache.setdefault(path, anchors(text)):
+                    failures.append(f"{path.relative_to(root)}:{number}: the link {raw} names no heading here")
+                continue
+            target = link_target(raw)
             if target is None:
                 continue
             resolved = (root / target.lstrip("/")) if target.startswith("/") else (path.parent / target)
             if not resolved.exists():
                 failures.append(f"{path.relative_to(root)}:{number}: the link {match.group(1)} names nothing here")
+                continue
+            anchor = match.group(1).partition("#")[2]
+            if anchor and resolved.suffix == ".md" and resolved.is_file():
+                if anchor not in anchor_cache.setdefault(resolved, anchors(resolved.read_text(errors="replace"))):
+                    failures.append(f"{path.relative_to(root)}:{number}: the link {match.group(1)} names no heading "
+                                    f"of {resolved.relative_to(root)}")
     return failures
 
 
