@@ -111,14 +111,31 @@ def check_links(root, path, text):
     return failures
 
 
-def files_to_read_rows(text):
-    """(line number, row) of the table under the heading 'Files to read'."""
+def section_lines(text, is_section):
+    """(line number, line) of the lines under the headings whose lowercase text is_section accepts."""
     in_section = False
     for number, line in lines_outside_fences(text):
         if line.startswith("#"):
-            in_section = "files to read" in line.lower()
+            in_section = is_section(line.lower())
             continue
-        if in_section and line.startswith("|") and not re.match(r"^\|\s*-", line):
+        if in_section:
+            yield number, line
+
+
+def linked_files(path, text):
+    """The files (not folders) that the links of `text`, in the file at `path`, name."""
+    out = []
+    for match in LINK.finditer(text):
+        target = link_target(match.group(1))
+        if target is not None and (path.parent / target).is_file():
+            out.append(path.parent / target)
+    return out
+
+
+def files_to_read_rows(text):
+    """(line number, row) of the table under the heading 'Files to read'."""
+    for number, line in section_lines(text, lambda heading: "files to read" in heading):
+        if line.startswith("|") and not re.match(r"^\|\s*-", line):
             yield number, line
 
 
@@ -132,11 +149,7 @@ def check_files_to_read(root, path, text):
         cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
         if len(cells) < 2 or cells[0].lower() == "file":
             continue
-        linked = []
-        for match in LINK.finditer(row):
-            target = link_target(match.group(1))
-            if target is not None and (path.parent / target).is_file():
-                linked.append(path.parent / target)
+        linked = linked_files(path, row)
         if linked:
             rows.append((number, cells, linked))
     read = {}
@@ -164,18 +177,10 @@ SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp")
 
 def check_kernel_walk(root, path, text):
     sources = {f for f in path.parent.iterdir() if f.suffix in SOURCE_SUFFIXES}
-    for match in LINK.finditer(text):
-        target = link_target(match.group(1))
-        if target is not None and (path.parent / target).suffix in SOURCE_SUFFIXES and (path.parent / target).is_file():
-            sources.add(path.parent / target)
+    sources.update(f for f in linked_files(path, text) if f.suffix in SOURCE_SUFFIXES)
     code = "\n".join(f.read_text(errors="replace") for f in sorted(sources))
-    failures, in_walk = [], False
-    for number, line in lines_outside_fences(text):
-        if line.startswith("#"):
-            in_walk = "kernels" in line.lower() and "reading order" in line.lower()
-            continue
-        if not in_walk:
-            continue
+    failures = []
+    for number, line in section_lines(text, lambda heading: "kernels" in heading and "reading order" in heading):
         for ticked in TICKED.findall(line):
             name = ticked.strip()
             if not IDENTIFIER.fullmatch(name):
