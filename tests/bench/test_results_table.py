@@ -621,7 +621,9 @@ class Figures(unittest.TestCase):
                 self.assertEqual(head[:8], b"\x89PNG\r\n\x1a\n", name)
                 width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
                 self.assertTrue(800 <= width <= 2000 and 300 <= height <= 2000, f"{name}: {width}x{height}")
-                self.assertLess(os.path.getsize(path), 300 * 1024, name)
+                # Small enough to commit; the bound leaves room for the encoder: the same h200_time_memory.png is
+                # 273 KB from matplotlib 3.6 (Debian 12's) and 338 KB from 3.11.
+                self.assertLess(os.path.getsize(path), 450 * 1024, name)
 
 
 if __name__ == "__main__":

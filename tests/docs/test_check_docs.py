@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""scripts/check_docs.py on a made-up tree: it fails on a dead link, dead
+anchors (of the file itself and of another) and a name that no listed file
+holds, and passes once they are mended."""
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CHECKER = Path(__file__).resolve().parents[2] / "scripts" / "check_docs.py"
+
+README = """# Stage 01: made up
+
+See [the kernel](kernel.cu), [a figure](plot.png) and [the web](https://example.com);
+[the files](#files-to-read-in-order), [a lost heading](#no-such-heading), [another's](other.md#its-heading).
+
+## Files to read, in order
+
+| file | what it holds |
+| --- | --- |
+| [kernel.cu](kernel.cu) | `row_max_kernel`, `RowTotals`, wrapped by `Helper`; `--flag` and `a + b` are not names |
+| [helper.h](helper.h) | `Helper` |
+
+## Next
+"""
+
+
+def run(root):
+    result = subprocess.run([sys.executable, str(CHECKER), "--root", str(root)], capture_output=True, text=True)
+    return result.returncode, result.stdout + result.stderr
+
+
+def expect(condition, what, output):
+    if not condition:
+        print(f"FAILED: {what}\n{output}")
+        sys.exit(1)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        stage = root / "stages" / "01_made_up"
+        stage.mkdir(parents=True)
+        (stage / "README.md").write_text(README)
+        (stage / "kernel.cu").write_text("__global__ void row_max_kernel() {}\n")
+        (stage / "helper.h").write_text("struct Helper {};\n")
+        (stage / "other.md").write_text("# Other\n\n## Its heading, `renamed`\n")
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+
+        rc, out = run(root)
+        expect(rc == 1, "exit 1 with a dead link and a missing name", out)
+        expect("plot.png names nothing here" in out, "the dead link reported", out)
+        expect("`RowTotals` is not in" in out, "the missing name reported", out)
+        expect("`Helper`" not in out, "a name another listed file holds is accepted", out)
+        expect("flag" not in out and "a + b" not in out, "flags and expressions are not names", out)
+        expect("#no-such-heading names no heading here" in out, "a dead anchor of the same file reported", out)
+        expect("other.md#its-heading names no heading of" in out, "a dead anchor of another file reported", out)
+        expect("#files-to-read-in-order" not in out, "a heading's anchor is found", out)
+        expect("4 problems" in out, "exactly four problems", out)
+
+        (stage / "plot.png").write_bytes(b"")
+        (stage / "kernel.cu").write_text("struct RowTotals {};\n__global__ void row_max_kernel() {}\n")
+        (stage / "other.md").write_text("# Other\n\n## Its heading\n")
+        (stage / "README.md").write_text(README.replace(", [a lost heading](#no-such-heading)", ""))
+        rc, out = run(root)
+        expect(rc == 0 and "0 problems" in out, "exit 0 once they are mended", out)
+    print("test_check_docs.py: the checker fails on each fault and passes without them")
+
+
+if __name__ == "__main__":
+    main()
