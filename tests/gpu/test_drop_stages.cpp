@@ -799,6 +799,60 @@ TEST(DeterministicProducts, BothProductPathsMatchTheReference) {
 }
 
 
+// The kept pairs' bf16 products against their masked model in double. Without
+// the correction, dE and dC are exactly the sums over the kept pairs (and the
+// dropped targets' exact terms): corrected_model with no share. At eps = 2^-5
+// the realistic inputs at this small V keep between 15% and 85% of the pairs,
+// a block-sparse set of the data's making (with stage 10, of grouped rows,
+// split into dE's parts). Each product path must match the model within the
+// arithmetic's bound: the fastest (wgmma on a Hopper build, D % 8 == 0) and
+// mma.sync at D = 136 (a column tile of D holding 8 columns), mma.sync alone
+// at D = 100 (16-byte rows impossible). The unmasked gradients must not match:
+// the test sees a tile's products missing.
+void check_kept_products_are_the_masked_products(Which which) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t d : {int64_t{136}, int64_t{100}}) {
+    const Problem p = bf16_problem(600, d, 16411);
+    const HostInputs in = decision_inputs(p, 31);
+    const std::vector<float> upstream = default_upstream(p, 7);
+    ReferenceOptions opt;
+    opt.backward = true;
+    opt.upstream = upstream;
+    opt.bounds = true;
+    const ReferenceResult ref = reference_cross_entropy(p, in, opt);
+    Gradients model;
+    std::vector<uint8_t> model_flags;
+    for (const char* path : {"", "mma_sync"}) {  // "": the fastest path here
+      if (d % 8 != 0 && *path) continue;
+      ASSERT_EQ(setenv("CCE_TILE_PATH", path, 1), 0);
+      const DropRun run = run_drop(which, p, in, upstream, {"--drop-eps", "0.03125", "--no-correction"});
+      const double kept = static_cast<double>(run.stats.kept_tiles) / static_cast<double>(run.stats.tiles);
+      EXPECT_GT(kept, 0.15) << "D = " << d << ": too few pairs kept for a block-sparse set";
+      EXPECT_LT(kept, 0.85) << "D = " << d << ": too few pairs dropped for a block-sparse set";
+      if (model_flags.empty()) {
+        model = corrected_model(p, in, upstream, run, ref, 0.0, 0.0);
+        model_flags = run.flags;
+      }
+      ASSERT_EQ(run.flags, model_flags) << "the decision does not depend on the product path";
+      const std::string what = std::string(*path ? path : "fastest path") + ", D = " + std::to_string(d);
+      const Comparison de = compare("dE", run.out.de, model.de, ref.de_bound, ref.output_rtol, p.d);
+      const Comparison dc = compare("dC", run.out.dc, model.dc, ref.dc_bound, ref.output_rtol, p.d);
+      std::printf("%-26s %s\n%-26s %s\n", what.c_str(), de.summary().c_str(), "", dc.summary().c_str());
+      EXPECT_TRUE(de.passed()) << what << ": " << de.summary();
+      EXPECT_TRUE(dc.passed()) << what << ": " << dc.summary();
+      EXPECT_FALSE(compare("dE", run.out.de, ref.de, ref.de_bound, ref.output_rtol, p.d).passed())
+          << what << ": the unmasked dE matches too: the test could not see a missing tile";
+      EXPECT_FALSE(compare("dC", run.out.dc, ref.dc, ref.dc_bound, ref.output_rtol, p.d).passed())
+          << what << ": the unmasked dC matches too: the test could not see a missing tile";
+    }
+  }
+  unsetenv("CCE_TILE_PATH");
+}
+TEST(DeterministicProducts, KeptProductsAreTheMaskedProducts) {
+  check_kept_products_are_the_masked_products(Which::kStage09);
+}
+TEST(PlanPerBatch, KeptProductsAreTheMaskedProducts) { check_kept_products_are_the_masked_products(Which::kStage10); }
+
 // A frozen classifier: with a null dC, stages 09 and 10 skip dC's work
 // (products, tail, the dense plan's GEMM) and write the same dE, bit for bit.
 TEST(PlanPerBatch, NullDcLeavesDeAsItWas) {
