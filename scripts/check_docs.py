@@ -16,6 +16,11 @@ on any:
    `a + b`) occurs as a whole word in one of the files the row links, or,
    where the row says what another file's code does with it ("the fold that
    `FoldThenKeepTile` wraps"), in one of the files the table links.
+3. Every stage README's walk through its kernels (the section "The kernels,
+   in reading order") names only code that exists: each backticked name with
+   an underscore or a lower-then-upper case step (`dropped_mass_kernel`,
+   `keepHalf`) occurs in the stage folder's sources or in a source file the
+   README links.
 
 Python 3 standard library only.
 """
@@ -154,6 +159,36 @@ def check_files_to_read(root, path, text):
     return failures
 
 
+SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp")
+
+
+def check_kernel_walk(root, path, text):
+    sources = {f for f in path.parent.iterdir() if f.suffix in SOURCE_SUFFIXES}
+    for match in LINK.finditer(text):
+        target = link_target(match.group(1))
+        if target is not None and (path.parent / target).suffix in SOURCE_SUFFIXES and (path.parent / target).is_file():
+            sources.add(path.parent / target)
+    code = "\n".join(f.read_text(errors="replace") for f in sorted(sources))
+    failures, in_walk = [], False
+    for number, line in lines_outside_fences(text):
+        if line.startswith("#"):
+            in_walk = "kernels" in line.lower() and "reading order" in line.lower()
+            continue
+        if not in_walk:
+            continue
+        for ticked in TICKED.findall(line):
+            name = ticked.strip()
+            if not IDENTIFIER.fullmatch(name):
+                continue
+            last = name.split("::")[-1]
+            if "_" not in last.strip("_") and not re.search(r"[a-z][A-Z]", last):
+                continue
+            if not whole_word(last, code):
+                failures.append(f"{path.relative_to(root)}:{number}: `{name}` (the kernel walk) is in none of the "
+                                "stage's sources nor the source files the README links")
+    return failures
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=str(Path(__file__).resolve().parent.parent), help="the repository")
@@ -166,6 +201,7 @@ def main(argv):
         failures += check_links(root, path, text)
         if path.parent.parent.name == "stages" and path.name == "README.md":
             failures += check_files_to_read(root, path, text)
+            failures += check_kernel_walk(root, path, text)
     for failure in failures:
         print(failure)
     print(f"check_docs.py: {len(files)} Markdown files, {len(failures)} problems")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/check_docs.py on a made-up tree: it fails on a dead link, dead
-anchors (of the file itself and of another) and a name that no listed file
-holds, and passes once they are mended."""
+anchors (of the file itself and of another), a name that no listed file
+holds and names of the kernel walk that no source holds, and passes once
+they are mended."""
 
 import subprocess
 import sys
@@ -21,6 +22,11 @@ See [the kernel](kernel.cu), [a figure](plot.png) and [the web](https://example.
 | --- | --- |
 | [kernel.cu](kernel.cu) | `row_max_kernel`, `RowTotals`, wrapped by `Helper`; `--flag` and `a + b` are not names |
 | [helper.h](helper.h) | `Helper` |
+
+## The kernels, in reading order
+
+`row_max_kernel` reads each row, `fold_rows` folds them (`keepGoing` too); `x`, `Helper` and `--flags` are not
+checked, nor `a + b`.
 
 ## Next
 """
@@ -57,10 +63,14 @@ def main():
         expect("#no-such-heading names no heading here" in out, "a dead anchor of the same file reported", out)
         expect("other.md#its-heading names no heading of" in out, "a dead anchor of another file reported", out)
         expect("#files-to-read-in-order" not in out, "a heading's anchor is found", out)
-        expect("4 problems" in out, "exactly four problems", out)
+        expect("`fold_rows` (the kernel walk)" in out, "a kernel walk's missing name reported", out)
+        expect("`keepGoing` (the kernel walk)" in out, "a camel-case missing name reported", out)
+        expect("`row_max_kernel` (the kernel walk)" not in out, "a name the stage holds is accepted", out)
+        expect("6 problems" in out, "exactly six problems", out)
 
         (stage / "plot.png").write_bytes(b"")
         (stage / "kernel.cu").write_text("struct RowTotals {};\n__global__ void row_max_kernel() {}\n")
+        (stage / "fold.cuh").write_text("void fold_rows(bool keepGoing);\n")  # not linked: the stage's folder counts
         (stage / "other.md").write_text("# Other\n\n## Its heading\n")
         (stage / "README.md").write_text(README.replace(", [a lost heading](#no-such-heading)", ""))
         rc, out = run(root)
