@@ -38,12 +38,13 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
     if (i < n) {
       const uint32_t packed = row_stats[i];
       const int64_t place = token_place != nullptr ? token_place[i] : i;
-      const bool kept = flags[tile * token_blocks + place / tile_rows] != 0;
+      // 32-bit: N < 2^31 (Problem::validate), and a 64-bit division would cost dozens of instructions an entry.
+      const bool kept = flags[tile * token_blocks + static_cast<int>(place) / static_cast<int>(tile_rows)] != 0;
       // EXERCISE(the tail correction): m = g·(the dropped softmax mass − the target's)·softcap'
       if (!kept && grad_scale[i] != 0.0f) {
         const float tile_max = stats_max(packed);
         m = stats_sum(packed) * __expf(tile_max - lse[i]);
-        if (position[i] / tile_cols == tile && position[i] >= 0) m -= __expf(target_logit[i] - lse[i]);
+        if (in_tile(position[i], tile, tile_cols)) m -= __expf(target_logit[i] - lse[i]);
         // softcap' at the tile's largest logit stands for the tile's (an approximation).
         m = grad_scale[i] * fmaxf(m, 0.0f) * softcap_derivative(tile_max, softcap);
       }

@@ -44,6 +44,11 @@ __device__ __forceinline__ float stats_max(uint32_t packed) {
 __device__ __forceinline__ float stats_sum(uint32_t packed) {
   return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(packed & 0xffffu)));
 }
+// Whether the sorted position lies in vocabulary tile `tile` (−1, no target: in none). A subtraction and an unsigned
+// compare: position / tile_cols == tile divides 64-bit integers, dozens of instructions, for every (tile, row).
+__device__ __forceinline__ bool in_tile(int64_t position, int64_t tile, int64_t tile_cols) {
+  return static_cast<uint64_t>(position - tile * tile_cols) < static_cast<uint64_t>(tile_cols);
+}
 
 struct TileStatsParams {
   const int64_t* target_position;  // [N]: sorted position of t_i, −1 for ignored tokens

@@ -216,7 +216,7 @@ __device__ __forceinline__ void mma_step(ProductAccumulators& acc, const __nv_bf
 
 // The k-loop over a list of items (kept slots), two k-steps per item,
 // kStages − 1 steps loaded ahead of the products. next(cursor) → the next
-// item's index ≥ cursor, or −1; source(item, step) → the step's StepSource,
+// item's index ≥ cursor, or −1; source(item, step, with_s) → the step's StepSource (S's address only with_s),
 // found one step before its copies are issued; other: E (dC) or C (dE).
 template <bool kTransposeS, bool kAligned, class Next, class Source>
 __device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned char* shared, Next&& next, Source&& source,
@@ -226,14 +226,14 @@ __device__ __forceinline__ void run_items(ProductAccumulators& acc, unsigned cha
   unsigned loaded = 0;  // bit s: stage s holds a step (a mask, not an array: registers, not local memory)
   int fetch = first, fetch_step = 0;
   StepSource ahead{};
-  if (fetch >= 0) ahead = source(fetch, 0);
+  if (fetch >= 0) ahead = source(fetch, 0, true);
   auto issue = [&](int stage) {
     loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
     if (fetch >= 0) {
       load_s_half<kTransposeS>(ahead.s, ahead.step, a_of(stage));
       load_rows<kAligned>(other, d, d0, ahead, b_of(stage));
       if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
-      if (fetch >= 0) ahead = source(fetch, fetch_step);
+      if (fetch >= 0) ahead = source(fetch, fetch_step, true);
     }
     cp_async_commit();  // an empty group when nothing is left
   };
@@ -297,15 +297,22 @@ __device__ __forceinline__ void copy_s_operand(const __nv_bfloat16* __restrict__
   }
 }
 
-// The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128), MN-major.
+// The step's rows of `src` ([rows, d] bf16) × columns [d0, d0 + 128), MN-major. A thread's rows lie 16 apart:
+// one swizzle (k % 8) for all, destinations 2 KB apart. Sources in 32-bit counts of 16-byte chunks (the block
+// path keeps rows · d / 8 below 2^32: tile_path.cpp).
 [[maybe_unused]] __device__ __forceinline__ void load_rows_swizzled(const __nv_bfloat16* __restrict__ src, int64_t d, int64_t d0,
                                                    const StepSource& source, uint32_t dst) {
+  const int chunk = threadIdx.x % (kTile / 8);
+  const uint32_t first = dst + mn_major_offset(step_row(0), chunk);
+  const uint32_t column = static_cast<uint32_t>(d0 / 8 + chunk), row_chunks = static_cast<uint32_t>(d / 8);
+  const bool column_in_d = static_cast<int64_t>(column) * 8 < d;  // d % 8 == 0: a chunk is all in or all out
+  const int4* from = reinterpret_cast<const int4*>(src);
+  static_assert(256 / (kTile / 8) * 128 == 2048, "a thread's rows lie 16 apart, 2 KB in the stage");
 #pragma unroll
   for (int j = 0; j < kRowsPerThread; ++j) {
-    const int k = step_row(j), chunk = threadIdx.x % (kTile / 8);
-    const int64_t row = source.rows[j], col = d0 + chunk * 8;
-    const bool valid = row >= 0 && col < d;  // d % 8 == 0: a chunk is all in or all out
-    cp_async_16(dst + mn_major_offset(k, chunk), valid ? src + row * d + col : src, valid);
+    const int row = source.rows[j];
+    const bool valid = row >= 0 && column_in_d;
+    cp_async_16(first + j * 2048, valid ? from + (static_cast<uint32_t>(row) * row_chunks + column) : from, valid);
   }
 }
 
@@ -347,7 +354,8 @@ __device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned 
   unsigned loaded = 0, parity = 0;  // parity bit s: of stage s's next completion
   int fetch = first, fetch_step = 0;
   StepSource ahead{};
-  if (fetch >= 0) ahead = source(fetch, 0);
+  const bool copies_s = threadIdx.x == 0;  // S's bulk copies come from one thread: only it finds the slot
+  if (fetch >= 0) ahead = source(fetch, 0, copies_s);
   auto issue = [&](int stage) {
     loaded = fetch >= 0 ? loaded | (1u << stage) : loaded & ~(1u << stage);
     if (fetch >= 0) {
@@ -364,7 +372,7 @@ __device__ __forceinline__ void run_items_wgmma(TileProductWgmma& acc, unsigned 
       }
       if constexpr (!kRowsByTma) load_rows_swizzled(other, d, d0, ahead, stage_at(stage) + kWgmmaOperandBytes);
       if (++fetch_step == kTile / kStep) fetch_step = 0, fetch = next(fetch + 1);
-      if (fetch >= 0) ahead = source(fetch, fetch_step);
+      if (fetch >= 0) ahead = source(fetch, fetch_step, copies_s);
     }
     cp_async_commit();
   };
@@ -451,8 +459,8 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
   acc.zero();
   run_products<kWgmma, true, kAligned, kRowsByTma>(
       acc, shared, [&](int slot) { return slot < end ? slot : -1; },
-      [&](int slot, int step) {
-        StepSource source{slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot), step, {}};
+      [&](int slot, int step, bool with_s) {
+        StepSource source{with_s ? slot_tile<const __nv_bfloat16>(args.space, slot - args.first_slot) : nullptr, step, {}};
         const int64_t row0 = static_cast<int64_t>(args.slot_block[slot]) * kTile + step * kStep;
         source.row0 = row0;
         if constexpr (!kRowsByTma) {
@@ -542,9 +550,10 @@ __global__ void __launch_bounds__(256, product_blocks_per_sm(kWgmma))
   acc.zero();
   run_products<kWgmma, false, kAligned>(
       acc, shared, [&](int item) { return item < range.y ? item : -1; },
-      [&](int item, int step) {
+      [&](int item, int step, bool with_s) {
         const int tile = list[1 + item];
-        StepSource source{slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot), step, {}};
+        StepSource source{with_s ? slot_tile<const __nv_bfloat16>(args.space, kept[tile] - args.first_slot) : nullptr,
+                          step, {}};
         const int64_t pos0 = static_cast<int64_t>(tile) * kTile + step * kStep;
 #pragma unroll
         for (int j = 0; j < kRowsPerThread; ++j)

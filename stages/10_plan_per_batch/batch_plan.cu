@@ -16,6 +16,7 @@
 namespace cce::s10 {
 namespace {
 
+using s08::in_tile;
 using s08::stats_max;
 using s08::stats_sum;
 
@@ -61,7 +62,7 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
       const uint32_t packed = stats[tile * n + row];
       log_p = stats_max(packed) - lse[row];
       row_mass = stats_sum(packed) * __expf(log_p);
-      if (position[row] >= 0 && position[row] / tile_cols == tile) row_mass -= __expf(target_logit[row] - lse[row]);
+      if (in_tile(position[row], tile, tile_cols)) row_mass -= __expf(target_logit[row] - lse[row]);
       row_mass = fmaxf(row_mass, 0.0f);
       with_gradient = 1;
     }

@@ -41,7 +41,8 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
     if (i < n) {
       const uint32_t packed = row_stats[i];
       const int64_t place = token_place != nullptr ? token_place[i] : i;
-      const bool kept = flags[tile * token_blocks + place / tile_rows] != 0;
+      // 32-bit: N < 2^31 (Problem::validate), and a 64-bit division would cost dozens of instructions an entry.
+      const bool kept = flags[tile * token_blocks + static_cast<int>(place) / static_cast<int>(tile_rows)] != 0;
       // EXERCISE(the tail correction): m = g·(the dropped softmax mass − the target's)·softcap'
       CCE_EXERCISE_MISSING("08_drop_before_recompute", "the tail correction");
       // END EXERCISE

@@ -33,6 +33,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "common/check.h"
 #include "common/cublas_handle.h"
@@ -51,45 +52,61 @@ constexpr int64_t kSlabColumnMultiple = 256;
 constexpr int64_t kSlabPitchMultiple = 64;  // floats: 256-byte aligned rows for cuBLAS and float4 loads
 
 // S_ij = g·(p − onehot)·softcap'(z), from p's exponent (z − LSE_i, however
-// the caller sums it) and the logit after the softcap, z.
-__device__ __forceinline__ float gradient_of(float exponent, float z, int64_t j, int64_t target, float g,
-                                             float softcap) {
-  return g * (__expf(exponent) - (j == target ? 1.0f : 0.0f)) * softcap_derivative(z, softcap);
+// the caller sums it) and the logit after the softcap, z. kSoftcap is settled
+// per launch and the target per group of columns, so that an element costs an
+// exponential, a compare and a multiply (and with the softcap, three more).
+template <bool kSoftcap>
+__device__ __forceinline__ float gradient_of(float exponent, float z, bool is_target, float g, float inv_softcap) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  float s = g * fast_exp2(exponent * kLog2e);
+  if (is_target) s -= g;
+  if constexpr (kSoftcap) {
+    const float r = z * inv_softcap;  // softcap'(z) = 1 − (z/s)²
+    s *= 1.0f - r * r;
+  }
+  return s;
 }
 
 // The same of a kept logit: the slabs keep cuBLAS's (before the softcap), the
 // chunks the fold's (after it).
-__device__ __forceinline__ float slab_gradient(float logit, bool capped, int64_t j, int64_t target, float row_lse,
-                                               float g, float softcap) {
-  const float z = capped ? logit : apply_softcap(logit, softcap);
-  return gradient_of(z - row_lse, z, j, target, g, softcap);
+template <bool kSoftcap>
+__device__ __forceinline__ float slab_gradient(float logit, bool capped, bool is_target, float row_lse, float g,
+                                               float softcap, float inv_softcap) {
+  const float z = kSoftcap && !capped ? apply_softcap(logit, softcap) : logit;
+  return gradient_of<kSoftcap>(z - row_lse, z, is_target, g, inv_softcap);
+}
+
+// Which of the `count` columns from j holds the target (−1: none), as a small int.
+__device__ __forceinline__ int target_among(int64_t target, int64_t j, int count) {
+  return target >= j && target < j + count ? static_cast<int>(target - j) : -1;
 }
 
 // One block per row of the slab. kPackBf16: S_ij lands at bf16 index j of the
 // row's own storage; each chunk of 4·blockDim floats is read by every thread
 // before the barrier and written after it, and its bf16 values only cover
 // bytes this or an earlier chunk has read (stage 01's packing, four at once).
-template <bool kPackBf16>
+template <bool kPackBf16, bool kSoftcap>
 __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, int64_t columns, int64_t first_column,
                                      const int64_t* __restrict__ targets, const float* __restrict__ lse,
                                      const float* __restrict__ grad_scale, float softcap, bool capped) {
   const int64_t row = blockIdx.x;
-  const float g = grad_scale[row], row_lse = lse[row];
+  const float g = grad_scale[row], row_lse = lse[row], inv_softcap = kSoftcap ? 1.0f / softcap : 0.0f;
   const int64_t target = targets[row] - first_column;  // outside [0, columns) when not in this slab
   float* z_row = slab + row * pitch;
   __nv_bfloat16* out_row = reinterpret_cast<__nv_bfloat16*>(z_row);
   for (int64_t chunk = 0; chunk < columns; chunk += 4 * blockDim.x) {
     const int64_t j = chunk + 4 * threadIdx.x;
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int t = target_among(target, j, 4);
     if (j + 3 < columns) {
       const float4 z = *reinterpret_cast<const float4*>(z_row + j);
-      s[0] = slab_gradient(z.x, capped, j, target, row_lse, g, softcap);
-      s[1] = slab_gradient(z.y, capped, j + 1, target, row_lse, g, softcap);
-      s[2] = slab_gradient(z.z, capped, j + 2, target, row_lse, g, softcap);
-      s[3] = slab_gradient(z.w, capped, j + 3, target, row_lse, g, softcap);
+      s[0] = slab_gradient<kSoftcap>(z.x, capped, t == 0, row_lse, g, softcap, inv_softcap);
+      s[1] = slab_gradient<kSoftcap>(z.y, capped, t == 1, row_lse, g, softcap, inv_softcap);
+      s[2] = slab_gradient<kSoftcap>(z.z, capped, t == 2, row_lse, g, softcap, inv_softcap);
+      s[3] = slab_gradient<kSoftcap>(z.w, capped, t == 3, row_lse, g, softcap, inv_softcap);
     } else {
       for (int k = 0; k < 4 && j + k < columns; ++k)
-        s[k] = slab_gradient(z_row[j + k], capped, j + k, target, row_lse, g, softcap);
+        s[k] = slab_gradient<kSoftcap>(z_row[j + k], capped, t == k, row_lse, g, softcap, inv_softcap);
     }
     if constexpr (kPackBf16) {
       __syncthreads();
@@ -108,6 +125,15 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
   }
 }
 
+// f(std::true_type) with a softcap, f(std::false_type) without: the passes' kSoftcap.
+template <class F>
+void with_softcap(float softcap, F&& f) {
+  if (softcap > 0.0f)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+
 // The chunks' fp16 logits are kept relative to a reference per row and group
 // of 32 columns, the group's largest logit m: w = z − m ≤ 0 in fp16, rounded
 // relative to z − m, so the logits near the group's largest (those whose p
@@ -119,18 +145,20 @@ constexpr int kReferenceColumns = 32;
 // The chunk's S from its fp16 logits, in place (bf16 into the same two
 // bytes): one block per row, eight logits (a quarter of a group) per thread
 // and step, each thread rewriting only what it read.
+template <bool kSoftcap>
 __global__ void chunk_gradient_from_half_kernel(__half* __restrict__ logits, const float* __restrict__ references,
                                                 int64_t pitch, int64_t v, const int64_t* __restrict__ targets,
                                                 const float* __restrict__ lse, const float* __restrict__ grad_scale,
                                                 float softcap) {
   const int64_t row = blockIdx.x;
-  const float g = grad_scale[row], row_lse = lse[row];
+  const float g = grad_scale[row], row_lse = lse[row], inv_softcap = kSoftcap ? 1.0f / softcap : 0.0f;
   const int64_t target = targets[row];
   __half* w_row = logits + row * pitch;
   const float* m_row = references + row * (pitch / kReferenceColumns);
   __nv_bfloat16* s_row = reinterpret_cast<__nv_bfloat16*>(w_row);
   for (int64_t j = 8 * static_cast<int64_t>(threadIdx.x); j < v; j += 8 * static_cast<int64_t>(blockDim.x)) {
     const float m = m_row[j / kReferenceColumns], shift = m - row_lse;  // p = exp(w + shift), z = m + w
+    const int t = target_among(target, j, 8);
     if (j + 7 < v) {  // 16 bytes: the pitch and j are multiples of 8
       uint4 word = *reinterpret_cast<const uint4*>(w_row + j);
       unsigned* pairs = reinterpret_cast<unsigned*>(&word);
@@ -138,15 +166,15 @@ __global__ void chunk_gradient_from_half_kernel(__half* __restrict__ logits, con
       for (int k = 0; k < 4; ++k) {
         const float2 w = __half22float2(*reinterpret_cast<const __half2*>(&pairs[k]));
         const __nv_bfloat162 s =
-            __floats2bfloat162_rn(gradient_of(w.x + shift, m + w.x, j + 2 * k, target, g, softcap),
-                                  gradient_of(w.y + shift, m + w.y, j + 2 * k + 1, target, g, softcap));
+            __floats2bfloat162_rn(gradient_of<kSoftcap>(w.x + shift, m + w.x, t == 2 * k, g, inv_softcap),
+                                  gradient_of<kSoftcap>(w.y + shift, m + w.y, t == 2 * k + 1, g, inv_softcap));
         pairs[k] = *reinterpret_cast<const unsigned*>(&s);
       }
       *reinterpret_cast<uint4*>(s_row + j) = word;
     } else {
       for (int64_t k = j; k < v; ++k) {
         const float w = __half2float(w_row[k]);
-        s_row[k] = __float2bfloat16(gradient_of(w + shift, m + w, k, target, g, softcap));
+        s_row[k] = __float2bfloat16(gradient_of<kSoftcap>(w + shift, m + w, k == target, g, inv_softcap));
       }
     }
   }
@@ -366,12 +394,15 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, columns, n, d, &one, c_slab, type, d, in.e.get(),
                                   type, d, &zero, slab, CUDA_R_32F, to_int(slabs.pitch), CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
-    if (bf16)
-      slab_gradient_kernel<true><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
-          slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap, false);
-    else
-      slab_gradient_kernel<false><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
-          slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap, false);
+    with_softcap(p.softcap, [&](auto softcapped) {
+      constexpr bool kSoftcap = decltype(softcapped)::value;
+      if (bf16)
+        slab_gradient_kernel<true, kSoftcap><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
+            slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap, false);
+      else
+        slab_gradient_kernel<false, kSoftcap><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
+            slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap, false);
+    });
     CCE_CHECK_LAUNCH();
     // EXERCISE(the slab's two gradient GEMMs): dE += S·C_slab, dC_slab = Sᵀ·E (cuBLAS: column-major)
     CCE_EXERCISE_MISSING("10_plan_per_batch", "the slab's two gradient GEMMs");
@@ -479,18 +510,21 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
     s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
     // S in place of the softcapped logits.
     const unsigned blocks = static_cast<unsigned>(rows_problem.n);
-    if (half)
-      chunk_gradient_from_half_kernel<<<blocks, kSlabThreads, 0, stream>>>(
-          static_cast<__half*>(logits), references, chunks.pitch, p.v, rows.targets.get(), lse + first,
-          grad_scale + first, p.softcap);
-    else if (bf16)
-      slab_gradient_kernel<true><<<blocks, kSlabThreads, 0, stream>>>(static_cast<float*>(logits), chunks.pitch, p.v,
-                                                                      0, rows.targets.get(), lse + first,
-                                                                      grad_scale + first, p.softcap, true);
-    else
-      slab_gradient_kernel<false><<<blocks, kSlabThreads, 0, stream>>>(static_cast<float*>(logits), chunks.pitch, p.v,
-                                                                       0, rows.targets.get(), lse + first,
-                                                                       grad_scale + first, p.softcap, true);
+    with_softcap(p.softcap, [&](auto softcapped) {
+      constexpr bool kSoftcap = decltype(softcapped)::value;
+      if (half)
+        chunk_gradient_from_half_kernel<kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
+            static_cast<__half*>(logits), references, chunks.pitch, p.v, rows.targets.get(), lse + first,
+            grad_scale + first, p.softcap);
+      else if (bf16)
+        slab_gradient_kernel<true, kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
+            static_cast<float*>(logits), chunks.pitch, p.v, 0, rows.targets.get(), lse + first, grad_scale + first,
+            p.softcap, true);
+      else
+        slab_gradient_kernel<false, kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
+            static_cast<float*>(logits), chunks.pitch, p.v, 0, rows.targets.get(), lse + first, grad_scale + first,
+            p.softcap, true);
+    });
     CCE_CHECK_LAUNCH();
     const int n_rows = to_int(rows_problem.n);
     // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows], written once.
