@@ -23,10 +23,15 @@ using s08::stats_sum;
 constexpr int kThreads = 256;
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
-// dropped_mass_kernel's grid (stage 08's decision's): x a tile, y token blocks
+// dropped_mass_kernel's grid: x a group of kMassTiles tiles, y token blocks
 // (at most 65535, each block looping over b = y, y + gridDim.y, ...).
+// A group, not one tile: a block loads its rows' values once for all of them
+// and has kMassTiles gathered loads in flight, and the mass takes one atomic
+// per candidate and block instead of one per pair.
+constexpr int kMassTiles = 16;
 dim3 pair_grid(const s09::DropPlan& plan) {
-  return dim3(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535)));
+  return dim3(static_cast<unsigned>((plan.tiles + kMassTiles - 1) / kMassTiles),
+              static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535)));
 }
 
 // The automatic eps's measure: for each (token block, tile), the largest
@@ -34,9 +39,9 @@ dim3 pair_grid(const s09::DropPlan& plan) {
 // m_iT − LSE_i below log_eps[e], stage 08's decision's test) and its rows' softmax
 // mass M_iT = s_iT·exp(m_iT − LSE_i), the target's own entry left out (it is
 // exact). mass[k] sums the pairs whose largest such e is kAutoFirstExponent + k,
-// in fixed point (2^-32), so that the sum and the eps chosen from it do not
+// each pair's mass in fixed point (2^-32), so that the sum and the eps chosen from it do not
 // depend on the order of the additions; mass[kAutoExponents] counts the rows
-// with a gradient. A block per (token block, tile), as stage 08's decision.
+// with a gradient. A block per (token block, kMassTiles tiles), a thread per row.
 // The pair's largest such e, as e − kAutoFirstExponent + 1 (0: none), goes to
 // its flag [tile][token block], so that the decision at the chosen eps needs
 // no second pass over the statistics (keep_pairs_at_chosen_eps).
@@ -47,45 +52,62 @@ struct LogEps {
 __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
                                     const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
                                     const int64_t* __restrict__ position, const int* __restrict__ token_order,
-                                    int64_t n, int64_t token_blocks, int64_t tile_cols, LogEps log_eps,
+                                    int64_t n, int64_t tiles, int64_t token_blocks, int64_t tile_cols, LogEps log_eps,
                                     unsigned long long* __restrict__ mass, uint8_t* __restrict__ drop_exponent) {
-  __shared__ float warp_max[32], warp_mass[32];
+  __shared__ float warp_max[kMassTiles][32], warp_mass[kMassTiles][32];
   __shared__ int warp_rows[32];
-  const int64_t tile = blockIdx.x;
+  __shared__ unsigned long long block_mass[kAutoExponents];
+  const int64_t tile0 = static_cast<int64_t>(blockIdx.x) * kMassTiles;
+  const int group = static_cast<int>(tiles - tile0 < kMassTiles ? tiles - tile0 : kMassTiles);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  if (threadIdx.x < kAutoExponents) block_mass[threadIdx.x] = 0;
   for (int64_t b = blockIdx.y; b < token_blocks; b += gridDim.y) {
     const int64_t place = b * blockDim.x + threadIdx.x;
     const int64_t row = place >= n ? n : token_order != nullptr ? token_order[place] : place;
-    float log_p = -INFINITY, row_mass = 0.0f;
-    int with_gradient = 0;
-    if (row < n && grad_scale[row] != 0.0f) {
-      const uint32_t packed = stats[tile * n + row];
-      log_p = stats_max(packed) - lse[row];
-      row_mass = stats_sum(packed) * __expf(log_p);
-      if (in_tile(position[row], tile, tile_cols)) row_mass -= __expf(target_logit[row] - lse[row]);
-      row_mass = fmaxf(row_mass, 0.0f);
-      with_gradient = 1;
+    const bool with_gradient = row < n && grad_scale[row] != 0.0f;
+    uint32_t packed[kMassTiles];
+#pragma unroll
+    for (int t = 0; t < kMassTiles; ++t) packed[t] = with_gradient && t < group ? stats[(tile0 + t) * n + row] : 0u;
+    const float row_lse = with_gradient ? lse[row] : 0.0f;
+    const int64_t target_position = with_gradient ? position[row] : -1;
+    const float target_p = with_gradient ? __expf(target_logit[row] - row_lse) : 0.0f;
+    int rows = with_gradient ? 1 : 0;
+    for (int offset = 16; offset > 0; offset /= 2) rows += __shfl_xor_sync(0xffffffffu, rows, offset);
+#pragma unroll
+    for (int t = 0; t < kMassTiles; ++t) {
+      float log_p = -INFINITY, row_mass = 0.0f;
+      if (with_gradient) {
+        log_p = stats_max(packed[t]) - row_lse;
+        row_mass = stats_sum(packed[t]) * __expf(log_p);
+        if (in_tile(target_position, tile0 + t, tile_cols)) row_mass -= target_p;
+        row_mass = fmaxf(row_mass, 0.0f);
+      }
+      for (int offset = 16; offset > 0; offset /= 2) {  // a fixed order: the same sum every run
+        log_p = fmaxf(log_p, __shfl_xor_sync(0xffffffffu, log_p, offset));
+        row_mass += __shfl_xor_sync(0xffffffffu, row_mass, offset);
+      }
+      if (lane == 0) warp_max[t][warp] = log_p, warp_mass[t][warp] = row_mass;
     }
-    for (int offset = 16; offset > 0; offset /= 2) {  // a fixed order: the same sum every run
-      log_p = fmaxf(log_p, __shfl_xor_sync(0xffffffffu, log_p, offset));
-      row_mass += __shfl_xor_sync(0xffffffffu, row_mass, offset);
-      with_gradient += __shfl_xor_sync(0xffffffffu, with_gradient, offset);
-    }
-    if (lane == 0) warp_max[warp] = log_p, warp_mass[warp] = row_mass, warp_rows[warp] = with_gradient;
+    if (lane == 0) warp_rows[warp] = rows;
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < group) {  // a thread per tile of the group
+      const int t = threadIdx.x;
       float largest = -INFINITY, pair_mass = 0.0f;
-      int rows = 0;
-      for (int w = 0; w < warps; ++w) largest = fmaxf(largest, warp_max[w]), pair_mass += warp_mass[w], rows += warp_rows[w];
+      for (int w = 0; w < warps; ++w) largest = fmaxf(largest, warp_max[t][w]), pair_mass += warp_mass[t][w];
       int k = kAutoExponents - 1;  // the largest e whose test drops the pair
       while (k >= 0 && !(largest < log_eps.at[k])) --k;
-      drop_exponent[tile * token_blocks + b] = static_cast<uint8_t>(k + 1);
-      if (k >= 0 && pair_mass > 0.0f)
-        atomicAdd(mass + k, static_cast<unsigned long long>(llrint(static_cast<double>(pair_mass) * kMassUnit)));
-      if (tile == 0 && rows > 0) atomicAdd(mass + kAutoExponents, static_cast<unsigned long long>(rows));
+      drop_exponent[(tile0 + t) * token_blocks + b] = static_cast<uint8_t>(k + 1);
+      if (k >= 0 && pair_mass > 0.0f)  // integers: the block's sum is the same in any order
+        atomicAdd(block_mass + k, static_cast<unsigned long long>(llrint(static_cast<double>(pair_mass) * kMassUnit)));
+    }
+    if (threadIdx.x == 0 && tile0 == 0) {
+      int block_rows = 0;
+      for (int w = 0; w < warps; ++w) block_rows += warp_rows[w];
+      if (block_rows > 0) atomicAdd(mass + kAutoExponents, static_cast<unsigned long long>(block_rows));
     }
     __syncthreads();
   }
+  if (threadIdx.x < kAutoExponents && block_mass[threadIdx.x] != 0) atomicAdd(mass + threadIdx.x, block_mass[threadIdx.x]);
 }
 
 // Token grouping: a token block keeps a tile when any of its rows needs it,
@@ -206,7 +228,7 @@ void measure_dropped_mass(const Problem& p, const s09::DropPlan& plan, const Bat
   const s08::TileStatistics& forward = backward.forward.kept;
   dropped_mass_kernel<<<pair_grid(plan), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
       forward.stats, lse, backward.grad_scale, forward.target_logit, forward.target_position,
-      blocks.token_order, p.n, plan.token_blocks, plan.tile_cols, log_eps, mass, backward.keep);
+      blocks.token_order, p.n, plan.tiles, plan.token_blocks, plan.tile_cols, log_eps, mass, backward.keep);
   CCE_CHECK_LAUNCH();
 }
 

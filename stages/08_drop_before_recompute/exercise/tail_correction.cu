@@ -23,9 +23,11 @@ constexpr int kThreads = 256;
 
 // In place over the statistics of one tile (a block per tile): stats[T][i]
 // (4 bytes) becomes M[T][i] (the dtype's bytes) at element i of a row of
-// stats_bytes / element bytes elements. The block walks the row in pieces,
-// reading a piece before it writes: a write at element i of a bf16 row
-// covers the statistics of entries i/2 .. which the block has read already.
+// stats_bytes / element bytes elements. The block walks the row in pieces of
+// kTailRowsPerThread rows a thread, reading a piece before it writes: a write
+// at element i of a bf16 row covers the statistics of entries i/2 .. which the
+// block has read already. Several rows a thread keep that many loads in flight.
+constexpr int kTailRowsPerThread = 4;
 template <typename T>
 __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __restrict__ lse,
                                  const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
@@ -35,20 +37,29 @@ __global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __re
   const int64_t tile = blockIdx.x;
   uint32_t* row_stats = stats + tile * n;
   T* mass = reinterpret_cast<T*>(row_stats);
-  for (int64_t first = 0; first < n; first += blockDim.x) {
-    const int64_t i = first + threadIdx.x;
-    float m = 0.0f;
-    if (i < n) {
-      const uint32_t packed = row_stats[i];
-      const int64_t place = token_place != nullptr ? token_place[i] : i;
-      // 32-bit: N < 2^31 (Problem::validate), and a 64-bit division would cost dozens of instructions an entry.
-      const bool kept = flags[tile * token_blocks + static_cast<int>(place) / static_cast<int>(tile_rows)] != 0;
-      // EXERCISE(the tail correction): m = g·(the dropped softmax mass − the target's)·softcap'
-      CCE_EXERCISE_MISSING("08_drop_before_recompute", "the tail correction");
-      // END EXERCISE
+  for (int64_t first = 0; first < n; first += kTailRowsPerThread * blockDim.x) {
+    float piece[kTailRowsPerThread];
+#pragma unroll
+    for (int j = 0; j < kTailRowsPerThread; ++j) {
+      const int64_t i = first + j * blockDim.x + threadIdx.x;
+      float m = 0.0f;
+      if (i < n) {
+        const uint32_t packed = row_stats[i];
+        const int64_t place = token_place != nullptr ? token_place[i] : i;
+        // 32-bit: N < 2^31 (Problem::validate), and a 64-bit division would cost dozens of instructions an entry.
+        const bool kept = flags[tile * token_blocks + static_cast<int>(place) / static_cast<int>(tile_rows)] != 0;
+        // EXERCISE(the tail correction): m = g·(the dropped softmax mass − the target's)·softcap'
+        CCE_EXERCISE_MISSING("08_drop_before_recompute", "the tail correction");
+        // END EXERCISE
+      }
+      piece[j] = m;
     }
     __syncthreads();  // the whole piece is read before any of it is overwritten
-    if (i < n) mass[i] = from_float<T>(m);
+#pragma unroll
+    for (int j = 0; j < kTailRowsPerThread; ++j) {
+      const int64_t i = first + j * blockDim.x + threadIdx.x;
+      if (i < n) mass[i] = from_float<T>(piece[j]);
+    }
     __syncthreads();
   }
 }
