@@ -21,7 +21,6 @@
 // run on a side stream of the highest priority beside dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <type_traits>
 
@@ -823,10 +822,6 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   side.create();
   CCE_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   CCE_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
-  // wip experiment (CCE_EXP_UNKEPT): 0 dc_unkept_rows after dC's owners (main), 1 on the side stream after dE's,
-  // 2 before dC's owners.
-  const char* unkept_env = std::getenv("CCE_EXP_UNKEPT");
-  const int unkept_where = unkept_env != nullptr ? std::atoi(unkept_env) : 0;
   if (p.dtype == Dtype::kBFloat16) {
     auto launch = [&](auto wgmma, auto aligned) {
       constexpr bool kWgmma = decltype(wgmma)::value, kAligned = decltype(aligned)::value;
@@ -843,11 +838,6 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
                                                              de_acc, static_cast<int64_t>(d_tiles));
         CCE_CHECK_LAUNCH();
       }
-      if (dc != nullptr && unkept_where == 2) {  // wip experiment: before dC's owners on the main stream
-        dc_unkept_rows<__nv_bfloat16><<<unkept_grid, 256, 0, stream>>>(
-            args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
-        CCE_CHECK_LAUNCH();
-      }
       if (kept_tiles > 0 && dc != nullptr) {
         dc_kernel<<<dc_grid, 256, kShared, stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
                                                      static_cast<__nv_bfloat16*>(dc), e_map);
@@ -858,8 +848,8 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
     if (choose_block_path(p) == TilePath::kWgmma) launch(std::true_type{}, std::true_type{});
     else if (p.d % 8 == 0) launch(std::false_type{}, std::true_type{});
     else launch(std::false_type{}, std::false_type{});
-    if (dc != nullptr && unkept_where != 2) {
-      dc_unkept_rows<__nv_bfloat16><<<unkept_grid, 256, 0, unkept_where == 1 ? side.stream : stream>>>(
+    if (dc != nullptr) {
+      dc_unkept_rows<__nv_bfloat16><<<unkept_grid, 256, 0, stream>>>(
           args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
       CCE_CHECK_LAUNCH();
     }
