@@ -1,12 +1,13 @@
 // Small device-side building blocks shared by the stages: element loads as
-// float, a lower bound in a sorted array, the softcap and its derivative,
-// and warp/block reductions.
+// float, a lower bound in a sorted array, 2^x, the softcap and its derivative,
+// the softmax's gradient of one logit, a bool as a type, and warp/block reductions.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "common/check.h"
 #include "common/problem.h"
@@ -33,6 +34,23 @@ __device__ __forceinline__ int lower_bound_index(const int* __restrict__ sorted,
   return lo;
 }
 
+// 2^x on the special-function unit (what __expf uses underneath): e^x = 2^(x·log2e).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+constexpr float kLog2e = 1.4426950408889634f;
+
+// f(std::true_type{}) or f(std::false_type{}): a setting known per launch or
+// per tile becomes a template argument, so that the loops inside carry no test of it.
+#pragma nv_exec_check_disable  // f is a host lambda on the host, a device one in kernels
+template <class F>
+__host__ __device__ __forceinline__ void static_bool(bool value, F&& f) {
+  if (value) f(std::true_type{});
+  else f(std::false_type{});
+}
+
 // z = s·tanh(l/s) when a softcap s > 0 is set, else z = l.
 __device__ __forceinline__ float apply_softcap(float logit, float softcap) {
   return softcap > 0.0f ? softcap * tanhf(logit / softcap) : logit;
@@ -42,6 +60,20 @@ __device__ __forceinline__ float softcap_derivative(float z, float softcap) {
   if (softcap <= 0.0f) return 1.0f;
   float r = z / softcap;
   return 1.0f - r * r;
+}
+
+// S_ij = g_i·(p_ij − [j = t_i])·softcap'(z_ij) of one logit z, p = 2^((z − LSE_i)·log2e) from z − LSE_i: the
+// difference first, exact for nearby values. softcap' (kSoftcap) from 1/s: a multiply, where a division would do.
+template <bool kSoftcap>
+__device__ __forceinline__ float softmax_gradient(float z_minus_lse, float z, bool is_target, float g,
+                                                  float inv_softcap) {
+  float s = g * fast_exp2(z_minus_lse * kLog2e);
+  if (is_target) s -= g;
+  if constexpr (kSoftcap) {
+    const float r = z * inv_softcap;
+    s *= 1.0f - r * r;
+  }
+  return s;
 }
 
 __device__ __forceinline__ float warp_reduce_sum(float x) {

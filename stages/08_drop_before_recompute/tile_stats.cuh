@@ -86,7 +86,6 @@ struct TileStatsEpilogue {
   // same exponentials: each thread sums exp(z − its running max) per
   // statistics tile, then rescales the sum to the tile's max once per row.
   __device__ void tile(Frag& frag, const Unit& unit, int64_t local_col0) {
-    constexpr float kLog2e = 1.4426950408889634f;
     const int64_t row0 = unit.token_block * Frag::kBM, col0 = p.col_offset + local_col0;
     if (p.softcap > 0.0f || col0 + Frag::kBN > p.v) {
 #pragma unroll

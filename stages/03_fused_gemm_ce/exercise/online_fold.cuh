@@ -23,13 +23,6 @@
 
 namespace cce {
 
-// 2^x on the special-function unit (what __expf uses underneath).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 template <class Frag>
 struct RowStates {
   static constexpr size_t kSharedBytes =
@@ -67,7 +60,6 @@ struct RowStates {
 template <class Frag>
 __device__ __forceinline__ void fold_tile_into_rows(Frag& tile, RowStates<Frag>& states, int64_t row0, int64_t col0,
                                                     int64_t v, float softcap, float* __restrict__ target_logit) {
-  constexpr float kLog2e = 1.4426950408889634f;
   if (softcap > 0.0f || col0 + Frag::kBN > v) {  // the common case (no softcap, a full tile) skips this
 #pragma unroll
     for (int r = 0; r < Frag::kRows; ++r)

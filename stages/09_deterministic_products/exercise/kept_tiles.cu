@@ -126,8 +126,8 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
   // S of the tile at col0 into its slot. What does not depend on the column is settled once: per tile, the
   // softcap and whether the tile ends before V (template arguments, so that the common case carries no test of
   // either); per row, the gradient scale, the LSE and the target's column in this tile.
+  const float inv_softcap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
   auto write_tile = [&](int64_t col0, auto softcapped, auto ends_before_v) {
-    constexpr float kLog2e = 1.4426950408889634f;
     constexpr bool kSoftcap = decltype(softcapped)::value, kEndsBeforeV = decltype(ends_before_v)::value;
     const int64_t slot = slot_of[static_cast<int64_t>(run.x) * tiles + col0 / Tile::kBN];
     T* out = slot_tile<T>(space, slot - first_slot);
@@ -143,10 +143,7 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
         const int col = Tile::col_of(cc);
         float z = tile.z(r, cc);
         if constexpr (kSoftcap) z = apply_softcap(z, softcap);
-        // g·(p − [j = t]), p = 2^((z − LSE)·log2e): the difference first, exact for nearby values.
-        float s = g * fast_exp2((z - row_lse) * kLog2e);
-        if (col == target_col) s -= g;
-        if constexpr (kSoftcap) s *= softcap_derivative(z, softcap);
+        float s = softmax_gradient<kSoftcap>(z - row_lse, z, col == target_col, g, inv_softcap);
         if constexpr (!kEndsBeforeV) s = col < cols_before_v ? s : 0.0f;
         return g != 0.0f ? s : 0.0f;  // rows without a gradient (ignored, past N) are zeros, whatever z is
       };
@@ -165,13 +162,9 @@ __global__ void __launch_bounds__(256, kRecomputeBlocksPerSm<Tile>)
   };
   tile.template for_each_tile<kAligned>(e, n, row0, token_order, c, v, order, run.y, run.z, d, shared_bytes,
                                         [&](int64_t col0) {
-    using Yes = std::true_type;
-    using No = std::false_type;
-    const bool before_v = col0 + Tile::kBN <= v;
-    if (softcap > 0.0f)
-      before_v ? write_tile(col0, Yes{}, Yes{}) : write_tile(col0, Yes{}, No{});
-    else
-      before_v ? write_tile(col0, No{}, Yes{}) : write_tile(col0, No{}, No{});
+    static_bool(softcap > 0.0f, [&](auto softcapped) {
+      static_bool(col0 + Tile::kBN <= v, [&](auto before_v) { write_tile(col0, softcapped, before_v); });
+    });
   });
 }
 

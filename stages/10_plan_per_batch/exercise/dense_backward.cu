@@ -51,29 +51,16 @@ constexpr int kSlabThreads = 256;
 constexpr int64_t kSlabColumnMultiple = 256;
 constexpr int64_t kSlabPitchMultiple = 64;  // floats: 256-byte aligned rows for cuBLAS and float4 loads
 
-// S_ij = g·(p − onehot)·softcap'(z), from p's exponent (z − LSE_i, however
-// the caller sums it) and the logit after the softcap, z. kSoftcap is settled
-// per launch and the target per group of columns, so that an element costs an
-// exponential, a compare and a multiply (and with the softcap, three more).
-template <bool kSoftcap>
-__device__ __forceinline__ float gradient_of(float exponent, float z, bool is_target, float g, float inv_softcap) {
-  constexpr float kLog2e = 1.4426950408889634f;
-  float s = g * fast_exp2(exponent * kLog2e);
-  if (is_target) s -= g;
-  if constexpr (kSoftcap) {
-    const float r = z * inv_softcap;  // softcap'(z) = 1 − (z/s)²
-    s *= 1.0f - r * r;
-  }
-  return s;
-}
-
-// The same of a kept logit: the slabs keep cuBLAS's (before the softcap), the
-// chunks the fold's (after it).
+// S_ij (softmax_gradient, common/device_math.cuh) of a kept logit: the slabs
+// keep cuBLAS's (before the softcap), the chunks the fold's (after it).
+// kSoftcap is settled per launch and the target per group of columns, so that
+// an element costs an exponential, a compare and a multiply (and with the
+// softcap, three more).
 template <bool kSoftcap>
 __device__ __forceinline__ float slab_gradient(float logit, bool capped, bool is_target, float row_lse, float g,
                                                float softcap, float inv_softcap) {
   const float z = kSoftcap && !capped ? apply_softcap(logit, softcap) : logit;
-  return gradient_of<kSoftcap>(z - row_lse, z, is_target, g, inv_softcap);
+  return softmax_gradient<kSoftcap>(z - row_lse, z, is_target, g, inv_softcap);
 }
 
 // Which of the `count` columns from j holds the target (−1: none), as a small int.
@@ -125,15 +112,6 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
   }
 }
 
-// f(std::true_type) with a softcap, f(std::false_type) without: the passes' kSoftcap.
-template <class F>
-void with_softcap(float softcap, F&& f) {
-  if (softcap > 0.0f)
-    f(std::true_type{});
-  else
-    f(std::false_type{});
-}
-
 // The chunks' fp16 logits are kept relative to a reference per row and group
 // of 32 columns, the group's largest logit m: w = z − m ≤ 0 in fp16, rounded
 // relative to z − m, so the logits near the group's largest (those whose p
@@ -166,15 +144,15 @@ __global__ void chunk_gradient_from_half_kernel(__half* __restrict__ logits, con
       for (int k = 0; k < 4; ++k) {
         const float2 w = __half22float2(*reinterpret_cast<const __half2*>(&pairs[k]));
         const __nv_bfloat162 s =
-            __floats2bfloat162_rn(gradient_of<kSoftcap>(w.x + shift, m + w.x, t == 2 * k, g, inv_softcap),
-                                  gradient_of<kSoftcap>(w.y + shift, m + w.y, t == 2 * k + 1, g, inv_softcap));
+            __floats2bfloat162_rn(softmax_gradient<kSoftcap>(w.x + shift, m + w.x, t == 2 * k, g, inv_softcap),
+                                  softmax_gradient<kSoftcap>(w.y + shift, m + w.y, t == 2 * k + 1, g, inv_softcap));
         pairs[k] = *reinterpret_cast<const unsigned*>(&s);
       }
       *reinterpret_cast<uint4*>(s_row + j) = word;
     } else {
       for (int64_t k = j; k < v; ++k) {
         const float w = __half2float(w_row[k]);
-        s_row[k] = __float2bfloat16(gradient_of<kSoftcap>(w + shift, m + w, k == target, g, inv_softcap));
+        s_row[k] = __float2bfloat16(softmax_gradient<kSoftcap>(w + shift, m + w, k == target, g, inv_softcap));
       }
     }
   }
@@ -394,7 +372,7 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, columns, n, d, &one, c_slab, type, d, in.e.get(),
                                   type, d, &zero, slab, CUDA_R_32F, to_int(slabs.pitch), CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
-    with_softcap(p.softcap, [&](auto softcapped) {
+    static_bool(p.softcap > 0.0f, [&](auto softcapped) {
       constexpr bool kSoftcap = decltype(softcapped)::value;
       if (bf16)
         slab_gradient_kernel<true, kSoftcap><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
@@ -510,7 +488,7 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
     s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
     // S in place of the softcapped logits.
     const unsigned blocks = static_cast<unsigned>(rows_problem.n);
-    with_softcap(p.softcap, [&](auto softcapped) {
+    static_bool(p.softcap > 0.0f, [&](auto softcapped) {
       constexpr bool kSoftcap = decltype(softcapped)::value;
       if (half)
         chunk_gradient_from_half_kernel<kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
