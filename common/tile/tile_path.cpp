@@ -71,8 +71,6 @@ bool hopper_ready(bool need_pipeline_shared) {
 TilePath fastest(const Problem& p, bool block_only) {
   if (p.dtype == Dtype::kFloat32) return TilePath::kFp32;
   if (p.d % 8 != 0) return TilePath::kMmaSyncUnaligned;
-  // The block-level wgmma tiles address rows in 32-bit counts of 16-byte chunks (tile_wgmma.cuh).
-  if (std::max(p.n, p.v) * (p.d / 8) >= (int64_t{1} << 32)) return TilePath::kMmaSyncForward;
   if (!block_only && hopper_ready(true)) return TilePath::kWgmmaPipeline;
   if (hopper_ready(false)) return TilePath::kWgmma;
   return TilePath::kMmaSyncForward;
@@ -128,6 +126,9 @@ TilePath choose_forward_path(const Problem& p) { return requested(p, fastest(p, 
 
 TilePath choose_block_path(const Problem& p) {
   const TilePath path = choose_forward_path(p);
+  // The block-level wgmma tiles address rows in 32-bit counts of 16-byte chunks (tile_wgmma.cuh).
+  const bool offsets_fit = std::max(p.n, p.v) * (p.d / 8) < (int64_t{1} << 32);
+  if ((path == TilePath::kWgmmaPipeline || path == TilePath::kWgmma) && !offsets_fit) return TilePath::kMmaSync;
   if (path == TilePath::kWgmmaPipeline) return TilePath::kWgmma;
   if (path == TilePath::kMmaSyncForward) return TilePath::kMmaSync;
   return path;

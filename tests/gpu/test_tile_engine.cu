@@ -176,5 +176,21 @@ std::string gemm_name(const testing::TestParamInfo<GemmParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AllPaths, TileEngineGemm, testing::ValuesIn(gemm_params()), gemm_name);
 
+// The block-level wgmma tiles address a thread's rows in 32-bit counts of 16-byte chunks (tile_wgmma.cuh): a problem
+// whose rows · D / 8 reaches 2^32 must not get them, one just below must get the path a small problem gets.
+TEST(TilePaths, BlockLevelWgmmaOnlyWhereItsChunkOffsetsFit) {
+  SKIP_WITHOUT_GPU();
+  Problem small;
+  small.n = 77, small.d = 128, small.v = 1129;
+  Problem below = small, past = small;
+  below.d = past.d = 8192;
+  below.v = (int64_t{1} << 32) / (8192 / 8) - 1;  // 4194303 rows of 1024 chunks
+  past.v = below.v + 1;
+  EXPECT_EQ(choose_block_path(below), choose_block_path(small));
+  const TilePath path = choose_block_path(past);
+  EXPECT_NE(path, TilePath::kWgmma) << to_string(path);
+  EXPECT_NE(path, TilePath::kWgmmaPipeline) << to_string(path);
+}
+
 }  // namespace
 }  // namespace cce
