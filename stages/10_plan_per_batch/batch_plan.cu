@@ -71,8 +71,6 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
     const float row_lse = with_gradient ? lse[row] : 0.0f;
     const int64_t target_position = with_gradient ? position[row] : -1;
     const float target_p = with_gradient ? __expf(target_logit[row] - row_lse) : 0.0f;
-    int rows = with_gradient ? 1 : 0;
-    for (int offset = 16; offset > 0; offset /= 2) rows += __shfl_xor_sync(0xffffffffu, rows, offset);
 #pragma unroll
     for (int t = 0; t < kMassTiles; ++t) {
       float log_p = -INFINITY, row_mass = 0.0f;
@@ -88,7 +86,11 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
       }
       if (lane == 0) warp_max[t][warp] = log_p, warp_mass[t][warp] = row_mass;
     }
-    if (lane == 0) warp_rows[warp] = rows;
+    if (tile0 == 0) {  // the rows with a gradient, counted once: by the blocks of the first group
+      int rows = with_gradient ? 1 : 0;
+      for (int offset = 16; offset > 0; offset /= 2) rows += __shfl_xor_sync(0xffffffffu, rows, offset);
+      if (lane == 0) warp_rows[warp] = rows;
+    }
     __syncthreads();
     if (threadIdx.x < group) {  // a thread per tile of the group
       const int t = threadIdx.x;
