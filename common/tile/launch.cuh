@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 
 #include "common/check.h"
@@ -118,6 +119,7 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
         config.gridDim = dim3(2 * static_cast<unsigned>(multiprocessor_count() / 2));
         CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
         if (clusters < 1) throw CudaError("no cluster of two pipeline blocks fits on this GPU");
+        std::fprintf(stderr, "forward pairs (experiment): %d clusters of two resident\n", clusters);
       }
       config.gridDim = dim3(static_cast<unsigned>(2 * std::min<int64_t>(clusters, units.pair_count())));
       CCE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, e_map, c_half_map, units, k_tiles, params));
