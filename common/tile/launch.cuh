@@ -13,7 +13,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "common/check.h"
 #include "common/stage.h"
@@ -74,6 +77,15 @@ int resident_blocks_per_sm(TilePath path) {
   return blocks;
 }
 
+// wip experiment: whether the pipeline runs in clusters of two (CCE_EXP_FORWARD_PAIRS=1), read once.
+inline bool forward_pairs() {
+  static const bool pairs = [] {
+    const char* value = std::getenv("CCE_EXP_FORWARD_PAIRS");
+    return value != nullptr && value[0] == '1';
+  }();
+  return pairs;
+}
+
 // E [p.n, p.d] and C [p.v, p.d] given as device pointers: a stage may run
 // the engine on a part of C it gathered itself (stage 08's sorted chunks).
 template <template <class> class Epilogue, class Params>
@@ -84,12 +96,38 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
 #ifdef CCE_HAVE_WGMMA
     static_assert(Epilogue<WgmmaPipelineFragment>::kSharedBytes <= kWgmmaPipelineMaxEpilogueBytes,
                   "the path choice (tile_path.cpp) checked the GPU for less shared memory");
-    auto kernel = wgmma_pipeline_kernel<Epilogue>;
-    const size_t shared = WgmmaPipeline::shared_bytes(Epilogue<WgmmaPipelineFragment>::kSharedBytes);
-    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     const CUtensorMap e_map = make_bf16_tensor_map(e, p.n, p.d, WgmmaPipeline::kBM);
-    const CUtensorMap c_map = make_bf16_tensor_map(c, p.v, p.d, WgmmaPipeline::kBN);
     const int k_tiles = static_cast<int>((p.d + WgmmaPipeline::kBK - 1) / WgmmaPipeline::kBK);
+    const size_t shared = WgmmaPipeline::shared_bytes(Epilogue<WgmmaPipelineFragment>::kSharedBytes);
+    if (forward_pairs() && units.token_blocks >= 2) {
+      // wip experiment (CCE_EXP_FORWARD_PAIRS=1): clusters of two blocks with neighbouring token blocks, each
+      // bringing half of every C tile to both.
+      auto kernel = wgmma_pipeline_kernel<Epilogue, true>;
+      CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+      const CUtensorMap c_half_map = make_bf16_tensor_map(c, p.v, p.d, WgmmaPipeline::kBN / 2);
+      cudaLaunchAttribute cluster{};
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+      cudaLaunchConfig_t config{};
+      config.blockDim = dim3(WgmmaPipeline::kThreads);
+      config.dynamicSmemBytes = shared;
+      config.stream = stream;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+      static int clusters = 0;  // resident clusters of two: asked once
+      if (clusters == 0) {
+        config.gridDim = dim3(2 * static_cast<unsigned>(multiprocessor_count() / 2));
+        CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+        if (clusters < 1) throw CudaError("no cluster of two pipeline blocks fits on this GPU");
+        std::fprintf(stderr, "forward pairs (experiment): %d clusters of two resident\n", clusters);
+      }
+      config.gridDim = dim3(static_cast<unsigned>(2 * std::min<int64_t>(clusters, units.pair_count())));
+      CCE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, e_map, c_half_map, units, k_tiles, params));
+      return;
+    }
+    auto kernel = wgmma_pipeline_kernel<Epilogue>;
+    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    const CUtensorMap c_map = make_bf16_tensor_map(c, p.v, p.d, WgmmaPipeline::kBN);
     kernel<<<static_cast<unsigned>(units.grid), WgmmaPipeline::kThreads, shared, stream>>>(
         e_map, c_map, units, k_tiles, params);
     CCE_CHECK_LAUNCH();

@@ -50,6 +50,34 @@ struct TileUnits {
     unit.tile_end = unit.tile_begin + tiles_per_range < vocab_tiles ? unit.tile_begin + tiles_per_range : vocab_tiles;
     return unit;
   }
+
+  // Pairs of units for clusters of two blocks that share each tile of C:
+  // token blocks 2j and 2j + 1 of a group, same range, in the order of at().
+  // A group of odd size ends in a pair whose second unit is missing: its
+  // block runs the first unit's loads as a ghost (*ghost = true), without an
+  // epilogue, so that the pair's shared copies still have both halves.
+  __host__ __device__ int64_t pair_count() const {
+    const int64_t groups = (token_blocks + token_group - 1) / token_group;
+    const int64_t last = token_blocks - (groups - 1) * token_group;
+    return ((groups - 1) * ((token_group + 1) / 2) + (last + 1) / 2) * ranges;
+  }
+  __host__ __device__ Unit pair_at(int64_t p, int rank, bool* ghost) const {
+    const int64_t per_group = ((token_group + 1) / 2) * ranges;
+    const int64_t groups = (token_blocks + token_group - 1) / token_group;
+    int64_t group = p / per_group;
+    if (group >= groups) group = groups - 1;
+    const int64_t first = group * token_group;
+    const int64_t size = token_blocks - first < token_group ? token_blocks - first : token_group;
+    const int64_t half = (size + 1) / 2, in_group = p - group * per_group;
+    const int64_t block = 2 * (in_group % half) + rank;
+    *ghost = block >= size;
+    Unit unit;
+    unit.token_block = first + (*ghost ? block - 1 : block);
+    unit.range = in_group / half;
+    unit.tile_begin = unit.range * tiles_per_range;
+    unit.tile_end = unit.tile_begin + tiles_per_range < vocab_tiles ? unit.tile_begin + tiles_per_range : vocab_tiles;
+    return unit;
+  }
 };
 
 }  // namespace cce

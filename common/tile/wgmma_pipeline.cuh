@@ -106,9 +106,51 @@ __device__ __forceinline__ void tma_load(uint32_t destination, const CUtensorMap
       : "memory");
 }
 
+// A box into the same shared address of every block of the cluster in
+// `blocks` (a bit per rank), each block's `barrier` at that address counting its bytes.
+__device__ __forceinline__ void tma_load_multicast(uint32_t destination, const CUtensorMap* map, int x, int y,
+                                                   uint32_t barrier, uint16_t blocks) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(destination),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(barrier), "h"(blocks)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// The cluster barrier, split; not .aligned: the producer warp's other lanes have exited by then.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// An arrival on the barrier at the same shared address in block `rank` of the cluster.
+__device__ __forceinline__ void barrier_arrive_in(uint32_t barrier, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(barrier), "r"(rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+
 }  // namespace sm90
 
-template <template <class> class Epilogue>
+// The units a block walks, in order: unit u = blockIdx.x, + gridDim.x, ...;
+// with kPairs (clusters of two) pair p = the cluster's index, + the clusters,
+// ..., the block of rank r taking the pair's unit r (TileUnits::pair_at).
+template <bool kPairs>
+struct UnitWalk {
+  const TileUnits& units;
+  __device__ int64_t first() const { return kPairs ? blockIdx.x / 2 : blockIdx.x; }
+  __device__ int64_t stride() const { return kPairs ? gridDim.x / 2 : gridDim.x; }
+  __device__ int64_t count() const { return kPairs ? units.pair_count() : units.count(); }
+  __device__ Unit at(int64_t i, bool* ghost) const {
+    if constexpr (kPairs) return units.pair_at(i, static_cast<int>(blockIdx.x % 2), ghost);
+    *ghost = false;
+    return units.at(i);
+  }
+};
+
+template <template <class> class Epilogue, bool kPairs = false>
 __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
     wgmma_pipeline_kernel(const __grid_constant__ CUtensorMap e_map, const __grid_constant__ CUtensorMap c_map,
                           TileUnits units, int k_tiles,
@@ -122,14 +164,24 @@ __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
   const uint32_t empty = full + P::kStages * 8;
   unsigned char* epilogue_shared = shared_raw + (base - raw) + P::kPipelineBytes + P::kBarrierBytes;
 
+  // kPairs: each block's consumers release a stage in both blocks of the
+  // cluster (the partner's producer writes half of it), and each block waits
+  // for the other's barriers to exist before any copy or arrival reaches them.
+  constexpr uint32_t kBlocks = kPairs ? 2 : 1;
   if (threadIdx.x == 0) {
     for (int s = 0; s < P::kStages; ++s) {
-      sm90::barrier_init(full + 8 * s, 1);                   // the producer's expect_tx arrival
-      sm90::barrier_init(empty + 8 * s, P::kConsumers * 4);  // one arrival per consumer warp
+      sm90::barrier_init(full + 8 * s, 1);                             // the producer's expect_tx arrival
+      sm90::barrier_init(empty + 8 * s, kBlocks * P::kConsumers * 4);  // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  uint32_t rank = 0;
+  if constexpr (kPairs) {
+    sm90::cluster_sync();
+    rank = sm90::cluster_rank();
+  }
+  const UnitWalk<kPairs> walk{units};
 
   const int warpgroup = static_cast<int>(threadIdx.x / 128);
   if (warpgroup == 0) {
@@ -137,8 +189,9 @@ __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
     if (threadIdx.x != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    for (int64_t u = blockIdx.x; u < units.count(); u += gridDim.x) {
-      const Unit unit = units.at(u);
+    for (int64_t i = walk.first(); i < walk.count(); i += walk.stride()) {
+      bool ghost;
+      const Unit unit = walk.at(i, &ghost);
       const int row0 = static_cast<int>(unit.token_block * P::kBM);
       for (int64_t t = unit.tile_begin; t < unit.tile_end; ++t) {
         for (int kt = 0; kt < k_tiles; ++kt) {
@@ -147,11 +200,19 @@ __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
           const uint32_t destination = base + stage * P::kStageBytes;
           sm90::barrier_expect_bytes(full + 8 * stage, P::kStageBytes);
           sm90::tma_load(destination, &e_map, kt * P::kBK, row0, full + 8 * stage);
-          sm90::tma_load(destination + P::kABytes, &c_map, kt * P::kBK, static_cast<int>(t * P::kBN), full + 8 * stage);
+          if constexpr (kPairs) {  // this block's half of the C tile, to both blocks
+            const uint32_t half = rank * (P::kBBytes / 2);
+            sm90::tma_load_multicast(destination + P::kABytes + half, &c_map, kt * P::kBK,
+                                     static_cast<int>(t * P::kBN + rank * (P::kBN / 2)), full + 8 * stage, 0x3);
+          } else {
+            sm90::tma_load(destination + P::kABytes, &c_map, kt * P::kBK, static_cast<int>(t * P::kBN),
+                           full + 8 * stage);
+          }
           if (++stage == P::kStages) stage = 0, phase ^= 1;
         }
       }
     }
+    if constexpr (kPairs) sm90::cluster_sync();  // leave only when the partner no longer writes here
     return;
   }
 
@@ -160,10 +221,25 @@ __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
   WgmmaPipelineFragment fragment;
   const int consumer = warpgroup - 1;
   const bool lane0 = threadIdx.x % 32 == 0;
+  auto release = [&](int s) {  // the stage's wgmmas are done reading it, in this block
+    if (!lane0) return;
+    sm90::barrier_arrive(empty + 8 * s);
+    if constexpr (kPairs) sm90::barrier_arrive_in(empty + 8 * s, rank ^ 1u);
+  };
   int stage = 0;
   uint32_t phase = 0;
-  for (int64_t u = blockIdx.x; u < units.count(); u += gridDim.x) {
-    const Unit unit = units.at(u);
+  for (int64_t i = walk.first(); i < walk.count(); i += walk.stride()) {
+    bool ghost;
+    const Unit unit = walk.at(i, &ghost);
+    if (ghost) {  // the partner's copies need this block's half of C; nothing here is computed
+      for (int64_t t = unit.tile_begin; t < unit.tile_end; ++t)
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          sm90::barrier_wait(full + 8 * stage, phase);
+          release(stage);
+          if (++stage == P::kStages) stage = 0, phase ^= 1;
+        }
+      continue;
+    }
     epilogue.begin(unit);
     for (int64_t t = unit.tile_begin; t < unit.tile_end; ++t) {
       int previous = 0;
@@ -180,18 +256,19 @@ __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
         if (kt > 0) {
           // The previous slice's wgmmas are done reading: its stage is empty.
           wgmma_wait<1>();
-          if (lane0) sm90::barrier_arrive(empty + 8 * previous);
+          release(previous);
         }
         previous = stage;
         if (++stage == P::kStages) stage = 0, phase ^= 1;
       }
       wgmma_wait<0>();
       wgmma_fence_operands(fragment.acc);
-      if (lane0) sm90::barrier_arrive(empty + 8 * previous);
+      release(previous);
       epilogue.tile(fragment, unit, t * P::kBN);
     }
     epilogue.end(unit);
   }
+  if constexpr (kPairs) sm90::cluster_sync();  // the partner's last arrivals and copies reach a live block
 #else
   (void)e_map, (void)c_map, (void)units, (void)k_tiles, (void)params;
   __trap();  // built without sm_90a: the host never launches this path
