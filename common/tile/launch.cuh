@@ -8,15 +8,14 @@
 // same plain struct for every Frag, passed by value to the kernel, and
 // MyEpilogue<Frag>::kSharedBytes the shared memory it needs beside the
 // product's. Block-level paths launch one block per unit; the pipeline
-// launches a persistent grid (units.grid blocks).
+// launches a persistent grid (units.grid blocks), in clusters of two blocks
+// where there are two token blocks or more.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 #include "common/check.h"
 #include "common/stage.h"
@@ -77,15 +76,6 @@ int resident_blocks_per_sm(TilePath path) {
   return blocks;
 }
 
-// wip experiment: whether the pipeline runs in clusters of two (CCE_EXP_FORWARD_PAIRS=1), read once.
-inline bool forward_pairs() {
-  static const bool pairs = [] {
-    const char* value = std::getenv("CCE_EXP_FORWARD_PAIRS");
-    return value != nullptr && value[0] == '1';
-  }();
-  return pairs;
-}
-
 // E [p.n, p.d] and C [p.v, p.d] given as device pointers: a stage may run
 // the engine on a part of C it gathered itself (stage 08's sorted chunks).
 template <template <class> class Epilogue, class Params>
@@ -99,9 +89,9 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
     const CUtensorMap e_map = make_bf16_tensor_map(e, p.n, p.d, WgmmaPipeline::kBM);
     const int k_tiles = static_cast<int>((p.d + WgmmaPipeline::kBK - 1) / WgmmaPipeline::kBK);
     const size_t shared = WgmmaPipeline::shared_bytes(Epilogue<WgmmaPipelineFragment>::kSharedBytes);
-    if (forward_pairs() && units.token_blocks >= 2) {
-      // wip experiment (CCE_EXP_FORWARD_PAIRS=1): clusters of two blocks with neighbouring token blocks, each
-      // bringing half of every C tile to both.
+    if (units.token_blocks >= 2) {
+      // Clusters of two blocks with neighbouring token blocks: each brings half of every C tile to both, so
+      // C is read from L2 once per two token blocks (wgmma_pipeline.cuh, kPairs).
       auto kernel = wgmma_pipeline_kernel<Epilogue, true>;
       CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
       const CUtensorMap c_half_map = make_bf16_tensor_map(c, p.v, p.d, WgmmaPipeline::kBN / 2);
@@ -119,7 +109,6 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
         config.gridDim = dim3(2 * static_cast<unsigned>(multiprocessor_count() / 2));
         CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
         if (clusters < 1) throw CudaError("no cluster of two pipeline blocks fits on this GPU");
-        std::fprintf(stderr, "forward pairs (experiment): %d clusters of two resident\n", clusters);
       }
       config.gridDim = dim3(static_cast<unsigned>(2 * std::min<int64_t>(clusters, units.pair_count())));
       CCE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, e_map, c_half_map, units, k_tiles, params));
