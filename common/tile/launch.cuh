@@ -110,7 +110,9 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
         CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
         if (clusters < 1) throw CudaError("no cluster of two pipeline blocks fits on this GPU");
       }
-      config.gridDim = dim3(static_cast<unsigned>(2 * std::min<int64_t>(clusters, units.pair_count())));
+      // At most units.grid blocks, as on the single-block path (a test forces a small grid to walk several units).
+      const int64_t launched = std::min<int64_t>({clusters, units.pair_count(), std::max<int64_t>(1, units.grid / 2)});
+      config.gridDim = dim3(static_cast<unsigned>(2 * launched));
       CCE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, e_map, c_half_map, units, k_tiles, params));
       return;
     }
