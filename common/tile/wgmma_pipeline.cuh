@@ -19,6 +19,10 @@
 //
 // The grid is persistent: one block per multiprocessor walks the units of a
 // TileUnits schedule (units.cuh) in the order u = blockIdx.x, + gridDim.x, ...
+// With kPairs (two token blocks or more: launch.cuh) the blocks run in
+// clusters of two over neighbouring token blocks and the same C tiles: each
+// producer brings its E slice and half of the C slice, multicast into both
+// blocks, and a stage is empty once the consumers of both blocks are done.
 // The consumer warpgroups never meet each other: each owns disjoint rows, so
 // an epilogue's Team is one warpgroup, and while one warpgroup folds a tile
 // the other can keep the tensor cores busy.
