@@ -89,31 +89,35 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
     const CUtensorMap e_map = make_bf16_tensor_map(e, p.n, p.d, WgmmaPipeline::kBM);
     const int k_tiles = static_cast<int>((p.d + WgmmaPipeline::kBK - 1) / WgmmaPipeline::kBK);
     const size_t shared = WgmmaPipeline::shared_bytes(Epilogue<WgmmaPipelineFragment>::kSharedBytes);
-    if (units.token_blocks >= 2) {
-      // Clusters of two blocks with neighbouring token blocks: each brings half of every C tile to both, so
-      // C is read from L2 once per two token blocks (wgmma_pipeline.cuh, kPairs).
-      auto kernel = wgmma_pipeline_kernel<Epilogue, true>;
-      CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    // Clusters of two blocks with neighbouring token blocks: each brings half of every C tile to both, so C is
+    // read from L2 once per two token blocks (wgmma_pipeline.cuh, kPairs). Where no cluster of two fits (a GPU
+    // partition too small), the single-block kernel runs.
+    auto pair_kernel = wgmma_pipeline_kernel<Epilogue, true>;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.blockDim = dim3(WgmmaPipeline::kThreads);
+    config.dynamicSmemBytes = shared;
+    config.stream = stream;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    static int clusters = 0;  // resident clusters of two, asked once; -1: none fits
+    if (units.token_blocks >= 2 && clusters == 0) {
+      CCE_CUDA_CHECK(
+          cudaFuncSetAttribute(pair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+      config.gridDim = dim3(2 * static_cast<unsigned>(multiprocessor_count() / 2));
+      CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, pair_kernel, &config));
+      if (clusters < 1) clusters = -1;
+    }
+    if (units.token_blocks >= 2 && clusters > 0) {
+      CCE_CUDA_CHECK(
+          cudaFuncSetAttribute(pair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
       const CUtensorMap c_half_map = make_bf16_tensor_map(c, p.v, p.d, WgmmaPipeline::kBN / 2);
-      cudaLaunchAttribute cluster{};
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-      cudaLaunchConfig_t config{};
-      config.blockDim = dim3(WgmmaPipeline::kThreads);
-      config.dynamicSmemBytes = shared;
-      config.stream = stream;
-      config.attrs = &cluster;
-      config.numAttrs = 1;
-      static int clusters = 0;  // resident clusters of two: asked once
-      if (clusters == 0) {
-        config.gridDim = dim3(2 * static_cast<unsigned>(multiprocessor_count() / 2));
-        CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-        if (clusters < 1) throw CudaError("no cluster of two pipeline blocks fits on this GPU");
-      }
       // At most units.grid blocks, as on the single-block path (a test forces a small grid to walk several units).
       const int64_t launched = std::min<int64_t>({clusters, units.pair_count(), std::max<int64_t>(1, units.grid / 2)});
       config.gridDim = dim3(static_cast<unsigned>(2 * launched));
-      CCE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, e_map, c_half_map, units, k_tiles, params));
+      CCE_CUDA_CHECK(cudaLaunchKernelEx(&config, pair_kernel, e_map, c_half_map, units, k_tiles, params));
       return;
     }
     auto kernel = wgmma_pipeline_kernel<Epilogue>;
