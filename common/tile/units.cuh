@@ -36,19 +36,8 @@ struct TileUnits {
   // Unit u: group g of token blocks (the last group may be smaller), then the
   // range, then the token block inside the group.
   __host__ __device__ Unit at(int64_t u) const {
-    const int64_t per_group = token_group * ranges;
-    const int64_t groups = (token_blocks + token_group - 1) / token_group;
-    int64_t group = u / per_group;
-    if (group >= groups) group = groups - 1;
-    const int64_t first = group * token_group;
-    const int64_t size = token_blocks - first < token_group ? token_blocks - first : token_group;
-    const int64_t in_group = u - group * per_group;
-    Unit unit;
-    unit.token_block = first + in_group % size;
-    unit.range = in_group / size;
-    unit.tile_begin = unit.range * tiles_per_range;
-    unit.tile_end = unit.tile_begin + tiles_per_range < vocab_tiles ? unit.tile_begin + tiles_per_range : vocab_tiles;
-    return unit;
+    const GroupPlace g = place(u, token_group * ranges);
+    return unit_of(g.first + g.in_group % g.size, g.in_group / g.size);
   }
 
   // Pairs of units for clusters of two blocks that share each tile of C:
@@ -62,19 +51,32 @@ struct TileUnits {
     return ((groups - 1) * ((token_group + 1) / 2) + (last + 1) / 2) * ranges;
   }
   __host__ __device__ Unit pair_at(int64_t p, int rank, bool* ghost) const {
-    const int64_t per_group = ((token_group + 1) / 2) * ranges;
+    const GroupPlace g = place(p, ((token_group + 1) / 2) * ranges);
+    const int64_t half = (g.size + 1) / 2;
+    const int64_t block = 2 * (g.in_group % half) + rank;
+    *ghost = block >= g.size;
+    return unit_of(g.first + (*ghost ? block - 1 : block), g.in_group / half);
+  }
+
+  // Where index i of a walk that gives each group of token blocks per_group
+  // indices falls: the group's first token block, its size (the last group
+  // may be smaller) and i's place inside the group.
+  struct GroupPlace {
+    int64_t first, size, in_group;
+  };
+  __host__ __device__ GroupPlace place(int64_t i, int64_t per_group) const {
     const int64_t groups = (token_blocks + token_group - 1) / token_group;
-    int64_t group = p / per_group;
+    int64_t group = i / per_group;
     if (group >= groups) group = groups - 1;
     const int64_t first = group * token_group;
-    const int64_t size = token_blocks - first < token_group ? token_blocks - first : token_group;
-    const int64_t half = (size + 1) / 2, in_group = p - group * per_group;
-    const int64_t block = 2 * (in_group % half) + rank;
-    *ghost = block >= size;
+    return {first, token_blocks - first < token_group ? token_blocks - first : token_group, i - group * per_group};
+  }
+  // The unit of one token block over one range of vocabulary tiles.
+  __host__ __device__ Unit unit_of(int64_t token_block, int64_t range) const {
     Unit unit;
-    unit.token_block = first + (*ghost ? block - 1 : block);
-    unit.range = in_group / half;
-    unit.tile_begin = unit.range * tiles_per_range;
+    unit.token_block = token_block;
+    unit.range = range;
+    unit.tile_begin = range * tiles_per_range;
     unit.tile_end = unit.tile_begin + tiles_per_range < vocab_tiles ? unit.tile_begin + tiles_per_range : vocab_tiles;
     return unit;
   }
