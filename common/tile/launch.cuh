@@ -103,16 +103,16 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
     config.attrs = &cluster;
     config.numAttrs = 1;
     static int clusters = 0;  // resident clusters of two, asked once; -1: none fits
-    if (units.token_blocks >= 2 && clusters == 0) {
+    if (units.token_blocks >= 2 && clusters >= 0) {
       CCE_CUDA_CHECK(
           cudaFuncSetAttribute(pair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-      config.gridDim = dim3(2 * static_cast<unsigned>(multiprocessor_count() / 2));
-      CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, pair_kernel, &config));
-      if (clusters < 1) clusters = -1;
+      if (clusters == 0) {
+        config.gridDim = dim3(2 * static_cast<unsigned>(multiprocessor_count() / 2));
+        CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, pair_kernel, &config));
+        if (clusters < 1) clusters = -1;
+      }
     }
     if (units.token_blocks >= 2 && clusters > 0) {
-      CCE_CUDA_CHECK(
-          cudaFuncSetAttribute(pair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
       const CUtensorMap c_half_map = make_bf16_tensor_map(c, p.v, p.d, WgmmaPipeline::kBN / 2);
       // At most units.grid blocks, as on the single-block path (a test forces a small grid to walk several units).
       const int64_t launched = std::min<int64_t>({clusters, units.pair_count(), std::max<int64_t>(1, units.grid / 2)});

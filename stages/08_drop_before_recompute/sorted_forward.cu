@@ -301,17 +301,13 @@ void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan
     const T* e = reinterpret_cast<const T*>(in.e.get());
     const T* c = reinterpret_cast<const T*>(in.c.get());
     const bool rows_of_8_bytes = reinterpret_cast<uintptr_t>(e) % 8 == 0 && (p.d * sizeof(T)) % 8 == 0;
-    const auto sum_rows = [&](auto width) {
-      constexpr int kWidth = decltype(width)::value;
+    static_bool(rows_of_8_bytes, [&](auto wide) {
+      constexpr int kWidth = decltype(wide)::value ? static_cast<int>(8 / sizeof(T)) : 1;
       const int64_t columns = kSumColumns * kWidth;
       valid_row_partial_sums_kernel<T, kWidth>
           <<<dim3(static_cast<unsigned>((p.d + columns - 1) / columns), static_cast<unsigned>(sum_chunks)),
              dim3(kSumColumns, kSumLanes), 0, stream>>>(e, in.targets.get(), p.n, p.d, p.ignore_index, partial_sums);
-    };
-    if (rows_of_8_bytes)
-      sum_rows(std::integral_constant<int, static_cast<int>(8 / sizeof(T))>{});
-    else
-      sum_rows(std::integral_constant<int, 1>{});
+    });
     CCE_CHECK_LAUNCH();
     sum_partials_kernel<<<blocks_for(p.d), kThreads, 0, stream>>>(partial_sums, sum_chunks, p.d, e_sum);
     CCE_CHECK_LAUNCH();
