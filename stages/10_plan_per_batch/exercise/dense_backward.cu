@@ -181,8 +181,10 @@ struct FoldThenKeepTile {
   __device__ void begin(const Unit& unit) { fold.begin(unit); }
   __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
     fold.tile(frag, unit, col0);
-    if (keep.references != nullptr)
-      keep_half(frag, unit.token_block * Frag::kBM, col0);
+    if (keep.references != nullptr && col0 + Frag::kBN <= fold.p.v)  // every tile but V's last
+      keep_half<true>(frag, unit.token_block * Frag::kBM, col0);
+    else if (keep.references != nullptr)
+      keep_half<false>(frag, unit.token_block * Frag::kBM, col0);
     else
       keep_fp32(frag, unit.token_block * Frag::kBM, col0);
   }
@@ -220,17 +222,25 @@ struct FoldThenKeepTile {
   // swap a word (the even lane gives its pair of the second block, the odd one
   // its pair of the first), after which each lane holds 4 consecutive columns
   // and the quad writes the 32 bytes in one store.
+  // Each row's pointers are made once, and a tile wholly inside V (kWhole)
+  // stores without column checks: the epilogue runs while the tensor cores
+  // wait, so its instructions count.
+  template <bool kWhole>
   __device__ void keep_half(Frag& frag, int64_t row0, int64_t col0) {
     if constexpr (Frag::kColumnsShareLaneMod4) {
       static_assert(Frag::kCols % 8 == 0, "whole groups of 32 columns per quad");
       const int64_t n = fold.p.n, v = fold.p.v, groups = keep.pitch / kReferenceColumns;
       const int lane = static_cast<int>(threadIdx.x % 4);
       const bool odd = (lane & 1) != 0;
+      // This lane's 4 columns in a window of 16, after the exchange below.
+      const int lane_col = odd ? 8 + 2 * (lane - 1) : 2 * lane;
 #pragma unroll
       for (int r = 0; r < Frag::kRows; ++r) {
         const int64_t row = row0 + Frag::row_of(r);
         const bool kept = row < n;  // the quad's four lanes agree; every lane still shuffles
-        __half* out = static_cast<__half*>(keep.logits) + (kept ? row : 0) * keep.pitch + col0;
+        const int64_t safe_row = kept ? row : 0;
+        __half* out = static_cast<__half*>(keep.logits) + safe_row * keep.pitch + col0 + lane_col;
+        float* references = keep.references + safe_row * groups + col0 / kReferenceColumns;  // col0: whole groups
 #pragma unroll
         for (int q = 0; q < Frag::kCols / 8; ++q) {
           float m = -INFINITY;
@@ -239,8 +249,7 @@ struct FoldThenKeepTile {
           m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
           m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
           const int group = Frag::col_of(8 * q) - 2 * lane;  // the group's first column
-          if (kept && lane == 0 && col0 + group < v)
-            keep.references[row * groups + (col0 + group) / kReferenceColumns] = m;
+          if (kept && lane == 0 && (kWhole || col0 + group < v)) references[group / kReferenceColumns] = m;
 #pragma unroll
           for (int h = 0; h < 2; ++h) {  // the group's two windows of 16 columns: blocks 2h and 2h + 1
             const int ca = 8 * q + 4 * h, cb = ca + 2;  // this lane's pair in each block
@@ -250,16 +259,16 @@ struct FoldThenKeepTile {
             // Even lane l: its pair and lane l + 1's of the first block, at 2l;
             // odd lane l: lane l − 1's pair and its own of the second block, at 8 + 2(l − 1).
             const uint2 word = odd ? make_uint2(got, b) : make_uint2(a, got);
-            const int col = group + 16 * h + (odd ? 8 + 2 * (lane - 1) : 2 * lane);
-            if (!kept) continue;
-            if (col0 + col + 3 < v) {
-              *reinterpret_cast<uint2*>(out + col) = word;  // 8-byte aligned: col is a multiple of 4
-            } else {
+            __half* at = out + group + 16 * h;
+            const int64_t first_col = col0 + group + 16 * h + lane_col;
+            if (kWhole || first_col + 3 < v) {
+              if (kept) *reinterpret_cast<uint2*>(at) = word;  // 8-byte aligned: a multiple of 4 columns
+            } else if (kept) {
               const unsigned halves[2] = {word.x, word.y};
 #pragma unroll
               for (int k = 0; k < 4; ++k)
-                if (col0 + col + k < v)
-                  out[col + k] = __ushort_as_half(static_cast<unsigned short>(halves[k / 2] >> (16 * (k % 2))));
+                if (first_col + k < v)
+                  at[k] = __ushort_as_half(static_cast<unsigned short>(halves[k / 2] >> (16 * (k % 2))));
             }
           }
         }
