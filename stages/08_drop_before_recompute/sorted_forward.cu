@@ -71,6 +71,11 @@ __global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t c
   e_sum[k] = sum;
 }
 
+// Every row of a [rows, row_bytes] matrix at base starts on a multiple of bytes.
+inline bool rows_in_vectors_of(const void* base, int64_t row_bytes, int bytes) {
+  return reinterpret_cast<uintptr_t>(base) % bytes == 0 && row_bytes % bytes == 0;
+}
+
 // key_j = C_j · Σ_i E_i: a warp per vocabulary row; N·key_j/#valid is the
 // average logit of entry j (without softcap; with it, the same order is used).
 // kWide: a lane reads 16 bytes of C and the matching ΣE as float4s.
@@ -300,8 +305,7 @@ void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan
     using T = decltype(element_type);
     const T* e = reinterpret_cast<const T*>(in.e.get());
     const T* c = reinterpret_cast<const T*>(in.c.get());
-    const bool rows_of_8_bytes = reinterpret_cast<uintptr_t>(e) % 8 == 0 && (p.d * sizeof(T)) % 8 == 0;
-    static_bool(rows_of_8_bytes, [&](auto wide) {
+    static_bool(rows_in_vectors_of(e, p.d * sizeof(T), 8), [&](auto wide) {
       constexpr int kWidth = decltype(wide)::value ? static_cast<int>(8 / sizeof(T)) : 1;
       const int64_t columns = kSumColumns * kWidth;
       valid_row_partial_sums_kernel<T, kWidth>
@@ -312,10 +316,10 @@ void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan
     sum_partials_kernel<<<blocks_for(p.d), kThreads, 0, stream>>>(partial_sums, sum_chunks, p.d, e_sum);
     CCE_CHECK_LAUNCH();
     const unsigned key_blocks = static_cast<unsigned>((p.v + 7) / 8);
-    if (reinterpret_cast<uintptr_t>(c) % 16 == 0 && (p.d * sizeof(T)) % 16 == 0)  // ΣE's offset follows: d % 4 == 0
-      sort_key_kernel<T, true><<<key_blocks, kThreads, 0, stream>>>(c, e_sum, p.v, p.d, key, identity);
-    else
-      sort_key_kernel<T, false><<<key_blocks, kThreads, 0, stream>>>(c, e_sum, p.v, p.d, key, identity);
+    // ΣE's float4s follow C's 16-byte rows: d % 4 == 0.
+    static_bool(rows_in_vectors_of(c, p.d * sizeof(T), 16), [&](auto wide) {
+      sort_key_kernel<T, decltype(wide)::value><<<key_blocks, kThreads, 0, stream>>>(c, e_sum, p.v, p.d, key, identity);
+    });
     CCE_CHECK_LAUNCH();
   });
   // The order needs the keys' top 16 bits only (sign, exponent, 7 bits of
