@@ -87,13 +87,7 @@ struct TileStatsEpilogue {
   // statistics tile, then rescales the sum to the tile's max once per row.
   __device__ void tile(Frag& frag, const Unit& unit, int64_t local_col0) {
     const int64_t row0 = unit.token_block * Frag::kBM, col0 = p.col_offset + local_col0;
-    if (p.softcap > 0.0f || col0 + Frag::kBN > p.v) {
-#pragma unroll
-      for (int r = 0; r < Frag::kRows; ++r)
-#pragma unroll
-        for (int c = 0; c < Frag::kCols; ++c)
-          frag.z(r, c) = col0 + Frag::col_of(c) < p.v ? apply_softcap(frag.z(r, c), p.softcap) : -INFINITY;
-    }
+    softcap_and_mask_tile(frag, col0, p.v, p.softcap);
 #pragma unroll
     for (int r = 0; r < Frag::kRows; ++r) {
       const int tile_row = Frag::row_of(r);

@@ -53,6 +53,25 @@ struct RowStates {
   __device__ OnlineSoftmax& slot(int tile_row) { return slots[tile_row * Frag::kRowSharers + Frag::sharer_index()]; }
 };
 
+// A tile's logits as the fold uses them: softcapped, and −inf past V. Two
+// loops: one loop with both tests spills registers in the pipeline kernels.
+template <class Frag>
+__device__ __forceinline__ void softcap_and_mask_tile(Frag& tile, int64_t col0, int64_t v, float softcap) {
+  if (softcap > 0.0f) {
+#pragma unroll
+    for (int r = 0; r < Frag::kRows; ++r)
+#pragma unroll
+      for (int c = 0; c < Frag::kCols; ++c) tile.z(r, c) = apply_softcap(tile.z(r, c), softcap);
+  }
+  if (col0 + Frag::kBN > v) {  // V's last tile
+#pragma unroll
+    for (int r = 0; r < Frag::kRows; ++r)
+#pragma unroll
+      for (int c = 0; c < Frag::kCols; ++c)
+        if (col0 + Frag::col_of(c) >= v) tile.z(r, c) = -INFINITY;
+  }
+}
+
 // Folds one logits tile, rows [row0, row0+BM) × vocabulary [col0, col0+BN),
 // into the row states: masks columns past V (−inf), applies the softcap, and
 // records the target logit in target_logit [N] (when not null) as its column
@@ -60,13 +79,7 @@ struct RowStates {
 template <class Frag>
 __device__ __forceinline__ void fold_tile_into_rows(Frag& tile, RowStates<Frag>& states, int64_t row0, int64_t col0,
                                                     int64_t v, float softcap, float* __restrict__ target_logit) {
-  if (softcap > 0.0f || col0 + Frag::kBN > v) {  // the common case (no softcap, a full tile) skips this
-#pragma unroll
-    for (int r = 0; r < Frag::kRows; ++r)
-#pragma unroll
-      for (int c = 0; c < Frag::kCols; ++c)
-        tile.z(r, c) = col0 + Frag::col_of(c) < v ? apply_softcap(tile.z(r, c), softcap) : -INFINITY;
-  }
+  softcap_and_mask_tile(tile, col0, v, softcap);
 #pragma unroll
   for (int r = 0; r < Frag::kRows; ++r) {
     const int tile_row = Frag::row_of(r);
