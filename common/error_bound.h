@@ -4,8 +4,8 @@
 //
 // With u = 2^-24 (fp32) and u_b = 2^-8 (bf16), for row i of E and row j of C:
 //   a_i   = max_j Σ_k |E_ik C_jk|                  the dot products' absolute size
-//   δz_i  = u·(2·D·a_i + 4·max_j |z_ij|)           a logit in fp32, any order (2: tensor
-//                                                  cores truncate), softcap's tanhf, exp's scaling
+//   δz_i  = u·(2·D·a_i + 4·max_j |z_ij| + 12·s)    a logit in fp32, any order (2: tensor
+//                                                  cores truncate), exp's scaling, softcap s's tanh
 //   δLSE_i = δz_i + u·(2V + 4 ln V + 4|LSE_i| + 8) + 2^-21   the sum over V, exp and log
 //   η_i   = δz_i + δLSE_i + 2^-20                  relative error of p_ij = exp(z_ij − LSE_i)
 // and for the gradients, with S̃_ij = g_i (p_ij + [j = t_i]) ≥ |S_ij|, c'_ij = softcap'(z_ij):

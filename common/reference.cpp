@@ -89,7 +89,7 @@ ReferenceResult reference_cross_entropy(const Problem& p, const HostInputs& in, 
     r.loss_per_token_bound.resize(R);
     double sum_bound = 0.0, sum_abs = 0.0;
     for (int64_t k = 0; k < R; ++k) {
-      dz[k] = u * (2.0 * D * abs_dot[k] + 4.0 * logits.row(k).cwiseAbs().maxCoeff());
+      dz[k] = u * (2.0 * D * abs_dot[k] + 4.0 * logits.row(k).cwiseAbs().maxCoeff() + 12.0 * s);
       r.lse_bound[k] = dz[k] + u * (2.0 * V + 4.0 * std::log(static_cast<double>(V)) + 4.0 * std::fabs(r.lse[k]) + 8.0) +
                        0x1p-21;
       const bool valid = in.targets[r.rows[k]] != p.ignore_index;
