@@ -41,6 +41,13 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 constexpr float kLog2e = 1.4426950408889634f;
+// 1/x on the special-function unit, within 1 ulp; 0 for |x| ≥ 2^126. __frcp_rn
+// rounds exactly, but checks each value's exponent and branches to a slow path.
+__device__ __forceinline__ float fast_reciprocal(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // f(std::true_type{}) or f(std::false_type{}): a setting known per launch or
 // per tile becomes a template argument, so that the loops inside carry no test of it.
@@ -58,7 +65,7 @@ __host__ __device__ __forceinline__ void static_bool(bool value, F&& f) {
 __device__ __forceinline__ float apply_softcap(float logit, float softcap) {
   if (softcap <= 0.0f) return logit;
   const float e2x = fast_exp2(logit * (2.0f * kLog2e / softcap));
-  return softcap - (2.0f * softcap) * __frcp_rn(e2x + 1.0f);
+  return softcap - (2.0f * softcap) * fast_reciprocal(e2x + 1.0f);
 }
 // dz/dl expressed through z: 1 − (z/s)², or 1 without softcap.
 __device__ __forceinline__ float softcap_derivative(float z, float softcap) {
