@@ -7,6 +7,7 @@
 //   shape = small | gpt2 | llama3 | gemma2 (generated: bf16, realistic data, mean reduction, seed 1234)
 //           | gemma2_flat (gemma2's N, D, V on flat random data, GeneratorOptions DataMode::kRandom:
 //             the softmax of an untrained model; otherwise as gemma2)
+//           | gemma2_softcap (gemma2 with Gemma-2's softcap, z = 30·tanh(logit/30))
 //           | lm32k | lm128k | lm128k_s0 | lm128k_s30 | lm128k_s100 | lm128k_s300 (trained-model data
 //             read from --lm-data=DIR/<shape>/{e,c,targets}.npy, written by bench/lm_data.py: lm128k is
 //             its final model, lm128k_sK the same model after K training steps, s0 untrained, all
@@ -20,7 +21,7 @@
 // keeps their median, min, max, mean and stddev: the statistics of single
 // calls, as bench/peers.py reports them.
 //
-// Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2,gemma2_flat,lm32k,lm128k,lm128k_s0,...] [--calls=K]
+// Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2,gemma2_flat,gemma2_softcap,lm32k,lm128k,...] [--calls=K]
 //                  [--lm-data=DIR]
 //                  [Google Benchmark flags: --benchmark_filter=REGEX --benchmark_out=FILE
 //                   --benchmark_out_format=json ...]
@@ -72,23 +73,27 @@ struct Shape {
   int64_t n = 0, d = 0, v = 0;
   std::string files;  // trained-model shapes: the directory of e.npy, c.npy, targets.npy; empty: generated
   DataMode data = DataMode::kRealistic;  // generated shapes: the generator's mode (common/host_data.h)
+  float softcap = 0.0f;                  // s of z = s·tanh(logit/s); 0: none
 };
 
 struct GeneratedShape {
   const char* name;
   int64_t n, d, v;
   DataMode data;
+  float softcap = 0.0f;
 };
 
 // small fits a 16 GB GPU for every stage, stage 01's fp32 logits [N,V] included.
 // gemma2_flat: gemma2's problem on flat random data (E ~ N(0,1), C ~ N(0,1/D): every logit ~N(0,1)),
 // the softmax of an untrained model, where little can be dropped (drop_eps_sweep calls it gemma2_random).
+// gemma2_softcap: gemma2 with the softcap Gemma-2 itself applies to its final logits (30).
 constexpr GeneratedShape kGeneratedShapes[] = {
     {"small", 4096, 2304, 32000, DataMode::kRealistic},
     {"gpt2", 20480, 768, 50257, DataMode::kRealistic},
     {"llama3", 8192, 4096, 128256, DataMode::kRealistic},
     {"gemma2", 8192, 2304, 256000, DataMode::kRealistic},
     {"gemma2_flat", 8192, 2304, 256000, DataMode::kRandom},
+    {"gemma2_softcap", 8192, 2304, 256000, DataMode::kRealistic, 30.0f},
 };
 // Trained-model data (bench/lm_data.py): N, D and V come from the files. `dataset` is the
 // lm_data.py dataset that writes the shape (--only): lm128k's snapshots during its training
@@ -125,6 +130,7 @@ Problem make_problem(const Shape& shape, Dtype dtype) {
   p.v = shape.v;
   p.dtype = dtype;
   p.reduction = Reduction::kMean;
+  p.softcap = shape.softcap;
   return p;
 }
 
@@ -564,6 +570,12 @@ std::string commit_text() {
   return dirty.empty() ? head : head + " (with uncommitted changes)";
 }
 
+std::string format_softcap(float s) {  // 30 -> "30", 0.5 -> "0.5"
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", static_cast<double>(s));
+  return text;
+}
+
 std::string version_text(int v) {  // 12040 -> "12.4 (12040)"
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) + " (" + std::to_string(v) + ")";
 }
@@ -605,6 +617,7 @@ void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_dat
                                                     "; backward: " + to_string(choose_block_path(probe)));
   benchmark::AddCustomContext("cce_data", "bf16, realistic data, mean reduction, seed " + std::to_string(kSeed) +
                                               "; gemma2_flat: random (flat) data, otherwise the same"
+                                              "; gemma2_softcap: gemma2 with softcap 30"
                                               "; lm shapes: trained-model data from their files (bf16 values)");
   benchmark::AddCustomContext("cce_lm_data", lm_data);
   benchmark::AddCustomContext("cce_floor", "cuBLAS bf16 GEMMs, fp32 accumulation, V padded to a multiple of " +
@@ -619,7 +632,10 @@ void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_dat
     if (!shape_text.empty()) shape_text += ", ";
     shape_text += s.name + " N=" + std::to_string(s.n) + " D=" + std::to_string(s.d) + " V=" + std::to_string(s.v);
     if (!s.files.empty()) shape_text += " (" + s.files + ")";
-    if (s.files.empty() && s.data != DataMode::kRealistic) shape_text += std::string(" (") + to_string(s.data) + " data)";
+    std::string notes;
+    if (s.files.empty() && s.data != DataMode::kRealistic) notes = std::string(to_string(s.data)) + " data";
+    if (s.softcap > 0.0f) notes += (notes.empty() ? "" : ", ") + std::string("softcap ") + format_softcap(s.softcap);
+    if (!notes.empty()) shape_text += " (" + notes + ")";
   }
   benchmark::AddCustomContext("cce_shapes", shape_text);
 }
@@ -728,7 +744,7 @@ BenchFlags parse_own_flags(int* argc, char** argv) {
     if (!chosen[s]) continue;
     if (s < generated) {
       const GeneratedShape& g = kGeneratedShapes[s];
-      flags.shapes.push_back({g.name, g.n, g.d, g.v, "", g.data});
+      flags.shapes.push_back({g.name, g.n, g.d, g.v, "", g.data, g.softcap});
       continue;
     }
     std::string why;
@@ -766,11 +782,12 @@ int bench_main(int argc, char** argv) {
         "                     (default %s)\n"
         "Benchmarks are named <impl>/<mode>/<shape>; see bench/README.md.\n",
         known_shapes().c_str(), kDefaultCalls, kDefaultLmData);
-    std::printf("generated shapes (bf16, mean reduction, seed %llu):  name N D V data\n",
+    std::printf("generated shapes (bf16, mean reduction, seed %llu):  name N D V data softcap (0: none)\n",
                 static_cast<unsigned long long>(kSeed));
     for (const GeneratedShape& g : kGeneratedShapes)
-      std::printf("  %-12s %6lld %5lld %6lld  %s\n", g.name, static_cast<long long>(g.n), static_cast<long long>(g.d),
-                  static_cast<long long>(g.v), to_string(g.data));
+      std::printf("  %-14s %6lld %5lld %6lld  %-9s %s\n", g.name, static_cast<long long>(g.n),
+                  static_cast<long long>(g.d), static_cast<long long>(g.v), to_string(g.data),
+                  format_softcap(g.softcap).c_str());
     std::printf("trained-model shapes (N, D, V from the files):  name, then the lm_data.py --only that writes it\n");
     for (const LmShape& l : kLmShapes) std::printf("  %-12s %s\n", l.name, l.dataset);
     std::printf("\n");

@@ -44,7 +44,9 @@ with the counters
                the CCE variants, whose backward computes the logits again
 
 The inputs are the files the C++ stages write: for each generated shape
-(small, gpt2, llama3, gemma2, gemma2_flat)
+(small, gpt2, llama3, gemma2, gemma2_flat; gemma2_softcap reads gemma2's files
+and applies Gemma-2's softcap, z = 30·tanh(logit/30), in every implementation,
+the reference included: a peer without a softcap argument is skipped there)
     build/stages/stage01_materialized --n N --d D --v V --dtype bf16 \
         --data MODE --seed 1234 --save DIR/<shape> --save-large --iters 0
 writes DIR/<shape>/{e,c,targets}.npy (bf16-rounded values stored as float32;
@@ -118,9 +120,14 @@ SHAPES = {
     "llama3": (8192, 4096, 128256),
     "gemma2": (8192, 2304, 256000),
     "gemma2_flat": (8192, 2304, 256000),
+    "gemma2_softcap": (8192, 2304, 256000),
 }
 # The generator's --data of each generated shape (common/driver.cpp's flag; realistic when not listed).
 SHAPE_DATA = {"gemma2_flat": "random"}
+# The softcap s of a generated shape (z = s·tanh(logit/s); none when not listed): Gemma-2 caps its logits at 30.
+SHAPE_SOFTCAP = {"gemma2_softcap": 30.0}
+# A shape that reads another's input files (the softcap is not in the files).
+SHAPE_INPUTS = {"gemma2_softcap": "gemma2"}
 # Trained-model data (bench/lm_data.py): N, D, V from the files. name: the lm_data.py dataset (--only) that
 # writes it; lm128k_sK is lm128k's model after K training steps, written during lm128k's training.
 LM_DATASETS = {
@@ -200,16 +207,23 @@ def data_mode(shape):
     return SHAPE_DATA.get(shape, "realistic")
 
 
+def softcap_of(shape):
+    """The shape's softcap s, or None."""
+    return SHAPE_SOFTCAP.get(shape)
+
+
 def save_command(inputs_dir, shape):
     """The command that writes a generated shape's inputs (--save-large: gemma2's c.npy alone is 2.4 GB)."""
     n, d, v = SHAPES[shape]
     return ("build/stages/stage01_materialized --n %d --d %d --v %d --dtype bf16 --data %s "
             "--seed %d --save %s --save-large --iters 0"
-            % (n, d, v, data_mode(shape), SEED, os.path.join(inputs_dir, shape)))
+            % (n, d, v, data_mode(shape), SEED, os.path.join(inputs_dir, SHAPE_INPUTS.get(shape, shape))))
 
 
 def input_folder(args, shape):
-    return os.path.join(args.lm_data if shape in LM_SHAPES else args.inputs, shape)
+    if shape in LM_SHAPES:
+        return os.path.join(args.lm_data, shape)
+    return os.path.join(args.inputs, SHAPE_INPUTS.get(shape, shape))
 
 
 def shape_context(args, shape, dims):
@@ -218,9 +232,12 @@ def shape_context(args, shape, dims):
     text = "%s N=%d D=%d V=%d" % ((shape,) + tuple(dims))
     if shape in LM_SHAPES:
         return text + " (%s)" % input_folder(args, shape)
+    notes = []
     if data_mode(shape) != "realistic":
-        return text + " (%s data)" % data_mode(shape)
-    return text
+        notes.append("%s data" % data_mode(shape))
+    if softcap_of(shape) is not None:
+        notes.append("softcap %g" % softcap_of(shape))
+    return text + (" (%s)" % ", ".join(notes) if notes else "")
 
 
 def lacking_files(folder):
@@ -269,7 +286,7 @@ def missing_inputs(inputs_dir, shapes):
     """[(shape, message)] for every generated shape whose input files are not all there."""
     out = []
     for shape in shapes:
-        folder = os.path.join(inputs_dir, shape)
+        folder = os.path.join(inputs_dir, SHAPE_INPUTS.get(shape, shape))
         lacking = lacking_files(folder)
         if lacking:
             out.append((shape, "inputs for %s missing: %s lacks %s; write them with\n  %s"
@@ -511,13 +528,22 @@ class Reference:
         self.loss, self.de, self.dc = loss, de, dc
 
 
-def compute_reference(torch, F, e, c, t):
+class Unsupported(Exception):
+    """A peer that cannot compute this case (its message is the reason it is skipped)."""
+
+
+def softcapped(torch, logits, softcap):
+    """z = s·tanh(logits/s), or the logits when there is no softcap."""
+    return logits if softcap is None else softcap * torch.tanh(logits / softcap)
+
+
+def compute_reference(torch, F, e, c, t, softcap=None):
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
         ef = e.detach().float().requires_grad_(True)
         cf = c.detach().float().requires_grad_(True)
-        loss = F.cross_entropy(ef @ cf.T, t)
+        loss = F.cross_entropy(softcapped(torch, ef @ cf.T, softcap), t)
         loss.backward()
         ref = Reference(float(loss), ef.grad.cpu(), cf.grad.cpu())
         del loss, ef, cf
@@ -539,7 +565,8 @@ def rel_l2(torch, x, ref_host, rows=8192):
 
 
 def peer_functions(torch, F, log, cce_python="build/python"):
-    """{impl: function(E, C, t) -> loss, or None} and {impl: reason it is skipped}."""
+    """{impl: function(E, C, t, softcap) -> loss, or None} and {impl: reason it is skipped}. softcap: None or s;
+    a function that cannot apply it raises Unsupported."""
     funcs, skipped = {}, {}
     op, why = stage_op_function(cce_python)
     if op is None:
@@ -547,9 +574,9 @@ def peer_functions(torch, F, log, cce_python="build/python"):
     else:
         funcs["stage10_plan_per_batch_op"] = op
 
-    def torch_eager(e, c, t):
+    def torch_eager(e, c, t, softcap):
         logits = e @ c.T
-        return F.cross_entropy(logits.float(), t)
+        return F.cross_entropy(softcapped(torch, logits.float(), softcap), t)
 
     funcs["peer_torch_eager"] = torch_eager
     if hasattr(torch, "compile"):
@@ -567,11 +594,12 @@ def peer_functions(torch, F, log, cce_python="build/python"):
         for impl in ("peer_cce", "peer_cce_nofilter", "peer_cce_exact"):
             skipped[impl] = reason
     else:
-        funcs["peer_cce"] = lambda e, c, t: linear_cross_entropy(e, c, t, impl="cce")
-        funcs["peer_cce_nofilter"] = lambda e, c, t: linear_cross_entropy(e, c, t, impl="cce", filter_eps=None)
+        funcs["peer_cce"] = lambda e, c, t, s: linear_cross_entropy(e, c, t, impl="cce", softcap=s)
+        funcs["peer_cce_nofilter"] = lambda e, c, t, s: linear_cross_entropy(e, c, t, impl="cce", filter_eps=None,
+                                                                             softcap=s)
         impl_enum = getattr(cut_cross_entropy, "LinearCrossEntropyImpl", None)
         if impl_enum is not None and "CCE_EXACT" in impl_enum.__members__:
-            funcs["peer_cce_exact"] = lambda e, c, t: linear_cross_entropy(e, c, t, impl="cce_exact")
+            funcs["peer_cce_exact"] = lambda e, c, t, s: linear_cross_entropy(e, c, t, impl="cce_exact", softcap=s)
         else:
             skipped["peer_cce_exact"] = ("cut_cross_entropy %s has no impl='cce_exact' (it is on GitHub main, "
                                          "after 25.1.1): skipped"
@@ -592,6 +620,15 @@ def peer_functions(torch, F, log, cce_python="build/python"):
     add_optional("peer_liger", "liger_kernel", lambda: liger_function(torch))
     add_optional("peer_quack", "quack-kernels", quack_function)
     return funcs, skipped
+
+
+def accepts(fn, name):
+    """Whether fn's signature has a parameter called name (False when it cannot be read)."""
+    import inspect
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def quack_function():
@@ -618,10 +655,16 @@ def quack_function():
         identity.semantic_value_key = key_or_repr
     from quack.linear_cross_entropy import chunked_linear_cross_entropy as fn
 
-    def quack(e, c, t):
+    takes_softcap = accepts(fn, "softcap")
+
+    def quack(e, c, t, softcap):
         if c.shape[0] % 8 != 0:
             raise ValueError("V = %d is not a multiple of 8, which QuACK's kernels need" % c.shape[0])
-        return fn(e, c, t, chunk_size=4096, reduction="mean", use_scaled_exp=False)
+        if softcap is None:
+            return fn(e, c, t, chunk_size=4096, reduction="mean", use_scaled_exp=False)
+        if not takes_softcap:
+            raise Unsupported("chunked_linear_cross_entropy has no softcap argument")
+        return fn(e, c, t, chunk_size=4096, reduction="mean", use_scaled_exp=False, softcap=softcap)
 
     return quack, "chunked_linear_cross_entropy(chunk_size=4096, use_scaled_exp=False)"
 
@@ -636,19 +679,22 @@ def stage_op_function(cce_python):
         import cce_stages
     except Exception as exc:  # ImportError, or a library that does not load
         return None, "cce_stages failed to import (%s: %s): skipped" % (type(exc).__name__, exc)
-    def op(e, c, t):
-        return cce_stages.linear_cross_entropy(e, c, t, stage="10_plan_per_batch")
+    def op(e, c, t, softcap):
+        return cce_stages.linear_cross_entropy(e, c, t, stage="10_plan_per_batch", softcap=softcap)
 
     op.release_scratch = cce_stages.release_scratch  # run_case counts the scratch the op keeps
     return op, ""
 
 
 def liger_function(torch):
-    """Liger-Kernel's fused linear cross-entropy as f(E, C, t) -> loss, whichever API the version has."""
+    """Liger-Kernel's fused linear cross-entropy as f(E, C, t, softcap) -> loss, whichever API the version has."""
     import inspect
 
     def first(out):
         return out[0] if isinstance(out, (tuple, list)) else getattr(out, "loss", out)
+
+    def no_softcap():
+        raise Unsupported("liger_kernel %s takes no softcap here" % package_version("liger-kernel", "liger_kernel"))
 
     try:
         from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy as fn
@@ -659,10 +705,17 @@ def liger_function(torch):
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):
             params = {}
-        if "accum_dtype" in params:
-            return (lambda e, c, t: first(fn(e, c, t, accum_dtype=torch.float32)),
-                    "liger_fused_linear_cross_entropy(..., accum_dtype=torch.float32)")
-        return lambda e, c, t: first(fn(e, c, t)), "liger_fused_linear_cross_entropy (no accum_dtype in this version)"
+        extra = {"accum_dtype": torch.float32} if "accum_dtype" in params else {}
+
+        def functional(e, c, t, softcap):
+            if softcap is None:
+                return first(fn(e, c, t, **extra))
+            if "softcap" not in params:
+                no_softcap()
+            return first(fn(e, c, t, softcap=softcap, **extra))
+
+        return functional, ("liger_fused_linear_cross_entropy(..., accum_dtype=torch.float32)" if extra
+                            else "liger_fused_linear_cross_entropy (no accum_dtype in this version)")
 
     try:
         from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction as cls
@@ -670,23 +723,39 @@ def liger_function(torch):
         missing = getattr(exc, "name", None) == "liger_kernel"
         return None, ("liger_kernel not installed: skipped" if missing
                       else "liger_kernel failed to import (%s): skipped" % exc)
-    # Function.apply takes positional arguments only: fill forward's defaults, set accum_dtype.
+
+    def bare(e, c, t, softcap):
+        if softcap is not None:
+            no_softcap()
+        return first(cls.apply(e, c, t))
+
+    # Function.apply takes positional arguments only: fill forward's defaults, set accum_dtype (and the softcap).
     try:
         names = list(inspect.signature(cls.forward).parameters.values())[1:]  # without ctx
     except (TypeError, ValueError):
         names = []
-    if names and "accum_dtype" in [p.name for p in names]:
-        defaults = []
-        for p in names[3:]:
-            if p.default is inspect.Parameter.empty:
-                return lambda e, c, t: first(cls.apply(e, c, t)), "LigerFusedLinearCrossEntropyFunction.apply"
-            defaults.append(torch.float32 if p.name == "accum_dtype" else p.default)
-        return (lambda e, c, t: first(cls.apply(e, c, t, *defaults)),
-                "LigerFusedLinearCrossEntropyFunction.apply(..., accum_dtype=torch.float32)")
-    return lambda e, c, t: first(cls.apply(e, c, t)), "LigerFusedLinearCrossEntropyFunction.apply (no accum_dtype)"
+    if not names or "accum_dtype" not in [p.name for p in names]:
+        return bare, "LigerFusedLinearCrossEntropyFunction.apply (no accum_dtype)"
+    defaults = []
+    for p in names[3:]:
+        if p.default is inspect.Parameter.empty:
+            return bare, "LigerFusedLinearCrossEntropyFunction.apply"
+        defaults.append(torch.float32 if p.name == "accum_dtype" else p.default)
+    softcap_at = next((k for k, p in enumerate(names[3:]) if p.name == "softcap"), None)
+
+    def positional(e, c, t, softcap):
+        args = list(defaults)
+        if softcap is not None:
+            if softcap_at is None:
+                no_softcap()
+            args[softcap_at] = softcap
+        return first(cls.apply(e, c, t, *args))
+
+    return positional, "LigerFusedLinearCrossEntropyFunction.apply(..., accum_dtype=torch.float32)"
 
 
-def make_case_function(torch, F, funcs, impl):
+def make_case_function(torch, F, funcs, impl, softcap=None):
+    """The case's f(E, C, t) -> loss: the peer's function with the shape's softcap (None: none) bound."""
     f = funcs[impl]
     if f == "compile":
         import torch._dynamo
@@ -694,10 +763,16 @@ def make_case_function(torch, F, funcs, impl):
 
         def loss_fn(e, c, t):
             logits = e @ c.T
-            return F.cross_entropy(logits.float(), t)
+            return F.cross_entropy(softcapped(torch, logits.float(), softcap), t)
 
         return torch.compile(loss_fn)
-    return f
+
+    def case(e, c, t):
+        return f(e, c, t, softcap)
+
+    if hasattr(f, "release_scratch"):
+        case.release_scratch = f.release_scratch
+    return case
 
 
 def run_case(torch, fn, e, c, t, mode, reps):
@@ -863,7 +938,7 @@ def main(argv=None):
 
         ref = None
         try:
-            ref = compute_reference(torch, F, e, c, t)
+            ref = compute_reference(torch, F, e, c, t, softcap_of(shape))
         except Exception as exc:
             if not is_oom(torch, exc):
                 raise
@@ -875,7 +950,7 @@ def main(argv=None):
                 run_name = "%s/%s/%s" % (impl, mode, shape)
                 fn = None
                 try:
-                    fn = make_case_function(torch, F, funcs, impl)
+                    fn = make_case_function(torch, F, funcs, impl, softcap_of(shape))
                     real_ms, cpu_ms, peak, loss, de, dc = run_case(torch, fn, e, c, t, mode, args.reps)
                     flops = gemm_flops(impl, mode, dims[shape])
                     counters = {"peak_MB": peak / 1e6, "TFLOPs": [flops / (ms * 1e-3) / 1e12 for ms in real_ms]}
@@ -903,6 +978,8 @@ def main(argv=None):
                 except Exception as exc:
                     if is_oom(torch, exc):
                         reason = "out of memory"
+                    elif isinstance(exc, Unsupported):
+                        reason = str(exc)
                     else:
                         reason = "failed: %s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
                     log("%s: %s: skipped" % (run_name, reason))

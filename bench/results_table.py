@@ -80,6 +80,7 @@ SHAPES = {  # name -> (N, D, V), in table order
     "llama3": (8192, 4096, 128256),
     "gemma2": (8192, 2304, 256000),
     "gemma2_flat": (8192, 2304, 256000),  # gemma2's shape on flat random data (an untrained model's softmax)
+    "gemma2_softcap": (8192, 2304, 256000),  # gemma2 with Gemma-2's softcap, z = 30·tanh(logit/30)
 }
 FLAT_SHAPES = ("gemma2_flat",)
 # Trained-model data (bench/lm_data.py), N, D, V from the context's cce_shapes: lm32k, then lm128k's model at

@@ -18,7 +18,7 @@ import tempfile
 import unittest
 
 BENCH = None  # set from the command line
-GENERATED = ["small", "gpt2", "llama3", "gemma2", "gemma2_flat"]
+GENERATED = ["small", "gpt2", "llama3", "gemma2", "gemma2_flat", "gemma2_softcap"]
 LM_SHAPES = ["lm32k", "lm128k", "lm128k_s0", "lm128k_s30", "lm128k_s100", "lm128k_s300"]
 NAME = re.compile(r"^(cublas_floor|stage\d\d_[a-z0-9_]+)/(loss|loss_grad)/([a-z0-9_]+)"
                   r"/iterations:1/repeats:(\d+)/manual_time$")
@@ -127,6 +127,17 @@ class CceBenchCli(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stderr, "")
         self.assertEqual(shapes_of(proc.stdout.split()), ["small", "gemma2", "gemma2_flat"])
+
+    def test_gemma2_softcap_is_gemma2_with_gemma2s_softcap(self):
+        names = listed("--shapes=gemma2_softcap")
+        self.assertEqual(shapes_of(names), ["gemma2_softcap"])
+        keys = [f"{NAME.match(n).group(1)}/{NAME.match(n).group(2)}" for n in names]
+        self.assertEqual(keys, [f"{NAME.match(n).group(1)}/{NAME.match(n).group(2)}" for n in listed("--shapes=gemma2")])
+        proc = run("--help")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        rows = {l.split()[0]: l.split()[1:] for l in proc.stdout.splitlines() if l.startswith("  gemma2")}
+        self.assertEqual(rows["gemma2_softcap"], ["8192", "2304", "256000", "realistic", "30"])
+        self.assertEqual(rows["gemma2"], ["8192", "2304", "256000", "realistic", "0"])
 
     def test_lm128k_snapshots_from_their_files(self):
         with tempfile.TemporaryDirectory() as lm:

@@ -2,7 +2,8 @@
 """CPU test of bench/peers.py's shapes, without PyTorch or a GPU:
 
 - the generated shapes, gemma2_flat included (gemma2's N, D, V on flat random
-  data), and the command that writes their inputs (save_command): --data random
+  data) and gemma2_softcap (gemma2's inputs with Gemma-2's softcap, 30), and
+  the command that writes their inputs (save_command): --data random
   for gemma2_flat, realistic for the others; that command, with its N, D, V
   made tiny, is run with the real stage 01 executable, which writes the inputs
   before it looks for a GPU, and the files it writes are checked to be flat
@@ -39,7 +40,7 @@ import peers  # noqa: E402  (imports torch only in main())
 STAGE01 = None  # set from the command line
 BENCH = None
 
-GENERATED = ["small", "gpt2", "llama3", "gemma2", "gemma2_flat"]
+GENERATED = ["small", "gpt2", "llama3", "gemma2", "gemma2_flat", "gemma2_softcap"]
 SNAPSHOTS = ["lm128k_s0", "lm128k_s30", "lm128k_s100", "lm128k_s300"]
 
 
@@ -77,8 +78,20 @@ class GeneratedShapes(unittest.TestCase):
         self.assertEqual(list(peers.SHAPES), GENERATED)
         self.assertEqual(peers.SHAPES["gemma2_flat"], peers.SHAPES["gemma2"])
         self.assertEqual(peers.data_mode("gemma2_flat"), "random")
-        for shape in ("small", "gpt2", "llama3", "gemma2"):
+        for shape in ("small", "gpt2", "llama3", "gemma2", "gemma2_softcap"):
             self.assertEqual(peers.data_mode(shape), "realistic")
+
+    def test_gemma2_softcap_is_gemma2s_inputs_with_gemma2s_softcap(self):
+        self.assertEqual(peers.SHAPES["gemma2_softcap"], peers.SHAPES["gemma2"])
+        self.assertEqual(peers.softcap_of("gemma2_softcap"), 30.0)
+        for shape in GENERATED[:-1]:
+            self.assertIsNone(peers.softcap_of(shape))
+        args = peers.make_parser().parse_args(["--inputs", "/in"])
+        self.assertEqual(peers.input_folder(args, "gemma2_softcap"), os.path.join("/in", "gemma2"))
+        self.assertEqual(peers.save_command("/in", "gemma2_softcap"), peers.save_command("/in", "gemma2"))
+        with tempfile.TemporaryDirectory() as empty:
+            missing = dict(peers.missing_inputs(empty, ["gemma2_softcap"]))
+        self.assertIn(os.path.join(empty, "gemma2") + " lacks", missing["gemma2_softcap"])
 
     def test_save_command(self):
         for shape in GENERATED:
@@ -90,7 +103,7 @@ class GeneratedShapes(unittest.TestCase):
                 self.assertEqual(flags["--data"], "random" if shape == "gemma2_flat" else "realistic")
                 self.assertEqual(flags["--dtype"], "bf16")
                 self.assertEqual(flags["--seed"], "1234")  # cce_bench's kSeed, the same for every shape
-                self.assertEqual(flags["--save"], os.path.join("/tmp/in", shape))
+                self.assertEqual(flags["--save"], os.path.join("/tmp/in", peers.SHAPE_INPUTS.get(shape, shape)))
                 self.assertIs(flags["--save-large"], True)  # gemma2's c.npy alone is 2.4 GB
                 self.assertEqual(flags["--iters"], "0")
 
@@ -133,6 +146,8 @@ class GeneratedShapes(unittest.TestCase):
         self.assertEqual(peers.shape_context(args, "gemma2_flat", (8192, 2304, 256000)),
                          "gemma2_flat N=8192 D=2304 V=256000 (random data)")
         self.assertEqual(peers.shape_context(args, "gemma2", (8192, 2304, 256000)), "gemma2 N=8192 D=2304 V=256000")
+        self.assertEqual(peers.shape_context(args, "gemma2_softcap", (8192, 2304, 256000)),
+                         "gemma2_softcap N=8192 D=2304 V=256000 (softcap 30)")
         self.assertEqual(peers.shape_context(args, "lm128k_s30", (8, 4, 10)), "lm128k_s30 N=8 D=4 V=10 (/x/lm128k_s30)")
 
 
@@ -187,12 +202,32 @@ class SameShapesEverywhere(unittest.TestCase):
         self.assertIn("seed %d" % peers.SEED, lines[start])
         generated = {}
         for l in lines[start + 1:start + 1 + len(peers.SHAPES)]:
-            name, n, d, v, data = l.split()
-            generated[name] = ((int(n), int(d), int(v)), data)
-        self.assertEqual(generated, {s: (peers.SHAPES[s], peers.data_mode(s)) for s in peers.SHAPES})
+            name, n, d, v, data, softcap = l.split()
+            generated[name] = ((int(n), int(d), int(v)), data, float(softcap) or None)
+        self.assertEqual(generated, {s: (peers.SHAPES[s], peers.data_mode(s), peers.softcap_of(s))
+                                     for s in peers.SHAPES})
         start = next(i for i, l in enumerate(lines) if l.startswith("trained-model shapes"))
         datasets = dict(l.split() for l in lines[start + 1:start + 1 + len(peers.LM_SHAPES)])
         self.assertEqual(datasets, peers.LM_DATASETS)
+
+
+class CaseFunctions(unittest.TestCase):
+    def test_the_shapes_softcap_is_bound_and_the_ops_scratch_release_kept(self):
+        seen = []
+
+        def peer(e, c, t, softcap):
+            seen.append(softcap)
+            return "loss"
+
+        peer.release_scratch = lambda: "released"
+        for softcap in (None, 30.0):
+            case = peers.make_case_function(None, None, {"x": peer}, "x", softcap)
+            self.assertEqual(case("e", "c", "t"), "loss")
+            self.assertEqual(case.release_scratch(), "released")
+        self.assertEqual(seen, [None, 30.0])
+        plain = peers.make_case_function(None, None, {"y": lambda e, c, t, s: s}, "y", 30.0)
+        self.assertFalse(hasattr(plain, "release_scratch"))
+        self.assertEqual(plain(1, 2, 3), 30.0)
 
 
 class QuackPeer(unittest.TestCase):
@@ -251,12 +286,15 @@ class QuackPeer(unittest.TestCase):
                 self.shape = shape
 
         e, c, t = Shaped(16, 8), Shaped(64, 8), Shaped(16)
-        self.assertEqual(fn(e, c, t), "loss")
+        self.assertEqual(fn(e, c, t, None), "loss")
         (args, kwargs), = self.calls
         self.assertEqual(args, (e, c, t))
         self.assertEqual(kwargs, {"chunk_size": 4096, "reduction": "mean", "use_scaled_exp": False})
         with self.assertRaisesRegex(ValueError, "50257 is not a multiple of 8"):
-            fn(e, Shaped(50257, 8), t)
+            fn(e, Shaped(50257, 8), t, None)
+        # The stand-in has no softcap parameter: a softcapped case is refused with the reason, never run without it.
+        with self.assertRaisesRegex(peers.Unsupported, "no softcap"):
+            fn(e, c, t, 30.0)
         self.assertEqual(len(self.calls), 1)
 
     def test_registered_beside_the_others_and_its_failure_is_a_skip(self):
