@@ -59,9 +59,10 @@ __host__ __device__ __forceinline__ void static_bool(bool value, F&& f) {
 }
 
 // z = s·tanh(l/s) when a softcap s > 0 is set, else z = l, through
-// tanh(x) = 1 − 2/(e^(2x) + 1): one 2^x, one reciprocal, no branch (tanhf's
-// branches and calls spill registers in the tile epilogues). Within 12·s fp32
-// units of s·tanh(l/s), whatever l (docs/tolerances.md, "A logit"); ±s at the ends.
+// tanh(x) = 1 − 2/(e^(2x) + 1): one 2^x, one reciprocal, no branch (tanhf
+// branches per value and calls a slow path, in epilogues the tensor cores wait
+// for). Within 12·s fp32 units of s·tanh(l/s), whatever l (docs/tolerances.md,
+// "A logit"); ±s at the ends.
 __device__ __forceinline__ float apply_softcap(float logit, float softcap) {
   if (softcap <= 0.0f) return logit;
   const float e2x = fast_exp2(logit * (2.0f * kLog2e / softcap));
