@@ -178,12 +178,13 @@ struct FoldThenKeepTile {
   __device__ void begin(const Unit& unit) { fold.begin(unit); }
   __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
     fold.tile(frag, unit, col0);
-    if (keep.references != nullptr && col0 + Frag::kBN <= fold.p.v)  // every tile but V's last
-      keep_half<true>(frag, unit.token_block * Frag::kBM, col0);
-    else if (keep.references != nullptr)
-      keep_half<false>(frag, unit.token_block * Frag::kBM, col0);
-    else
-      keep_fp32(frag, unit.token_block * Frag::kBM, col0);
+    const int64_t row0 = unit.token_block * Frag::kBM;
+    if (keep.references == nullptr) {
+      keep_fp32(frag, row0, col0);
+      return;
+    }
+    const bool whole = col0 + Frag::kBN <= fold.p.v;  // every tile but V's last
+    static_bool(whole, [&](auto is_whole) { keep_half<decltype(is_whole)::value>(frag, row0, col0); });
   }
   __device__ void end(const Unit& unit) { fold.end(unit); }
 
