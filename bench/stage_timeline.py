@@ -3,7 +3,8 @@
 (loss and gradient, the caller's buffers allocated once, as python/op_overhead_probe.py's c_call), each GPU
 operation with its start, the idle time before it and its duration, then the operations summed by name.
 
-    python3 bench/stage_timeline.py BUILD/python INPUTS_DIR [INPUTS_DIR ...] [--calls 5] [--host] [--out OUT.txt]
+    python3 bench/stage_timeline.py BUILD/python INPUTS_DIR [INPUTS_DIR ...] [--calls 5] [--host] [--through op]
+                                    [--out OUT.txt]
 
 Each INPUTS_DIR holds e.npy, c.npy, targets.npy (stage 01's --save, as bench/peers.py writes them). The calls
 before the last one warm up (the plan of a batch follows the batch before); the last one is traced. The
@@ -12,6 +13,9 @@ stream overlap the main stream's: the idle time before an operation counts from 
 that started before it. With --host, the host's CUDA API calls of the same call follow, each with the host's own
 time before it (its C++ code between calls) and its duration (a synchronizing call waits for the GPU in it), then
 each wait of the GPU of 10 us or more: when the host queued the operation after it, and what the host did meanwhile.
+With --through op, the traced call is the PyTorch op instead, as bench/peers.py times it (E and C leaves with
+requires_grad, their .grad cleared, then linear_cross_entropy(E, C, t).backward()): the GPU and the host of the op's
+whole call, its Python and autograd included, to set beside the C interface's (issue 26's overhead).
 Exit status 2 for bad arguments, 77 (skipped) without PyTorch or a CUDA device."""
 import argparse
 import collections
@@ -127,21 +131,35 @@ def idle_causes(gpu, host, least_idle_us=10.0):
     return lines
 
 
-def trace_one_call(torch, cs, folder, calls):
-    """The GPU operations of the last of `calls` calls at the inputs in `folder`, the problem's N, D, V, and
-    (plan, kept share of the pairs) from the stage's stats (None, None when it has none)."""
+THROUGH = ("capi", "op")  # what a traced call goes through: the C interface, or the PyTorch op with its backward
+
+
+def trace_one_call(torch, cs, folder, calls, through="capi"):
+    """The GPU operations and host API calls of the last of `calls` calls at the inputs in `folder`, the problem's
+    N, D, V, and (plan, kept share of the pairs) from the stage's stats (None, None when it has none). through:
+    "capi", cce_run on buffers allocated once; "op", linear_cross_entropy(E, C, t).backward() on leaves whose .grad
+    is cleared before each call (bench/peers.py's step)."""
     n, d, v = lm_shape_dims(folder)
     e, c, t = load_inputs(torch, folder, (n, d, v))
-    loss, lse = torch.empty((), device="cuda"), torch.empty(n, device="cuda")
-    de, dc, one = torch.empty_like(e), torch.empty_like(c), torch.ones((), device="cuda")
     handle = cs._stage(0, cs.FINAL_STAGE, "")
-    problem = cs._Problem(n, d, v, 1, 0, 0.0, -100)
-    p = lambda x: ctypes.c_void_p(x.data_ptr())
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    if through == "op":
+        e.requires_grad_(True)
+        c.requires_grad_(True)
+        de = dc = None
 
-    def call():
-        cs._raise(cs._lib.cce_run(handle, ctypes.byref(problem), p(e), p(c), p(t), p(one), p(loss), p(lse), p(de),
-                                  p(dc), stream, cs._error, cs._ERROR_BYTES))
+        def call():
+            e.grad = c.grad = None
+            cs.linear_cross_entropy(e, c, t, stage=cs.FINAL_STAGE).backward()
+    else:
+        loss, lse = torch.empty((), device="cuda"), torch.empty(n, device="cuda")
+        de, dc, one = torch.empty_like(e), torch.empty_like(c), torch.ones((), device="cuda")
+        problem = cs._Problem(n, d, v, 1, 0, 0.0, -100)
+        p = lambda x: ctypes.c_void_p(x.data_ptr())
+
+        def call():
+            cs._raise(cs._lib.cce_run(handle, ctypes.byref(problem), p(e), p(c), p(t), p(one), p(loss), p(lse), p(de),
+                                      p(dc), stream, cs._error, cs._ERROR_BYTES))
 
     for _ in range(calls - 1):
         call()
@@ -173,6 +191,8 @@ def parse(argv):
     ap.add_argument("inputs", nargs="+", help="folders with e.npy, c.npy, targets.npy")
     ap.add_argument("--calls", type=int, default=5, help="calls per folder, the last one traced (default %(default)s)")
     ap.add_argument("--host", action="store_true", help="also list the host's CUDA API calls of the traced call")
+    ap.add_argument("--through", choices=THROUGH, default="capi",
+                    help="trace the C interface (capi, the default) or the PyTorch op with its backward (op)")
     ap.add_argument("--out", help="also write the report here")
     a = ap.parse_args(argv)
     check_probe_args(ap, a.calls, a.inputs)
@@ -184,10 +204,11 @@ def main(argv=None):
     torch, cs = torch_and_stages("stage_timeline.py", a.python_dir)
     if torch is None:
         return EXIT_SKIPPED
-    out = ["stage %s through its C interface, on %s, torch %s" % (cs.FINAL_STAGE, torch.cuda.get_device_name(0),
-                                                                 torch.__version__)]
+    how = "its PyTorch op, loss and backward" if a.through == "op" else "its C interface"
+    out = ["stage %s through %s, on %s, torch %s" % (cs.FINAL_STAGE, how, torch.cuda.get_device_name(0),
+                                                    torch.__version__)]
     for folder in a.inputs:
-        (n, d, v), gpu, host, plan, kept = trace_one_call(torch, cs, folder, a.calls)
+        (n, d, v), gpu, host, plan, kept = trace_one_call(torch, cs, folder, a.calls, a.through)
         title = "== %s: N=%d D=%d V=%d, plan %s, kept share of the (token block, tile) pairs %s" % (
             os.path.basename(os.path.normpath(folder)), n, d, v, plan, "%.4f" % kept if kept is not None else None)
         out += report(title, gpu)

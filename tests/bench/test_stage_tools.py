@@ -189,6 +189,13 @@ class CommandLines(unittest.TestCase):
                 self.assertEqual(proc.returncode, 2, proc.stderr)
                 self.assertIn("lacks e.npy, c.npy, targets.npy", proc.stderr)
 
+    def test_through_takes_capi_or_op(self):
+        proc = run("stage_timeline.py", "build/python", self.inputs, "--through", "python")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("invalid choice: 'python'", proc.stderr)
+        proc = run("stage_timeline.py", "build/python", self.inputs, "--through", "op", pythonpath=self.no_torch)
+        self.assertEqual(proc.returncode, 77, proc.stdout + proc.stderr)  # a valid choice: on to the PyTorch check
+
     def test_without_pytorch_skips(self):
         for script in ("stage_timeline.py", "plan_series.py"):
             with self.subTest(script=script):
