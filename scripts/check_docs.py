@@ -21,6 +21,13 @@ on any:
    an underscore or a lower-then-upper case step (`dropped_mass_kernel`,
    `keepHalf`) occurs in the stage folder's sources or in a source file the
    README links.
+4. docs/course.md's table of the time a student needs counts what it says: each
+   linked number in its "README lines" and "exercise files' lines" columns is
+   the line count of the file it links (a bare number there is a failure),
+   "blocks" is the number of exercise blocks (`CCE_EXERCISE_MISSING`) in the
+   exercise files the row links, each estimate is the stated pace (300 README
+   lines an hour, 200 exercise lines an hour, 30 to 60 minutes a block) rounded
+   to half hours, and the sentence "About A to B hours in all" sums the rows.
 
 Python 3 standard library only.
 """
@@ -194,6 +201,69 @@ def check_kernel_walk(root, path, text):
     return failures
 
 
+COURSE_TABLE_HEADER = "| session | README lines | exercise files' lines | blocks | estimate |"
+NUMBER_LINK = re.compile(r"\[(\d+)\]\(([^)\s#]+)\)")
+ESTIMATE = re.compile(r"^(\d+(?:\.\d+)?)–(\d+(?:\.\d+)?) h")
+COURSE_TOTAL = re.compile(r"About (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) hours in all")
+
+
+def half_hours(hours):
+    return int(hours * 2 + 0.5) / 2
+
+
+def check_course_times(root, path, text):
+    """Check 4: the course's time table against the files it counts (see the module's docstring)."""
+    lines = text.splitlines()
+    failures, low_sum, high_sum = [], 0.0, 0.0
+    if COURSE_TABLE_HEADER not in lines:
+        return [f"{path.relative_to(root)}: no table headed {COURSE_TABLE_HEADER!r}"]
+    start = lines.index(COURSE_TABLE_HEADER) + 2
+    for number, line in enumerate(lines[start:], start + 1):
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        where = f"{path.relative_to(root)}:{number}"
+        estimate = ESTIMATE.match(cells[4])
+        if not estimate:
+            failures.append(f"{where}: the estimate {cells[4]!r} is not 'A–B h'")
+            continue
+        low, high = float(estimate.group(1)), float(estimate.group(2))
+        low_sum, high_sum = low_sum + low, high_sum + high
+        if not NUMBER_LINK.search(cells[1]):
+            continue  # sessions 0 and 9 read no counted files: their estimates are stated, not derived
+        counts, exercise_files = [], []
+        for column in (1, 2):
+            total = 0
+            for count, target in NUMBER_LINK.findall(cells[column]):
+                file = (path.parent / target).resolve()
+                if not file.is_file():
+                    failures.append(f"{where}: {target} names no file")
+                    continue
+                actual = len(file.read_text(errors="replace").splitlines())
+                if int(count) != actual:
+                    failures.append(f"{where}: [{count}]({target}) but the file has {actual} lines")
+                total += actual
+                if column == 2:
+                    exercise_files.append(file)
+            if re.search(r"\d", NUMBER_LINK.sub("", cells[column])):
+                failures.append(f"{where}: a number in {cells[column]!r} links no file it counts")
+            counts.append(total)
+        blocks = sum(f.read_text(errors="replace").count("CCE_EXERCISE_MISSING(") for f in exercise_files)
+        if cells[3] != str(blocks):
+            failures.append(f"{where}: blocks {cells[3]} but the linked exercise files hold {blocks}")
+        base = counts[0] / 300 + counts[1] / 200
+        want = (half_hours(base + 0.5 * blocks), half_hours(base + 1.0 * blocks))
+        if (low, high) != want:
+            failures.append(f"{where}: the estimate {cells[4]!r} but the counts give {want[0]:g}–{want[1]:g} h")
+    total = COURSE_TOTAL.search(text)
+    if total is None:
+        failures.append(f"{path.relative_to(root)}: no sentence 'About A to B hours in all'")
+    elif (float(total.group(1)), float(total.group(2))) != (low_sum, high_sum):
+        failures.append(f"{path.relative_to(root)}: 'About {total.group(1)} to {total.group(2)} hours' but the rows "
+                        f"sum to {low_sum:g} to {high_sum:g}")
+    return failures
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=str(Path(__file__).resolve().parent.parent), help="the repository")
@@ -207,6 +277,8 @@ def main(argv):
         if path.parent.parent.name == "stages" and path.name == "README.md":
             failures += check_files_to_read(root, path, text)
             failures += check_kernel_walk(root, path, text)
+        if path == root / "docs" / "course.md":
+            failures += check_course_times(root, path, text)
     for failure in failures:
         print(failure)
     print(f"check_docs.py: {len(files)} Markdown files, {len(failures)} problems")
