@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""bench/owner_products_figure.py (Matplotlib and NumPy; no GPU).
+
+The figure is drawn to a temporary folder (exit 0, a PNG); its slots and
+chunks match the numbers worked out by hand from kept_tiles.cu's and
+backward_to_accumulator's rules; slots numbered block by block instead make
+the script's claims fail (exit 1, DOES NOT HOLD). Bad flags: exit 2, one line.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(HERE, "..", "..", "bench")
+SCRIPT = os.path.join(BENCH, "owner_products_figure.py")
+
+try:
+    import numpy  # noqa: F401
+    import matplotlib  # noqa: F401
+except ImportError as error:
+    print(f"test_owner_products_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with python3-numpy "
+          "and python3-matplotlib has them")
+    sys.exit(1)
+
+sys.path.insert(0, BENCH)
+import owner_products_figure as figure  # noqa: E402
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+BLOCK_MAJOR = """
+import sys
+sys.path.insert(0, {bench!r})
+import owner_products_figure as figure
+def block_major(flags):
+    tiles, blocks = len(flags), len(flags[0])
+    offsets = [0]
+    for t in range(tiles):
+        offsets.append(offsets[-1] + sum(flags[t]))
+    slot_block, slot_tile, slot_of = [], [], [[-1] * tiles for _ in range(blocks)]
+    for b in range(blocks):
+        for t in range(tiles):
+            if flags[t][b]:
+                slot_of[b][t] = len(slot_block)
+                slot_block.append(b)
+                slot_tile.append(t)
+    return offsets, slot_block, slot_tile, slot_of
+figure.number_slots = block_major
+sys.exit(figure.main(["--out", {out!r}]))
+"""
+
+
+class OwnerProducts(unittest.TestCase):
+    def test_draws_and_holds(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "owners.png")
+            proc = run("--out", out)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            self.assertIn("14 kept pairs of 60, 3 chunks", proc.stdout)
+            self.assertNotIn("DOES NOT HOLD", proc.stderr)
+
+    def test_slots_and_chunks_by_hand(self):
+        flags = figure.keep_flags()
+        offsets, slot_block, slot_tile, slot_of = figure.number_slots(flags)
+        self.assertEqual(offsets, [0, 5, 8, 10, 10, 11, 11, 13, 13, 14, 14])
+        self.assertEqual(slot_of[2], [2, 6, -1, -1, 10, -1, 11, -1, -1, -1])  # block 2, tiles ascending
+        self.assertEqual([slot_of[b][1] for b in range(6)], [5, -1, 6, 7, -1, -1])  # tile 1, blocks ascending
+        self.assertEqual(list(zip(slot_tile, slot_block))[:6], [(0, 0), (0, 1), (0, 2), (0, 4), (0, 5), (1, 0)])
+        self.assertEqual(figure.make_chunks(offsets, 6), [(0, 1), (1, 6), (6, 10)])
+        self.assertEqual(figure.make_chunks(offsets, 14), [(0, 10)])
+        self.assertEqual(figure.make_chunks(offsets, 5), [(0, 1), (1, 4), (4, 10)])
+
+    def test_block_major_slots_do_not_hold(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "owners.png")
+            code = BLOCK_MAJOR.format(bench=BENCH, out=out)
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            self.assertIn("DOES NOT HOLD: slots are numbered tile by tile", proc.stderr)
+
+    def test_bad_flags_are_one_line_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for args in (["--bogus"], ["--out"], ["--out", os.path.join(tmp, "owners.svg")],
+                         ["--out", os.path.join(tmp, "missing", "owners.png")]):
+                proc = run(*args)
+                self.assertEqual(proc.returncode, 2, args)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+                self.assertTrue(proc.stderr.startswith("owner_products_figure.py: "), proc.stderr)
+            self.assertEqual(os.listdir(tmp), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
