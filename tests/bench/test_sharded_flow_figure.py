@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""bench/sharded_flow_figure.py (NumPy and Matplotlib; no GPU).
+
+The figure is drawn to a temporary folder for P = 2 and P = 4 (exit 0, a PNG)
+and its claims hold: the collectives drawn are combine.cu's, and the sharded
+step's LSE, loss, dC and dE equal the unsharded ones in float64. A target
+outside a shard taken as the shard's first row (not rows(), as shard_targets
+does) makes the loss claim fail (exit 1, DOES NOT HOLD). Bad flags: exit 2, one line.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(HERE, "..", "..", "bench")
+SCRIPT = os.path.join(BENCH, "sharded_flow_figure.py")
+
+try:
+    import numpy  # noqa: F401
+    import matplotlib  # noqa: F401
+except ImportError as error:
+    print(f"test_sharded_flow_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with python3-numpy "
+          "and python3-matplotlib has them")
+    sys.exit(1)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+FIRST_ROW_TARGETS = """
+import sys
+sys.path.insert(0, {bench!r})
+import sharded_flow_figure as figure
+import numpy as np
+def first_row(targets, begin, end):  # a target outside the shard taken as its first row, not rows()
+    inside = (targets >= begin) & (targets < end)
+    return np.where(targets == figure.IGNORE_INDEX, targets, np.where(inside, targets - begin, 0))
+figure.shard_targets = first_row
+sys.exit(figure.main(["--out", {out!r}]))
+"""
+
+
+class ShardedFlow(unittest.TestCase):
+    def draw(self, gpus):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "flow.png")
+            proc = run("--out", out, "--gpus", str(gpus))
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            self.assertNotIn("DOES NOT HOLD", proc.stderr)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        return proc.stdout
+
+    def test_two_gpus(self):
+        out = self.draw(2)
+        self.assertIn("P = 2, 5 all-reduces (4N bytes, 8N bytes, 72 bytes, 16 bytes, 4·N·D bytes)", out)
+        self.assertIn("shards [0, 19) [19, 37)", out)
+
+    def test_four_gpus(self):
+        self.assertIn("shards [0, 10) [10, 19) [19, 28) [28, 37)", self.draw(4))
+
+    def test_targets_outside_taken_as_first_row_do_not_hold(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            code = FIRST_ROW_TARGETS.format(bench=BENCH, out=os.path.join(tmp, "flow.png"))
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            self.assertIn("DOES NOT HOLD: the loss from the joined sums is the unsharded loss", proc.stderr)
+
+    def test_bad_flags_are_one_line_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for args in (["--bogus"], ["--gpus", "3"], ["--gpus", "x"], ["--out"],
+                         ["--out", os.path.join(tmp, "flow.svg")],
+                         ["--out", os.path.join(tmp, "missing", "flow.png")]):
+                proc = run(*args)
+                self.assertEqual(proc.returncode, 2, args)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+                self.assertTrue(proc.stderr.startswith("sharded_flow_figure.py: "), proc.stderr)
+            self.assertEqual(os.listdir(tmp), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
