@@ -1,6 +1,7 @@
 // Stage 11's GPUs: the shards, their inputs and outputs, and a step (forward,
-// then backward) run by a host thread per GPU. The steps themselves are stage
-// 08's free functions with combine.cu's collectives between them.
+// then backward) run by a host thread per GPU. The steps themselves are the
+// free functions of stage 08 (the forward), stage 10 (the backward) and stage
+// 09 (add_target_terms), with combine.cu's collectives between them.
 #include "stages/11_sharded_vocabulary/sharded_vocabulary.h"
 
 #include <chrono>
