@@ -34,8 +34,9 @@ Exit 1 (DOES NOT HOLD) when one fails; 2 on a bad flag. Needs numpy and
 matplotlib.
 """
 
-import argparse
 import sys
+
+import figure_cli
 
 BM, BN = 128, 256      # the pipeline's tile: 128 tokens × 256 vocabulary entries
 MAX_RANGES = 64        # plan_fused's policy.max_ranges
@@ -43,14 +44,12 @@ GROUP_BYTES = 20 << 20  # plan_tile_units: a token group keeps about 20 MB of E 
 ELEMENT_BYTES = 2      # bf16
 
 
+PROG = "forward_units_figure.py"
+Parser = figure_cli.parser_class(PROG)
+
+
 def fail(message, status=2):
-    print(f"forward_units_figure.py: {message}", file=sys.stderr)
-    sys.exit(status)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        fail(message)
+    figure_cli.fail(PROG, message, status)
 
 
 def plan_tile_units(n, d, v, ranges_asked, sms):
@@ -286,11 +285,7 @@ def main(argv):
         fail(f"--ranges {args.ranges}: expected 0 or more")
     if not 1 <= args.sms <= 9:
         fail(f"--sms {args.sms}: expected 1..9 (one colour per persistent block)")
-    try:
-        import numpy  # noqa: F401
-        import matplotlib  # noqa: F401
-    except ImportError as error:
-        fail(f"needs numpy and matplotlib ({error})")
+    figure_cli.require_plotting(PROG)
 
     plan = plan_tile_units(args.n, args.d, args.v, args.ranges, args.sms)
     units = [unit_at(plan, u) for u in range(plan["count"])]
@@ -300,10 +295,7 @@ def main(argv):
           f"{plan['tiles_per_range']} tiles ({plan['vocab_tiles']} tiles), token group {plan['token_group']}, "
           f"{plan['count']} units on {plan['grid']} blocks")
 
-    failed = [what for holds, what in check(plan, units, walk, args.n, args.v) if not holds]
-    for what in failed:
-        print(f"forward_units_figure.py: DOES NOT HOLD: {what}", file=sys.stderr)
-    return 1 if failed else 0
+    return figure_cli.verdict(PROG, check(plan, units, walk, args.n, args.v))
 
 
 if __name__ == "__main__":

@@ -32,15 +32,19 @@ import math
 import sys
 from pathlib import Path
 
+import figure_cli
+
 TILE = 128             # the backward's bf16 tile: 128 tokens x 128 vocabulary entries
 GROUPING_EXPONENT = 12  # stage 10's kGroupingExponent
 ZOOM_TILES = 64         # the right-hand panels: the first tiles, where the sorted orders keep nearly all
 IGNORE_INDEX = -100
 
 
+PROG = "kept_map_figure.py"
+
+
 def fail(message, status=2):
-    print(f"kept_map_figure.py: {message}", file=sys.stderr)
-    sys.exit(status)
+    figure_cli.fail(PROG, message, status)
 
 
 def load_inputs(folder):
@@ -184,10 +188,7 @@ def main(argv):
         (shares[2] <= shares[1], "grouping the tokens keeps no more pairs than sorting alone"),
         (in_leading > 0.5, f"most of the sorted order's kept pairs sit in its first {zoom} tiles"),
     ]
-    failed = [what for holds, what in claims if not holds]
-    for what in failed:
-        print(f"kept_map_figure.py: DOES NOT HOLD: {what}", file=sys.stderr)
-    return 1 if failed else 0
+    return figure_cli.verdict(PROG, claims)
 
 
 if __name__ == "__main__":

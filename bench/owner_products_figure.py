@@ -32,9 +32,10 @@ split a tile, and hold at most the capacity's slots. Exit 1 when one fails
 (DOES NOT HOLD); 2 on a bad flag. Needs numpy and matplotlib.
 """
 
-import argparse
 import sys
 from pathlib import Path
+
+import figure_cli
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "figures" / "owner_products.png"
@@ -54,14 +55,12 @@ KEPT_BLOCKS = {
 TOKEN_BLOCKS, TILES = 6, 10
 
 
+PROG = "owner_products_figure.py"
+Parser = figure_cli.parser_class(PROG)
+
+
 def fail(message, status=2):
-    print(f"owner_products_figure.py: {message}", file=sys.stderr)
-    sys.exit(status)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2
-        fail(message)
+    figure_cli.fail(PROG, message, status)
 
 
 def keep_flags():
@@ -274,16 +273,8 @@ def main(argv):
     parser = Parser(description="Stage 09's slots, owners and chunks on a made-up kept set, drawn (no GPU).")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"the PNG to write (default {DEFAULT_OUT.relative_to(REPO)})")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    if out.suffix.lower() != ".png":
-        fail(f"--out {out}: expected a .png file")
-    if not out.parent.is_dir():
-        fail(f"--out {out}: no folder {out.parent}")
-    try:
-        import matplotlib  # noqa: F401
-        import numpy  # noqa: F401
-    except ImportError as error:
-        fail(f"needs numpy and matplotlib ({error})")
+    out = figure_cli.checked_png(PROG, args.out)
+    figure_cli.require_plotting(PROG)
 
     flags = keep_flags()
     offsets, slot_block, slot_tile, slot_of = number_slots(flags)
@@ -293,11 +284,8 @@ def main(argv):
     print(f"{out}: {len(slot_block)} kept pairs of {TOKEN_BLOCKS * TILES}, {len(chunks)} chunks "
           f"{[(first, last) for first, last in chunks]}")
 
-    failed = [what for holds, what in claims(flags, offsets, slot_block, slot_tile, slot_of, chunks, per_chunk,
-                                             SLOTS_PER_CHUNK) if not holds]
-    for what in failed:
-        print(f"owner_products_figure.py: DOES NOT HOLD: {what}", file=sys.stderr)
-    return 1 if failed else 0
+    return figure_cli.verdict(PROG, claims(flags, offsets, slot_block, slot_tile, slot_of, chunks, per_chunk,
+                                           SLOTS_PER_CHUNK))
 
 
 if __name__ == "__main__":

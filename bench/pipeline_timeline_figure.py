@@ -35,24 +35,23 @@ ring, so every wait sees the parity it asks for; at most kStages slices are
 in shared memory at once. Exit 1 (DOES NOT HOLD) when one fails; 2 on a bad flag. Needs matplotlib (and so NumPy).
 """
 
-import argparse
 import heapq
 import re
 import sys
 from pathlib import Path
 
+import figure_cli
+
 SHAPE_HEADER = Path(__file__).resolve().parent.parent / "common" / "tile" / "wgmma_pipeline_shape.h"
 WARPS = 4  # warps per consumer warpgroup: one arrival on empty each
 
 
+PROG = "pipeline_timeline_figure.py"
+Parser = figure_cli.parser_class(PROG)
+
+
 def fail(message, status=2):
-    print(f"pipeline_timeline_figure.py: {message}", file=sys.stderr)
-    sys.exit(status)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        fail(message)
+    figure_cli.fail(PROG, message, status)
 
 
 def read_shape(path=SHAPE_HEADER):
@@ -469,22 +468,17 @@ def parse(argv):
 
 def main(argv):
     args = parse(argv)
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as error:
-        fail(f"needs matplotlib ({error})")
+    figure_cli.require_plotting(PROG, numpy=False)
     shape = read_shape()
     log = simulate(shape, args.copy, args.wgmma, args.epilogue, args.k_tiles, args.tiles)
-    failed = [what for holds, what in check(log, shape, args.k_tiles, args.tiles) if not holds]
+    claims = check(log, shape, args.k_tiles, args.tiles)
     if not log["stuck"]:
         draw(log, shape, args)
         busy = sum(g["end"] - g["start"] for g in log["groups"])
         print(f"{args.out}: {args.tiles} tiles x {args.k_tiles} slices through {shape['kStages']} stages in "
               f"{log['end']:g} time units, tensor cores busy {100 * busy / log['end']:.0f}%, at most "
               f"{max_resident(log, shape)} slices resident")
-    for what in failed:
-        print(f"pipeline_timeline_figure.py: DOES NOT HOLD: {what}", file=sys.stderr)
-    return 1 if failed else 0
+    return figure_cli.verdict(PROG, claims)
 
 
 if __name__ == "__main__":

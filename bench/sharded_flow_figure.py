@@ -30,10 +30,11 @@ one fails:
 Exit 2 on a bad flag. Needs numpy and matplotlib.
 """
 
-import argparse
 import re
 import sys
 from pathlib import Path
+
+import figure_cli
 
 REPO = Path(__file__).resolve().parent.parent
 STAGE = REPO / "stages" / "11_sharded_vocabulary"
@@ -57,14 +58,12 @@ BACKWARD_ORDER = ["begin_backward", "measure_for_decision", "join_dropped_mass",
                   "join_kept_pairs", "choose_plan", "run_backward_plan"]
 
 
+PROG = "sharded_flow_figure.py"
+Parser = figure_cli.parser_class(PROG)
+
+
 def fail(message, status=2):
-    print(f"sharded_flow_figure.py: {message}", file=sys.stderr)
-    sys.exit(status)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2
-        fail(message)
+    figure_cli.fail(PROG, message, status)
 
 
 # ---- the code's collectives, read from its sources ----
@@ -439,16 +438,8 @@ def main(argv):
                         help=f"the PNG to write (default {DEFAULT_OUT.relative_to(REPO)})")
     parser.add_argument("--gpus", type=int, choices=(2, 4), default=2, help="P, the lanes drawn (2 or 4)")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    if out.suffix.lower() != ".png":
-        fail(f"--out {out}: expected a .png file")
-    if not out.parent.is_dir():
-        fail(f"--out {out}: no folder {out.parent}")
-    try:
-        import matplotlib  # noqa: F401
-        import numpy  # noqa: F401
-    except ImportError as error:
-        fail(f"needs numpy and matplotlib ({error})")
+    out = figure_cli.checked_png(PROG, args.out)
+    figure_cli.require_plotting(PROG)
 
     draw(out, args.gpus)
     ranges, arithmetic = arithmetic_claims(args.gpus)
@@ -456,10 +447,7 @@ def main(argv):
     shards = " ".join(f"[{b}, {e})" for b, e in ranges)
     print(f"{out}: P = {args.gpus}, {len(COLLECTIVES)} all-reduces ("
           + ", ".join(size for *_, size in COLLECTIVES) + f"); float64 check at V = {ranges[-1][1]}: shards {shards}")
-    failed = [what for holds, what in claims if not holds]
-    for what in failed:
-        print(f"sharded_flow_figure.py: DOES NOT HOLD: {what}", file=sys.stderr)
-    return 1 if failed else 0
+    return figure_cli.verdict(PROG, claims)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ except ImportError as error:
           "python3-matplotlib has it")
     sys.exit(1)
 
+sys.path.insert(0, os.path.dirname(SCRIPT))  # the script imports bench/figure_cli.py
 spec = importlib.util.spec_from_file_location("pipeline_timeline_figure", SCRIPT)
 figure = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(figure)

@@ -1,0 +1,49 @@
+"""What the figure scripts of bench/ share: one-line errors (exit 2), an argparse parser that reports through
+them, the --out check, the plotting libraries' check, and the verdict on the claims a figure is drawn to show
+(each one that fails printed as "DOES NOT HOLD", exit 1). Python 3 standard library only."""
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def fail(prog, message, status=2):
+    """One line on stderr, prefixed with the script's name; exits with status (2: bad input)."""
+    print(f"{prog}: {message}", file=sys.stderr)
+    sys.exit(status)
+
+
+def parser_class(prog):
+    """An argparse.ArgumentParser whose errors are fail()'s one line and exit 2."""
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            fail(prog, message)
+    return Parser
+
+
+def checked_png(prog, out):
+    """--out as a Path: a .png file in a folder that exists."""
+    out = Path(out)
+    if out.suffix.lower() != ".png":
+        fail(prog, f"--out {out}: expected a .png file")
+    if not out.parent.is_dir():
+        fail(prog, f"--out {out}: no folder {out.parent}")
+    return out
+
+
+def require_plotting(prog, numpy=True):
+    """Exits 2 with one line when Matplotlib (and NumPy, where the script uses it) cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401
+        if numpy:
+            import numpy as _  # noqa: F401
+    except ImportError as error:
+        fail(prog, f"needs {'numpy and ' if numpy else ''}matplotlib ({error})")
+
+
+def verdict(prog, claims):
+    """claims: (holds, what) pairs. Prints each that fails as DOES NOT HOLD; returns the exit status (1 if any)."""
+    failed = [what for holds, what in claims if not holds]
+    for what in failed:
+        print(f"{prog}: DOES NOT HOLD: {what}", file=sys.stderr)
+    return 1 if failed else 0
