@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""bench/atomic_backward_figure.py (NumPy and Matplotlib; no GPU).
+
+The figure is drawn to a temporary folder (exit 0, a PNG) and its claims
+hold: the tiles' partials, summed in a random order, are the dense dE and dC
+in float64, and each accumulator row receives one partial per block of the
+other side. A tile order that leaves one tile out makes them fail (exit 1,
+DOES NOT HOLD). Bad flags: exit 2, one line.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(HERE, "..", "..", "bench")
+SCRIPT = os.path.join(BENCH, "atomic_backward_figure.py")
+
+try:
+    import numpy  # noqa: F401
+    import matplotlib  # noqa: F401
+except ImportError as error:
+    print(f"test_atomic_backward_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with "
+          "python3-numpy and python3-matplotlib has them")
+    sys.exit(1)
+
+sys.path.insert(0, BENCH)
+import atomic_backward_figure as figure  # noqa: E402
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+ONE_TILE_MISSING = """
+import sys
+sys.path.insert(0, {bench!r})
+import atomic_backward_figure as figure
+every_tile = figure.tile_order
+figure.tile_order = lambda *args: every_tile(*args)[1:]  # the first tile's partials never added
+sys.exit(figure.main(["--out", {out!r}]))
+"""
+
+
+class AtomicBackward(unittest.TestCase):
+    def test_draws_and_holds(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "atomic.png")
+            proc = run("--out", out)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            self.assertNotIn("DOES NOT HOLD", proc.stderr)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            self.assertIn("4 token blocks × 6 vocabulary blocks", proc.stdout)
+            self.assertIn("2359296 bytes per tile × 128000 tiles = 302.0 GB", proc.stdout)
+
+    def test_traffic_is_the_worklog_formula(self):
+        n, d, v = figure.GEMMA2
+        per_tile, tiles, total = figure.traffic(n, d, v)
+        self.assertEqual(per_tile, 2 * 128 * d * 4)
+        self.assertEqual(tiles, 64 * 2000)
+        self.assertEqual(total, 8 * n * v * d // 128)
+
+    def test_one_tile_missing_does_not_hold(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            code = ONE_TILE_MISSING.format(bench=BENCH, out=os.path.join(tmp, "atomic.png"))
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            self.assertIn("DOES NOT HOLD: the tiles' S·C partials sum to the dense S_full·C", proc.stderr)
+            self.assertIn("DOES NOT HOLD: each dE_acc row receives one partial per vocabulary block", proc.stderr)
+
+    def test_bad_flags_are_one_line_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for args in (["--bogus"], ["--out"], ["--out", os.path.join(tmp, "atomic.svg")],
+                         ["--out", os.path.join(tmp, "missing", "atomic.png")]):
+                proc = run(*args)
+                self.assertEqual(proc.returncode, 2, args)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+                self.assertTrue(proc.stderr.startswith("atomic_backward_figure.py: "), proc.stderr)
+            self.assertEqual(os.listdir(tmp), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
