@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""bench/filter_sort_figure.py (NumPy and Matplotlib; no GPU).
+
+The figure is drawn to a temporary folder (exit 0, a PNG) and its claims
+hold on several seeds; the rule and the key give what stage 07's code gives
+on a hand-made example. A flat vocabulary (sorting cannot help), a filter
+that skips tiles holding entries up to 4·eps, and another eps than 2⁻¹² each
+make the claims fail (exit 1, DOES NOT HOLD). Bad flags: exit 2, one line.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(HERE, "..", "..", "bench")
+SCRIPT = os.path.join(BENCH, "filter_sort_figure.py")
+
+try:
+    import numpy as np
+    import matplotlib  # noqa: F401
+except ImportError as error:
+    print(f"test_filter_sort_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with "
+          "python3-numpy and python3-matplotlib has them")
+    sys.exit(1)
+
+sys.path.insert(0, BENCH)
+import filter_sort_figure as figure  # noqa: E402
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+BROKEN = """
+import sys
+sys.path.insert(0, {bench!r})
+import filter_sort_figure as figure
+{patch}
+sys.exit(figure.main(["--out", {out!r}]))
+"""
+FLAT = "figure.ZIPF_SLOPE = 0.0  # no popular entries"
+LOOSE_FILTER = ("import numpy as np\n"
+                "figure.keep_tile = lambda u, eps: bool(eps <= 0 or np.any(np.abs(u) >= 4 * eps))")
+OTHER_EPS = "figure.EPS = 2.0 ** -8"
+
+
+class FilterSort(unittest.TestCase):
+    def test_draws_and_holds(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for seed in ("7", "0", "23"):
+                out = os.path.join(tmp, f"filter_sort_{seed}.png")
+                proc = run("--out", out, "--seed", seed)
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                self.assertNotIn("DOES NOT HOLD", proc.stderr)
+                with open(out, "rb") as f:
+                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+                self.assertIn("64 tokens × 128 entries in 8 × 16 tiles of 8 × 8; eps 2^-12", proc.stdout)
+
+    def test_rule_and_key_by_hand(self):
+        self.assertEqual(figure.EPS, 2.0 ** -12)
+        self.assertTrue(figure.keep_tile(np.array([[0.0, -figure.EPS]]), figure.EPS))       # |u| >= eps: kept
+        self.assertFalse(figure.keep_tile(np.array([[0.0, figure.EPS * 0.999]]), figure.EPS))
+        self.assertTrue(figure.keep_tile(np.zeros((2, 2)), 0.0))                             # eps 0: every tile
+        # descending keys, ties in index order (a stable radix sort)
+        self.assertEqual(figure.vocabulary_order(np.array([1.0, 3.0, 1.0, 2.0])).tolist(), [1, 3, 0, 2])
+        z = np.array([[1.0, -2.0, 0.5], [3.0, 0.0, -1.0]])
+        self.assertEqual(figure.sort_key(z).tolist(), [4.0, -2.0, -0.5])
+        # a target entry's u is p − 1, scaled by softcap′
+        targets = np.array([2, 0])
+        u = figure.unscaled_gradient(z, targets)
+        p = np.exp(z - figure.lse(z)[:, None])
+        self.assertAlmostEqual(u[0, 2], (p[0, 2] - 1.0) * (1.0 - (0.5 / figure.SOFTCAP) ** 2), places=15)
+        self.assertAlmostEqual(u[1, 1], p[1, 1], places=15)
+
+    def test_broken_rules_do_not_hold(self):
+        cases = ((FLAT, "sorting keeps strictly fewer tiles than the natural order"),
+                 (LOOSE_FILTER, "every voting entry of a skipped tile has |u_ij| < eps"),
+                 (LOOSE_FILTER, "within docs/tolerances.md's allowance"),
+                 (OTHER_EPS, "under half a bf16 unit in the last place of any value >= 2^-4"))
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "filter_sort.png")
+            for patch, claim in cases:
+                code = BROKEN.format(bench=BENCH, patch=patch, out=out)
+                proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+                self.assertEqual(proc.returncode, 1, patch + proc.stdout + proc.stderr)
+                self.assertIn("DOES NOT HOLD: ", proc.stderr, patch)
+                self.assertIn(claim, proc.stderr, patch)
+
+    def test_bad_flags_are_one_line_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for args in (["--bogus"], ["--out"], ["--seed", "x"], ["--seed", "-1"],
+                         ["--out", os.path.join(tmp, "filter_sort.svg")],
+                         ["--out", os.path.join(tmp, "missing", "filter_sort.png")]):
+                proc = run(*args)
+                self.assertEqual(proc.returncode, 2, args)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+                self.assertTrue(proc.stderr.startswith("filter_sort_figure.py: "), proc.stderr)
+            self.assertEqual(os.listdir(tmp), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
