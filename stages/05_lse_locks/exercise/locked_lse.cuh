@@ -3,7 +3,8 @@
 #include "common/exercise.h"
 // Stage 05's epilogue: fold every tile of a unit into row states (stage 03's
 // fold, LSE only), then merge the unit's partial LSE of each row into the
-// global LSE under its token block's spin lock. A later stage can wrap this
+// global LSE under the spin lock of its team's rows (a token block, or a
+// consumer warpgroup's 64 rows on the pipeline). A later stage can wrap this
 // epilogue in its own to do more with the same tiles.
 #pragma once
 

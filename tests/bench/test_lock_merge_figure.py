@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""bench/lock_merge_figure.py (NumPy and Matplotlib; no GPU).
+
+The figure is drawn to a temporary folder (exit 0, a PNG) and its claims
+hold; log_add_exp gives the numbers worked out by hand. A protocol that
+releases the lock before the merge, or a lock that never refuses, lets two
+units' merges overlap: the claims fail (exit 1, DOES NOT HOLD). Bad flags:
+exit 2, one line.
+"""
+
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(HERE, "..", "..", "bench")
+SCRIPT = os.path.join(BENCH, "lock_merge_figure.py")
+
+try:
+    import numpy  # noqa: F401
+    import matplotlib  # noqa: F401
+except ImportError as error:
+    print(f"test_lock_merge_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with python3-numpy "
+          "and python3-matplotlib has them")
+    sys.exit(1)
+
+sys.path.insert(0, BENCH)
+import lock_merge_figure as figure  # noqa: E402
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+BROKEN = """
+import sys
+sys.path.insert(0, {bench!r})
+import lock_merge_figure as figure
+{patch}
+sys.exit(figure.main(["--out", {out!r}]))
+"""
+
+
+class LockMerge(unittest.TestCase):
+    def test_draws_and_holds(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for seed in ("5", "0", "11"):
+                out = os.path.join(tmp, f"lock_merge_{seed}.png")
+                proc = run("--out", out, "--seed", seed)
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                with open(out, "rb") as f:
+                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+                self.assertIn("2 token blocks × 5 ranges", proc.stdout)
+                self.assertNotIn("DOES NOT HOLD", proc.stderr)
+
+    def test_log_add_exp_by_hand(self):
+        self.assertEqual(figure.log_add_exp(-math.inf, 2.5), 2.5)        # the first merge: the partial itself
+        self.assertEqual(figure.log_add_exp(-math.inf, -math.inf), -math.inf)  # no NaN
+        self.assertAlmostEqual(figure.log_add_exp(1.0, 3.0), math.log(math.e + math.exp(3.0)), places=14)
+        self.assertEqual(figure.log_add_exp(1.0, 3.0), figure.log_add_exp(3.0, 1.0))
+
+    def test_the_code_order(self):
+        self.assertEqual(figure.PROTOCOL, ("cas", "fence", "sync", "read", "write", "sync", "fence", "exch"))
+        self.assertTrue(figure.protocol_in_code())
+
+    def test_broken_protocols_do_not_hold(self):
+        cases = (
+            # the lock released right after it is taken, before the merge
+            'figure.PROTOCOL = ("cas", "exch", "fence", "sync", "read", "write", "sync", "fence")',
+            # a lock that never refuses
+            "figure.try_lock = lambda memory, lock: 0",
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "lock_merge.png")
+            for patch in cases:
+                code = BROKEN.format(bench=BENCH, patch=patch, out=out)
+                proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+                self.assertEqual(proc.returncode, 1, patch + proc.stdout + proc.stderr)
+                failed = [line for line in proc.stderr.splitlines() if "DOES NOT HOLD: " in line]
+                for claim in ("at most one unit holds a token block's lock at any time",
+                              "every unit merges exactly once",
+                              "in the simulated order, gives each row's log Σ exp(z)"):
+                    self.assertTrue(any(claim in line for line in failed), patch + proc.stderr)
+
+    def test_bad_flags_are_one_line_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for args in (["--bogus"], ["--out"], ["--seed", "x"], ["--seed", "-1"],
+                         ["--out", os.path.join(tmp, "lock_merge.svg")],
+                         ["--out", os.path.join(tmp, "missing", "lock_merge.png")]):
+                proc = run(*args)
+                self.assertEqual(proc.returncode, 2, args)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+                self.assertTrue(proc.stderr.startswith("lock_merge_figure.py: "), proc.stderr)
+            self.assertEqual(os.listdir(tmp), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
