@@ -15,11 +15,11 @@
 // Google Benchmark appends /iterations:1/repeats:K/manual_time to the names it
 // reports; bench/results_table.py keeps the first three components.
 //
-// Each case is set up once (inputs uploaded, one measured run, warm-up) and kept
-// across its repetitions; the next case frees it first. A repetition is one
-// call timed by CUDA events (manual time), K = 50 of them in a row; the JSON
-// keeps their median, min, max, mean and stddev: the statistics of single
-// calls, as bench/peers.py reports them.
+// Each case is set up once (inputs uploaded, the runs that measure it,
+// warm-up) and kept across its repetitions; the next case frees it first. A
+// repetition is one call timed by CUDA events (manual time), K = 50 of them
+// in a row; the JSON keeps their median, min, max, mean and stddev: the
+// statistics of single calls, as bench/peers.py reports them.
 //
 // Usage: cce_bench [--shapes=small,gpt2,llama3,gemma2,gemma2_flat,gemma2_softcap,lm32k,lm128k,...] [--calls=K]
 //                  [--lm-data=DIR]
@@ -118,7 +118,7 @@ constexpr int kDefaultCalls = 50;
 // The spread of the calls, reported beside the median (min and max aggregates).
 double fastest(const std::vector<double>& values) { return *std::min_element(values.begin(), values.end()); }
 double slowest(const std::vector<double>& values) { return *std::max_element(values.begin(), values.end()); }
-constexpr int kWarmupRuns = 2;  // untimed, after the two runs of a case that measure it
+constexpr int kWarmupRuns = 2;  // untimed, after the runs that measure a case (a stage's two, a floor's one)
 
 enum class Mode { kLoss, kLossGrad };
 const char* to_string(Mode mode) { return mode == Mode::kLoss ? "loss" : "loss_grad"; }
@@ -626,7 +626,8 @@ void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_dat
   benchmark::AddCustomContext("cce_iterations", std::to_string(g_calls) +
                                                     " timed calls per case in a row, each its own repetition (median, "
                                                     "min, max over single calls), after " +
-                                                    std::to_string(kWarmupRuns + 1) + " untimed runs per case");
+                                                    std::to_string(2 + kWarmupRuns) + " untimed runs per stage case (" +
+                                                    std::to_string(1 + kWarmupRuns) + " per floor case)");
   std::string shape_text;
   for (const Shape& s : shapes) {
     if (!shape_text.empty()) shape_text += ", ";
