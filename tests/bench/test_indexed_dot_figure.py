@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""bench/indexed_dot_figure.py (Matplotlib and NumPy; no GPU).
+
+The figure is drawn to a temporary folder (exit 0, a PNG); the grid rule and
+the load width give the numbers of stage 04's code; a kernel that drops one D
+slice makes the script's claims fail (exit 1, DOES NOT HOLD). Bad flags:
+exit 2, one line.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(HERE, "..", "..", "bench")
+SCRIPT = os.path.join(BENCH, "indexed_dot_figure.py")
+
+try:
+    import numpy  # noqa: F401
+    import matplotlib  # noqa: F401
+except ImportError as error:
+    print(f"test_indexed_dot_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with python3-numpy "
+          "and python3-matplotlib has them")
+    sys.exit(1)
+
+sys.path.insert(0, BENCH)
+import indexed_dot_figure as figure  # noqa: E402
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+BROKEN = """
+import sys
+sys.path.insert(0, {bench!r})
+import indexed_dot_figure as figure
+original = figure.block_slices
+def drop_last_slice(y, grid_y, d):
+    last = (d - 1) // figure.SLICE_D * figure.SLICE_D
+    return [begin for begin in original(y, grid_y, d) if begin != last]
+figure.block_slices = drop_last_slice
+sys.exit(figure.main(["--out", {out!r}]))
+"""
+
+
+class IndexedDot(unittest.TestCase):
+    def test_draws_and_holds(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "indexed_dot.png")
+            proc = run("--out", out)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            self.assertIn("grid 2 x 4", proc.stdout)
+            self.assertNotIn("DOES NOT HOLD", proc.stderr)
+
+    def test_rules_by_hand(self):
+        self.assertEqual(figure.plan_grid(16, 1000), (2, 4))
+        self.assertEqual(figure.plan_grid(17, 256), (3, 1))
+        self.assertEqual(figure.plan_grid(1, 256 * 70000), (1, 65535))
+        self.assertEqual(figure.block_slices(1, 4, 1000), [256])
+        self.assertEqual(figure.block_slices(0, 65535, 256 * 65536), [0, 256 * 65535])
+        self.assertEqual((figure.widest_load(1000, 2), figure.widest_load(100, 2), figure.widest_load(99, 4)),
+                         (8, 4, 1))
+
+    def test_dropped_slice_does_not_hold(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "indexed_dot.png")
+            code = BROKEN.format(bench=BENCH, out=out)
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            self.assertIn("DOES NOT HOLD: ", proc.stderr)
+            self.assertIn("the slice partials of each token sum to C_t·E_i", proc.stderr)
+            self.assertIn("exactly one (block, warp)", proc.stderr)
+
+    def test_bad_flags_are_one_line_exit_2(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for args in (["--bogus"], ["--out"], ["--out", os.path.join(tmp, "indexed_dot.svg")],
+                         ["--out", os.path.join(tmp, "missing", "indexed_dot.png")]):
+                proc = run(*args)
+                self.assertEqual(proc.returncode, 2, args)
+                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+                self.assertTrue(proc.stderr.startswith("indexed_dot_figure.py: "), proc.stderr)
+            self.assertEqual(os.listdir(tmp), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
