@@ -204,12 +204,7 @@ def draw(out):
     dc_y0, dc_y1 = gy1 + 2.6, gy1 + 4.4        # dC_acc's bars (height: D)
     b_, t_ = TILE_B, TILE_T
 
-    fig = plt.figure(figsize=(10.0, 10.0 * height / width))
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.set_xlim(0, width)
-    ax.set_ylim(height, 0)
-    ax.set_aspect("equal")
-    ax.axis("off")
+    fig, ax = figure_cli.drawing_area(plt, width, height)
     ax.text(width / 2, 0.5, "Stage 06's backward: every tile adds two partial products into shared fp32 rows",
             ha="center", va="center", fontsize=13, weight="bold")
     ax.text(width / 2, 1.1, f"a made-up shape: {TOKEN_BLOCKS} token blocks × {VOCAB_BLOCKS} vocabulary blocks "
@@ -339,8 +334,7 @@ def draw(out):
 
 def main(argv):
     parser = Parser(description="Stage 06's tiles and their atomic adds, drawn and checked in float64 (no GPU).")
-    parser.add_argument("--out", default=str(DEFAULT_OUT),
-                        help=f"the PNG to write (default {DEFAULT_OUT.relative_to(REPO)})")
+    figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)
     figure_cli.require_plotting(PROG)

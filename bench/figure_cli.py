@@ -47,3 +47,20 @@ def verdict(prog, claims):
     for what in failed:
         print(f"{prog}: DOES NOT HOLD: {what}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def add_out_flag(parser, default, repo):
+    """--out, the PNG to write, defaulting to default (a Path under repo)."""
+    parser.add_argument("--out", default=str(default), help=f"the PNG to write (default {default.relative_to(repo)})")
+
+
+def drawing_area(plt, width, height, inches=10.0):
+    """A figure inches wide whose one axes fills it, in drawing units: x from 0 to width, y from 0 at the top to
+    height at the bottom, equal scales, no frame."""
+    fig = plt.figure(figsize=(inches, inches * height / width))
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax

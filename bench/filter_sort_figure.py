@@ -364,8 +364,7 @@ def draw(out, e, c, targets):
 
 def main(argv):
     parser = Parser(description="Stage 07's filter and sort on a small made-up batch, drawn and checked (no GPU).")
-    parser.add_argument("--out", default=str(DEFAULT_OUT),
-                        help=f"the PNG to write (default {DEFAULT_OUT.relative_to(REPO)})")
+    figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
     parser.add_argument("--seed", type=int, default=7, help="the made-up batch's seed (default 7)")
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)

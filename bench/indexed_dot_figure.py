@@ -321,8 +321,7 @@ def draw(out):
 
 def main(argv):
     parser = Parser(description="Stage 04's indexed dot on a made-up shape, drawn and checked (no GPU).")
-    parser.add_argument("--out", default=str(DEFAULT_OUT),
-                        help=f"the PNG to write (default {DEFAULT_OUT.relative_to(REPO)})")
+    figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)
     figure_cli.require_plotting(PROG)

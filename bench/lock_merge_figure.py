@@ -427,8 +427,7 @@ def draw(out, logits, finish):
 
 def main(argv):
     parser = Parser(description="Stage 05's locked merge of the partial LSEs, simulated, drawn and checked (no GPU).")
-    parser.add_argument("--out", default=str(DEFAULT_OUT),
-                        help=f"the PNG to write (default {DEFAULT_OUT.relative_to(REPO)})")
+    figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
     parser.add_argument("--seed", type=int, default=5, help="the made-up logits and finish times (default 5)")
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)

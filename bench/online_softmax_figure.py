@@ -289,8 +289,7 @@ def draw(out, z):
 
 def main(argv):
     parser = Parser(description="Stage 02's online softmax on one made-up row, drawn and checked (no GPU).")
-    parser.add_argument("--out", default=str(DEFAULT_OUT),
-                        help=f"the PNG to write (default {DEFAULT_OUT.relative_to(REPO)})")
+    figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
     parser.add_argument("--seed", type=int, default=2, help="the made-up row's noise (default 2)")
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)

@@ -157,12 +157,7 @@ def draw(out, flags, offsets, slot_of, chunks, per_chunk, capacity):
     x0, y0 = 2.3, 3.45  # the grid's top-left corner, in cell units (y grows downwards)
     width, height = 14.8, 15.25
 
-    fig = plt.figure(figsize=(10.0, 10.0 * height / width))
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.set_xlim(0, width)
-    ax.set_ylim(height, 0)
-    ax.set_aspect("equal")
-    ax.axis("off")
+    fig, ax = figure_cli.drawing_area(plt, width, height)
     ax.text(width / 2, 0.45, "Stage 09's backward: kept pairs in slots, one owner per output tile",
             ha="center", va="center", fontsize=13, weight="bold")
     ax.text(width / 2, 1.0, f"a made-up kept set: {blocks} token blocks × {tiles} sorted vocabulary tiles, "
@@ -271,7 +266,7 @@ def draw(out, flags, offsets, slot_of, chunks, per_chunk, capacity):
 
 def main(argv):
     parser = Parser(description="Stage 09's slots, owners and chunks on a made-up kept set, drawn (no GPU).")
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"the PNG to write (default {DEFAULT_OUT.relative_to(REPO)})")
+    figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)
     figure_cli.require_plotting(PROG)

@@ -434,8 +434,7 @@ def draw(out, gpus):
 
 def main(argv):
     parser = Parser(description="Stage 11's step on P GPUs as a data flow, drawn and checked (no GPU).")
-    parser.add_argument("--out", default=str(DEFAULT_OUT),
-                        help=f"the PNG to write (default {DEFAULT_OUT.relative_to(REPO)})")
+    figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
     parser.add_argument("--gpus", type=int, choices=(2, 4), default=2, help="P, the lanes drawn (2 or 4)")
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)

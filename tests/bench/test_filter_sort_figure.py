@@ -14,24 +14,14 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.join(HERE, "..", "..", "bench")
-SCRIPT = os.path.join(BENCH, "filter_sort_figure.py")
+import figure_tests  # tests/bench/figure_tests.py
 
-try:
-    import numpy as np
-    import matplotlib  # noqa: F401
-except ImportError as error:
-    print(f"test_filter_sort_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with "
-          "python3-numpy and python3-matplotlib has them")
-    sys.exit(1)
-
-sys.path.insert(0, BENCH)
-import filter_sort_figure as figure  # noqa: E402
-
-
-def run(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+figure_tests.need_plotting("test_filter_sort_figure.py")
+import numpy as np  # noqa: E402
+BENCH = figure_tests.BENCH
+SCRIPT = figure_tests.script("filter_sort_figure")
+figure = figure_tests.load("filter_sort_figure")
+run = figure_tests.runner("filter_sort_figure")
 
 
 BROKEN = """

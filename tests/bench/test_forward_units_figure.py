@@ -8,25 +8,15 @@ range is empty). A bad flag: exit 2 with one line.
 """
 
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "bench", "forward_units_figure.py")
+import figure_tests  # tests/bench/figure_tests.py
 
-try:
-    import numpy  # noqa: F401
-    import matplotlib  # noqa: F401
-except ImportError as error:
-    print(f"test_forward_units_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with "
-          "python3-numpy and python3-matplotlib has them")
-    sys.exit(1)
-
-
-def run(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+figure_tests.need_plotting("test_forward_units_figure.py")
+BENCH = figure_tests.BENCH
+SCRIPT = figure_tests.script("forward_units_figure")
+run = figure_tests.runner("forward_units_figure")
 
 
 class ForwardUnits(unittest.TestCase):

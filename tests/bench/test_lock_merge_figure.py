@@ -15,24 +15,13 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.join(HERE, "..", "..", "bench")
-SCRIPT = os.path.join(BENCH, "lock_merge_figure.py")
+import figure_tests  # tests/bench/figure_tests.py
 
-try:
-    import numpy  # noqa: F401
-    import matplotlib  # noqa: F401
-except ImportError as error:
-    print(f"test_lock_merge_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with python3-numpy "
-          "and python3-matplotlib has them")
-    sys.exit(1)
-
-sys.path.insert(0, BENCH)
-import lock_merge_figure as figure  # noqa: E402
-
-
-def run(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+figure_tests.need_plotting("test_lock_merge_figure.py")
+BENCH = figure_tests.BENCH
+SCRIPT = figure_tests.script("lock_merge_figure")
+figure = figure_tests.load("lock_merge_figure")
+run = figure_tests.runner("lock_merge_figure")
 
 
 BROKEN = """

@@ -14,24 +14,13 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.join(HERE, "..", "..", "bench")
-SCRIPT = os.path.join(BENCH, "online_softmax_figure.py")
+import figure_tests  # tests/bench/figure_tests.py
 
-try:
-    import numpy  # noqa: F401
-    import matplotlib  # noqa: F401
-except ImportError as error:
-    print(f"test_online_softmax_figure.py: needs NumPy and Matplotlib ({error}); /usr/bin/python3 with python3-numpy "
-          "and python3-matplotlib has them")
-    sys.exit(1)
-
-sys.path.insert(0, BENCH)
-import online_softmax_figure as figure  # noqa: E402
-
-
-def run(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+figure_tests.need_plotting("test_online_softmax_figure.py")
+BENCH = figure_tests.BENCH
+SCRIPT = figure_tests.script("online_softmax_figure")
+figure = figure_tests.load("online_softmax_figure")
+run = figure_tests.runner("online_softmax_figure")
 
 
 BROKEN = """

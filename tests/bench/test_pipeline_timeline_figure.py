@@ -8,31 +8,17 @@ one stage never holds two slices at once. A log with one copy moved before
 the release it must wait for fails the check. A bad flag: exit 2, one line.
 """
 
-import importlib.util
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "bench", "pipeline_timeline_figure.py")
+import figure_tests  # tests/bench/figure_tests.py
 
-try:
-    import matplotlib  # noqa: F401
-except ImportError as error:
-    print(f"test_pipeline_timeline_figure.py: needs Matplotlib ({error}); /usr/bin/python3 with "
-          "python3-matplotlib has it")
-    sys.exit(1)
-
-sys.path.insert(0, os.path.dirname(SCRIPT))  # the script imports bench/figure_cli.py
-spec = importlib.util.spec_from_file_location("pipeline_timeline_figure", SCRIPT)
-figure = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(figure)
-
-
-def run(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+figure_tests.need_plotting("test_pipeline_timeline_figure.py", numpy=False)
+BENCH = figure_tests.BENCH
+SCRIPT = figure_tests.script("pipeline_timeline_figure")
+figure = figure_tests.load("pipeline_timeline_figure")
+run = figure_tests.runner("pipeline_timeline_figure")
 
 
 class PipelineTimeline(unittest.TestCase):
