@@ -328,8 +328,7 @@ def draw(out):
     by = dc_y1 + 1.55
     for i, (color, line) in enumerate(bottom):
         ax.text(0.5, by + i * 0.55, line, ha="left", va="center", fontsize=10.5, color=color)
-    fig.savefig(out, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    figure_cli.save_png(plt, fig, out)
 
 
 def main(argv):

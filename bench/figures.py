@@ -35,6 +35,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figure_cli  # noqa: E402  (one way to write a PNG)
 import results_table as rt  # noqa: E402  (the loader and the one-value rule of the tables)
 
 TIME_SHAPES = ("gemma2", "lm32k")              # figure 1
@@ -132,17 +133,10 @@ def shape_title(shape, dims):
     return f"{shape} ({size}, {words})"
 
 
-def save(fig, out, name):
-    """The figure as an RGB PNG (no alpha channel: a tenth smaller, the same picture on white), without a version
-    stamp, so that the same inputs give the same file."""
-    import io
-
-    from PIL import Image  # matplotlib's own dependency
-
+def save(plt, fig, out, name):
+    """The figure as an RGB PNG (figure_cli.save_png: no alpha channel, no version stamp), closed; its path."""
     path = os.path.join(out, name)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, facecolor="white")
-    Image.open(buffer).convert("RGB").save(path, optimize=True)
+    figure_cli.save_png(plt, fig, path, dpi=DPI, colors="rgb")
     return path
 
 
@@ -214,8 +208,7 @@ def figure_time_memory(plt, values, dims, gpus, out, shapes=TIME_SHAPES, name="t
                          "the floor's value"], loc="lower center", ncol=4, fontsize=9, frameon=False)
     fig.suptitle(f"Loss + gradient in bf16 on {gpu_words(gpus)}{note}", fontsize=11)
     fig.tight_layout(rect=(0, 0.035 * 2 / len(shapes), 1, 1 - 0.03 * 2 / len(shapes)))
-    path = save(fig, out, name)
-    plt.close(fig)
+    path = save(plt, fig, out, name)
     return path
 
 
@@ -258,8 +251,7 @@ def figure_gradient_error(plt, values, dims, gpus, out):
                ncol=4, fontsize=9, frameon=False)
     fig.suptitle(f"Gradient error of each stage against eager PyTorch's, bf16, on {gpu_words(gpus)}", fontsize=11)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    path = save(fig, out, "gradient_error.png")
-    plt.close(fig)
+    path = save(plt, fig, out, "gradient_error.png")
     return path
 
 
@@ -319,8 +311,7 @@ def figure_eps_sweep(plt, sweeps, sweep_gpus, values, out):
     fig.suptitle(f"Stage 10: tiles kept and gradient error against the threshold eps, on {gpu_words(sweep_gpus)}",
                  fontsize=11)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    path = save(fig, out, "eps_sweep.png")
-    plt.close(fig)
+    path = save(plt, fig, out, "eps_sweep.png")
     return path
 
 
@@ -400,8 +391,7 @@ def figure_training_sweep(plt, values, spreads, dims, gpus, steps, out):
     fig.suptitle(f"Stage 10, the cuBLAS floor and the peers while the {SWEEP_MODEL} model trains{size}\n"
                  f"loss + gradient in bf16 on {gpu_words(gpus)}", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.96))
-    path = save(fig, out, "training_sweep.png")
-    plt.close(fig)
+    path = save(plt, fig, out, "training_sweep.png")
     return path
 
 

@@ -358,8 +358,7 @@ def draw(out, e, c, targets):
              f"eps·Σ$_i$ $g_i$|$E_{{ik}}$|; in (b), at most {use_de:.0%} and {use_dc:.0%} of that (float64).",
              fontsize=9.5, color="#333333", linespacing=1.6)
 
-    fig.savefig(out, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    figure_cli.save_png(plt, fig, out)
 
 
 def main(argv):

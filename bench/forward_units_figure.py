@@ -262,7 +262,7 @@ def draw(plan, units, walk, args):
     ax.text((px0 + lx + 0.8) / 2, bottom - 0.08, "The walk of single blocks is drawn; clusters of two take pairs\n"
             "of neighbouring token blocks instead (TileUnits::pair_at).", ha="center", va="bottom", fontsize=8,
             color="0.4")
-    fig.savefig(args.out, dpi=110, metadata={"Software": None})
+    figure_cli.save_png(plt, fig, args.out)
 
 
 def main(argv):

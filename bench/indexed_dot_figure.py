@@ -314,8 +314,7 @@ def draw(out):
             color="#444444")
     ax.text(2.0, 1.5, "Lane l loads W elements at 256y + W·l, then 32·W further on (D = 1000: W = 8 in bf16, 4 in fp32). "
             "The 1d variant: one warp walks all of D, one plain store.", ha="left", va="center", fontsize=8.5)
-    fig.savefig(out, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    figure_cli.save_png(plt, fig, out)
     return dot, loss
 
 

@@ -169,7 +169,7 @@ def main(argv):
     axes[-1][1].set_xlabel("vocabulary tile")
     fig.suptitle(f"{args.label + ': ' if args.label else ''}N = {n}, D = {d}, V = {v}; "
                  f"(token block, tile) pairs kept at eps = 2^-{args.eps_exponent} in black", fontsize=11)
-    fig.savefig(args.out, dpi=100, metadata={"Software": None})
+    figure_cli.save_png(plt, fig, args.out, dpi=100)
 
     record = {
         "data": args.label or str(args.data), "command": "python3 bench/kept_map_figure.py " + " ".join(argv),

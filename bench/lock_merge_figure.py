@@ -421,8 +421,7 @@ def draw(out, logits, finish):
             va="center", fontsize=9)
     mx.plot([50, 50], [1, 28], color="#bbbbbb", lw=0.8)
 
-    fig.savefig(out, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    figure_cli.save_png(plt, fig, out)
 
 
 def main(argv):

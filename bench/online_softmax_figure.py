@@ -283,8 +283,7 @@ def draw(out, z):
             "= the one pass's (m, s)", ha="center", va="top", fontsize=9.5, transform=mg.transAxes)
     mg.set_title("(c) merge of the two halves", fontsize=11.5, loc="left")
 
-    fig.savefig(out, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    figure_cli.save_png(plt, fig, out)
 
 
 def main(argv):

@@ -260,8 +260,7 @@ def draw(out, flags, offsets, slot_of, chunks, per_chunk, capacity):
         ax.text(0.3, y, first_line, ha="left", va="center", fontsize=11, color=color)
         ax.text(0.75, y + 0.48, second_line, ha="left", va="center", fontsize=10, color=note_color)
         y += 1.2
-    fig.savefig(out, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    figure_cli.save_png(plt, fig, out)
 
 
 def main(argv):

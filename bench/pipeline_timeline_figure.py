@@ -442,7 +442,7 @@ def draw(log, shape, args):
     fig.text(0.5, 0.008, "One unit of one block is simulated; the phases run on across units. Clusters of two "
              "blocks (kPairs) are left out: there a stage is empty once the consumers of both blocks released it.",
              ha="center", va="bottom", fontsize=8, color="0.35")
-    fig.savefig(args.out, dpi=110, metadata={"Software": None})
+    figure_cli.save_png(plt, fig, args.out)
 
 
 def parse(argv):

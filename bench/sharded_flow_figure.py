@@ -423,13 +423,7 @@ def draw(out, gpus):
             "of\nthe plan's statistics, 4·N·D bytes in the backward (gemma2, N = 8192, D = 2304: 98 kB and 75.5 MB). "
             "A ring\nall-reduce moves about 2(P − 1)/P times that in and out of each GPU, while the flops shrink as 1/P.",
             ha="center", va="top", fontsize=9.5, color=grey, linespacing=1.35)
-    import io
-
-    from PIL import Image  # matplotlib's own dependency
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, facecolor="white")
-    plt.close(fig)
-    Image.open(buffer).convert("RGB").quantize(colors=256).save(out, optimize=True)  # a palette: a third the size
+    figure_cli.save_png(plt, fig, out, colors="palette")
 
 
 def main(argv):
