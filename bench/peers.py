@@ -701,16 +701,13 @@ def liger_function(torch):
     except ImportError:
         fn = None
     if fn is not None:
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):
-            params = {}
-        extra = {"accum_dtype": torch.float32} if "accum_dtype" in params else {}
+        extra = {"accum_dtype": torch.float32} if accepts(fn, "accum_dtype") else {}
+        takes_softcap = accepts(fn, "softcap")
 
         def functional(e, c, t, softcap):
             if softcap is None:
                 return first(fn(e, c, t, **extra))
-            if "softcap" not in params:
+            if not takes_softcap:
                 no_softcap()
             return first(fn(e, c, t, softcap=softcap, **extra))
 
