@@ -615,9 +615,11 @@ void add_gpu_context(const std::vector<Shape>& shapes, const std::string& lm_dat
   benchmark::AddCustomContext("cce_cuda_architectures", CCE_CUDA_ARCHITECTURES);
   benchmark::AddCustomContext("cce_tile_paths", std::string("forward: ") + to_string(choose_forward_path(probe)) +
                                                     "; backward: " + to_string(choose_block_path(probe)));
+  std::string capped;  // the generated shapes with a softcap, from their table
+  for (const GeneratedShape& g : kGeneratedShapes)
+    if (g.softcap > 0.0f) capped += std::string("; ") + g.name + ": softcap " + format_softcap(g.softcap);
   benchmark::AddCustomContext("cce_data", "bf16, realistic data, mean reduction, seed " + std::to_string(kSeed) +
-                                              "; gemma2_flat: random (flat) data, otherwise the same"
-                                              "; gemma2_softcap: gemma2 with softcap 30"
+                                              "; gemma2_flat: random (flat) data, otherwise the same" + capped +
                                               "; lm shapes: trained-model data from their files (bf16 values)");
   benchmark::AddCustomContext("cce_lm_data", lm_data);
   benchmark::AddCustomContext("cce_floor", "cuBLAS bf16 GEMMs, fp32 accumulation, V padded to a multiple of " +
