@@ -160,6 +160,7 @@ std::vector<GemmParam> gemm_params() {
       {"odd_77x104x1129", 77, 104, 1129},          // D % 64 != 0: a partial last k-slice
       {"odd_77x100x1129", 77, 100, 1129},          // D % 8 != 0: element loads only
       {"many_units_300x200x5000", 300, 200, 5000, 4, 7},  // several units per block, several tiles per unit
+      {"deep_units_300x520x5000", 300, 520, 5000, 4, 7},  // the same with more k-slices than the ring has stages
       {"wide_130x768x50257", 130, 768, 50257},
   };
   const TilePath paths[] = {TilePath::kFp32,  TilePath::kMmaSync, TilePath::kMmaSyncUnaligned, TilePath::kMmaSyncForward,
