@@ -30,6 +30,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "common/check.h"
@@ -38,6 +40,7 @@
 #include "common/tile/launch.cuh"
 #include "common/token_reduction.h"
 #include "stages/03_fused_gemm_ce/split_lse.cuh"
+#include "stages/04_indexed_dot/indexed_dot.h"
 #include "stages/06_fused_backward/fused_backward.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
@@ -155,6 +158,67 @@ __global__ void chunk_gradient_from_half_kernel(__half* __restrict__ logits, con
   }
 }
 
+// The scaled keep (experiment CCE_EXP_SCALED_KEEP=1, bf16 inputs): each row
+// gets a reference R_i fixed before the forward, its target logit (an indexed
+// dot, stage 04), and the chunk keeps q_ij = exp(z_ij − R_i)·softcap'(z_ij) in
+// bf16. Then S_ij = α_i·q_ij with α_i = g_i·exp(R_i − LSE_i), once the
+// target's entry is set to S_it / α_i: dE = α ∘ (Q·C) and dC = Qᵀ·(α ∘ E), and
+// no pass rewrites the chunk. R_i ≤ LSE_i, and LSE_i − R_i is the row's loss:
+// beyond kMostReferenceGap nats, q would come near fp32's range (and α ∘ E
+// bf16's smallest normal), so the chunk runs again with R_i = LSE_i.
+constexpr float kMostReferenceGap = 40.0f;
+
+// R_i from the raw target logit (in place): softcapped as the fold does; +inf
+// for an ignored row (q = 0 there: its g is 0).
+__global__ void reference_from_dot_kernel(float* __restrict__ reference, const int64_t* __restrict__ targets,
+                                          int64_t n, int64_t ignore_index, float softcap) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= n) return;
+  reference[row] = targets[row] == ignore_index ? INFINITY : apply_softcap(reference[row], softcap);
+}
+
+// Whether a valid row's LSE lies more than kMostReferenceGap above R_i.
+__global__ void reference_gap_kernel(const float* __restrict__ lse, const float* __restrict__ reference,
+                                     const int64_t* __restrict__ targets, int64_t n, int64_t ignore_index,
+                                     int* __restrict__ too_far) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row < n && targets[row] != ignore_index && lse[row] - reference[row] > kMostReferenceGap) *too_far = 1;
+}
+
+// One block per chunk row: α_i, the target's entry q_it = S_it / α_i =
+// expm1(z_t − LSE_i)·exp(LSE_i − R_i)·softcap'(z_t) (accurate for R_i = z_t
+// and for R_i = LSE_i), and the row of E times α_i in bf16 for dC's product.
+__global__ void scaled_rows_kernel(const float* __restrict__ lse, const float* __restrict__ reference,
+                                   const float* __restrict__ target_logit, const int64_t* __restrict__ targets,
+                                   int64_t ignore_index, const float* __restrict__ grad_scale, float softcap,
+                                   __nv_bfloat16* __restrict__ q, int64_t pitch, const __nv_bfloat16* __restrict__ e,
+                                   int64_t d, __nv_bfloat16* __restrict__ e_scaled, float* __restrict__ alpha) {
+  const int64_t row = blockIdx.x;
+  const int64_t target = targets[row];
+  const bool valid = target != ignore_index;
+  const float row_lse = lse[row], r = reference[row];
+  const float a = valid ? grad_scale[row] * expf(r - row_lse) : 0.0f;
+  if (threadIdx.x == 0) {
+    alpha[row] = a;
+    if (valid) {
+      const float zt = target_logit[row];
+      q[row * pitch + target] =
+          __float2bfloat16(expm1f(zt - row_lse) * expf(row_lse - r) * softcap_derivative(zt, softcap));
+    }
+  }
+  const __nv_bfloat16* e_row = e + row * d;
+  __nv_bfloat16* out = e_scaled + row * d;
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) out[k] = __float2bfloat16(a * __bfloat162float(e_row[k]));
+}
+
+// dE's rows: α_i times the fp32 product Q·C, rounded once to bf16.
+__global__ void scale_rows_to_bf16_kernel(const float* __restrict__ product, const float* __restrict__ alpha,
+                                          int64_t d, int64_t count, __nv_bfloat16* __restrict__ out) {
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < count;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[k] = __float2bfloat16(alpha[k / d] * product[k]);
+}
+
 // Stage 03's forward epilogue, then the tile kept: after the fold has
 // softcapped the tile in place, each logit goes to the chunk's buffer (row
 // pitch `pitch`): fp32 as it is, or fp16 relative to its group's reference.
@@ -165,6 +229,7 @@ struct KeepTileParams {
   void* logits;        // [chunk rows, pitch], fp16 or fp32
   float* references;   // fp16: [chunk rows, pitch / kReferenceColumns], else null
   int64_t pitch;       // a multiple of 64 logits
+  const float* row_reference = nullptr;  // the scaled keep: R_i [chunk rows] (logits bf16), else null
 };
 
 template <class Frag>
@@ -179,11 +244,19 @@ struct FoldThenKeepTile {
   __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
     fold.tile(frag, unit, col0);
     const int64_t row0 = unit.token_block * Frag::kBM;
+    const bool whole = col0 + Frag::kBN <= fold.p.v;  // every tile but V's last
+    if (keep.row_reference != nullptr) {
+      static_bool(whole, [&](auto is_whole) {
+        static_bool(fold.p.softcap > 0.0f, [&](auto softcapped) {
+          keep_scaled<decltype(is_whole)::value, decltype(softcapped)::value>(frag, row0, col0);
+        });
+      });
+      return;
+    }
     if (keep.references == nullptr) {
       keep_fp32(frag, row0, col0);
       return;
     }
-    const bool whole = col0 + Frag::kBN <= fold.p.v;  // every tile but V's last
     static_bool(whole, [&](auto is_whole) { keep_half<decltype(is_whole)::value>(frag, row0, col0); });
   }
   __device__ void end(const Unit& unit) { fold.end(unit); }
@@ -272,6 +345,61 @@ struct FoldThenKeepTile {
         }
       }
     }
+  }
+  // q = exp(z − R_i)·softcap'(z) in bf16, stored as keep_half stores (the same
+  // exchange of pairs for whole 32-byte sectors).
+  template <bool kWhole, bool kSoftcap>
+  __device__ void keep_scaled(Frag& frag, int64_t row0, int64_t col0) {
+    if constexpr (Frag::kColumnsShareLaneMod4) {
+      const int64_t n = fold.p.n, v = fold.p.v;
+      const float inv_softcap = kSoftcap ? 1.0f / fold.p.softcap : 0.0f;
+      const int lane = static_cast<int>(threadIdx.x % 4);
+      const bool odd = (lane & 1) != 0;
+      const int lane_col = odd ? 8 + 2 * (lane - 1) : 2 * lane;
+#pragma unroll
+      for (int r = 0; r < Frag::kRows; ++r) {
+        const int64_t row = row0 + Frag::row_of(r);
+        const bool kept = row < n;
+        const int64_t safe_row = kept ? row : 0;
+        const float reference = keep.row_reference[safe_row];
+        auto scaled = [&](float z) {
+          const float q = fast_exp2((z - reference) * kLog2e);  // the difference first, as the fold
+          if constexpr (kSoftcap) {
+            const float x = z * inv_softcap;
+            return q * (1.0f - x * x);
+          }
+          return q;
+        };
+        __nv_bfloat16* out = static_cast<__nv_bfloat16*>(keep.logits) + safe_row * keep.pitch + col0 + lane_col;
+#pragma unroll
+        for (int q = 0; q < Frag::kCols / 8; ++q) {
+          const int group = Frag::col_of(8 * q) - 2 * lane;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int ca = 8 * q + 4 * h, cb = ca + 2;
+            const unsigned a = bf162_bits(scaled(frag.z(r, ca)), scaled(frag.z(r, ca + 1)));
+            const unsigned b = bf162_bits(scaled(frag.z(r, cb)), scaled(frag.z(r, cb + 1)));
+            const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+            const uint2 word = odd ? make_uint2(got, b) : make_uint2(a, got);
+            __nv_bfloat16* at = out + group + 16 * h;
+            const int64_t first_col = col0 + group + 16 * h + lane_col;
+            if (kWhole || first_col + 3 < v) {
+              if (kept) *reinterpret_cast<uint2*>(at) = word;
+            } else if (kept) {
+              const unsigned halves[2] = {word.x, word.y};
+#pragma unroll
+              for (int k = 0; k < 4; ++k)
+                if (first_col + k < v)
+                  at[k] = __ushort_as_bfloat16(static_cast<unsigned short>(halves[k / 2] >> (16 * (k % 2))));
+            }
+          }
+        }
+      }
+    }
+  }
+  __device__ static unsigned bf162_bits(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h);
   }
   __device__ static unsigned half2_bits(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
@@ -407,6 +535,19 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
   }
 }
 
+namespace {
+// CCE_EXP_SCALED_KEEP: 1 the scaled keep, 2 the same with every chunk run again with R_i = LSE_i (its test).
+int scaled_keep_switch() {
+  static const int asked = [] {
+    const char* text = std::getenv("CCE_EXP_SCALED_KEEP");
+    return text != nullptr ? std::atoi(text) : 0;
+  }();
+  return asked;
+}
+}  // namespace
+
+bool keeps_scaled_logits(const Problem& p) { return scaled_keep_switch() > 0 && p.dtype == Dtype::kBFloat16; }
+
 bool keeps_half_logits(const Problem& p) {
   // Below 2^14, the softcapped logits' differences |z − m| < 2·softcap fit fp16 (65504).
   return p.dtype == Dtype::kBFloat16 && p.softcap < 16384.0f;
@@ -415,11 +556,13 @@ bool keeps_half_logits(const Problem& p) {
 DenseChunks plan_dense_chunks(const Problem& p, int64_t rows) {
   constexpr int64_t kRowMultiple = 128;
   DenseChunks chunks;
-  chunks.logit_bytes = keeps_half_logits(p) ? 2 : 4;
+  chunks.logit_bytes = keeps_half_logits(p) || keeps_scaled_logits(p) ? 2 : 4;
   chunks.pitch = (p.v + kSlabPitchMultiple - 1) / kSlabPitchMultiple * kSlabPitchMultiple;
   if (rows <= 0) {
     const size_t per_row = static_cast<size_t>(chunks.pitch) * chunks.logit_bytes +
-                           (chunks.logit_bytes == 2 ? static_cast<size_t>(chunks.pitch / kReferenceColumns) * 4 : 0);
+                           (keeps_scaled_logits(p) ? static_cast<size_t>(p.d) * 2
+                            : chunks.logit_bytes == 2 ? static_cast<size_t>(chunks.pitch / kReferenceColumns) * 4
+                                                      : 0);
     const size_t accumulator = p.dtype == Dtype::kBFloat16 ? static_cast<size_t>(p.v * p.d) * 4 : 0;
     if (static_cast<size_t>(p.n) * per_row <= kDefaultDenseScratchBytes) {
       rows = p.n;  // one chunk, no accumulator
@@ -459,12 +602,34 @@ std::vector<MemoryItem> chunk_lse_items(const Problem& p, const DenseChunks& chu
   return items;
 }
 
+// Whether a valid row of the chunk has LSE_i − R_i > kMostReferenceGap: read
+// back at once (the chunk's products wait for it), through a mapped int.
+bool reference_too_far(const float* lse, const float* reference, const int64_t* targets, int64_t n,
+                       int64_t ignore_index, cudaStream_t stream) {
+  static int* too_far = [] {
+    void* made = nullptr;
+    CCE_CUDA_CHECK(cudaHostAlloc(&made, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+    return static_cast<int*>(made);
+  }();
+  *too_far = 0;
+  constexpr int kThreads = 256;
+  reference_gap_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      lse, reference, targets, n, ignore_index, too_far);
+  CCE_CHECK_LAUNCH();
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return *too_far != 0;
+}
+
 }  // namespace
 
 std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& chunks, bool with_dc) {
   std::vector<MemoryItem> items = {{kDenseChunkItem, static_cast<size_t>(chunks.rows * chunks.pitch * chunks.logit_bytes)}};
-  if (chunks.logit_bytes == 2)
+  if (keeps_scaled_logits(p)) {
+    items.push_back({kDenseRowScaleItem, static_cast<size_t>(p.n) * 2 * 4});
+    items.push_back({kDenseScaledRowsItem, static_cast<size_t>(chunks.rows * p.d) * 2});
+  } else if (chunks.logit_bytes == 2) {
     items.push_back({kDenseReferencesItem, static_cast<size_t>(chunks.rows * (chunks.pitch / kReferenceColumns)) * 4});
+  }
   items.push_back({kDenseGradScaleItem, static_cast<size_t>(p.n) * 4});
   items = concat(items, per_token_loss_scratch(p));
   items = concat(items, chunk_lse_items(p, chunks));
@@ -482,7 +647,11 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
   const size_t element = p.element_bytes();
   const int d = to_int(p.d), v = to_int(p.v);
   void* logits = scratch.get<unsigned char>(kDenseChunkItem);
-  float* references = half ? scratch.get<float>(kDenseReferencesItem) : nullptr;
+  const bool scaled = keeps_scaled_logits(p);
+  float* references = half && !scaled ? scratch.get<float>(kDenseReferencesItem) : nullptr;
+  float* row_reference = scaled ? scratch.get<float>(kDenseRowScaleItem) : nullptr;  // R [N], then α [N]
+  float* alpha = scaled ? row_reference + p.n : nullptr;
+  __nv_bfloat16* e_scaled = scaled ? scratch.get<__nv_bfloat16>(kDenseScaledRowsItem) : nullptr;
   float* grad_scale = scratch.get<float>(kDenseGradScaleItem);
   float* per_token = per_token_loss_buffer(p, loss, scratch);
   // dC's sum over the chunks and dE's rows in fp32: in dC and dE themselves (fp32), else beside them.
@@ -502,12 +671,34 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
     const void* e_rows = static_cast<const unsigned char*>(in.e.get()) + first * p.d * element;
     const DeviceInputs rows = DeviceInputs::borrow(rows_problem, e_rows, in.c.get(), in.targets.get() + first);
     const s03::FusedPlan plan = s03::plan_fused(rows_problem);
-    const KeepTileParams params{s03::split_lse_params(rows, scratch, true), logits, references, chunks.pitch};
+    const unsigned blocks = static_cast<unsigned>(rows_problem.n);
+    float* reference = scaled ? row_reference + first : nullptr;
+    if (scaled) {
+      s04::indexed_dot(rows, s04::DotVariant::k1d, reference, stream);
+      reference_from_dot_kernel<<<(blocks + 255) / 256, 256, 0, stream>>>(reference, rows.targets.get(),
+                                                                          rows_problem.n, p.ignore_index, p.softcap);
+      CCE_CHECK_LAUNCH();
+    }
+    const KeepTileParams params{s03::split_lse_params(rows, scratch, true), logits, references, chunks.pitch, reference};
     launch_tile_units<FoldThenKeepTile>(rows, plan.path, plan.units, params, stream);
     s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
+    if (scaled) {
+      if (reference_too_far(lse + first, reference, rows.targets.get(), rows_problem.n, p.ignore_index, stream) ||
+          scaled_keep_switch() == 2) {
+        // Again with R_i = LSE_i (q_ij = p_ij ≤ 1); the fold makes the same LSE.
+        CCE_CUDA_CHECK(cudaMemcpyAsync(reference, lse + first, rows_problem.n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                       stream));
+        launch_tile_units<FoldThenKeepTile>(rows, plan.path, plan.units, params, stream);
+        s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
+      }
+      scaled_rows_kernel<<<blocks, kSlabThreads, 0, stream>>>(
+          lse + first, reference, params.lse.target_logit, rows.targets.get(), p.ignore_index, grad_scale + first,
+          p.softcap, static_cast<__nv_bfloat16*>(logits), chunks.pitch, static_cast<const __nv_bfloat16*>(e_rows), p.d,
+          e_scaled, alpha + first);
+      CCE_CHECK_LAUNCH();
+    }
     // S in place of the softcapped logits.
-    const unsigned blocks = static_cast<unsigned>(rows_problem.n);
-    static_bool(p.softcap > 0.0f, [&](auto softcapped) {
+    if (!scaled) static_bool(p.softcap > 0.0f, [&](auto softcapped) {
       constexpr bool kSoftcap = decltype(softcapped)::value;
       if (half)
         chunk_gradient_from_half_kernel<kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
@@ -529,13 +720,22 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n_rows, v, &one, in.c.get(), type, d, logits,
                                   type, s_pitch, &zero, bf16 ? static_cast<void*>(de_rows_fp32) : de_rows, CUDA_R_32F,
                                   d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    if (bf16) s06::cast_to_bf16(de_rows_fp32, de_rows, static_cast<int64_t>(n_rows) * p.d, stream);
+    if (scaled) {
+      const int64_t count = static_cast<int64_t>(n_rows) * p.d;
+      scale_rows_to_bf16_kernel<<<static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 4096)), 256, 0,
+                                  stream>>>(de_rows_fp32, alpha + first, p.d, count,
+                                            static_cast<__nv_bfloat16*>(de_rows));
+      CCE_CHECK_LAUNCH();
+    } else if (bf16) {
+      s06::cast_to_bf16(de_rows_fp32, de_rows, static_cast<int64_t>(n_rows) * p.d, stream);
+    }
     // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V]; none for a frozen classifier.
+    const void* e_factor = scaled ? static_cast<const void*>(e_scaled) : e_rows;  // the scaled keep: α ∘ E
     if (dc_workspace != nullptr) {
-      product_to_bf16_rounded_once(d, v, n_rows, e_rows, d, logits, s_pitch, dc, d, dc_workspace, stream);
+      product_to_bf16_rounded_once(d, v, n_rows, e_factor, d, logits, s_pitch, dc, d, dc_workspace, stream);
     } else if (dc != nullptr) {
       const float* beta = first == 0 ? &zero : &one;
-      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, n_rows, &one, e_rows, type, d, logits,
+      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, n_rows, &one, e_factor, type, d, logits,
                                     type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
                                     CUBLAS_GEMM_DEFAULT));
     }

@@ -224,7 +224,8 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
 }
 
 GradientApproximation PlanPerBatchStage::gradient_approximation() const {
-  if (ran_.plan == BackwardPlan::kDense && ran_.before_forward && ran_.chunks.logit_bytes == 2)
+  if (ran_.plan == BackwardPlan::kDense && ran_.before_forward && ran_.chunks.logit_bytes == 2 &&
+      !keeps_scaled_logits(last_problem_))
     return GradientApproximation{0.0, false, kHalfUnit};  // S from fp16 logits
   if (ran_.plan == BackwardPlan::kDense) return {};
   return DeterministicProductsStage::gradient_approximation();

@@ -111,6 +111,11 @@ constexpr const char* kDenseReferencesItem = "dense plan: the fp16 logits' refer
 // for fp32 inputs. fp16 rounds each z − m once: the stage declares
 // GradientApproximation::logit_rounding = kHalfUnit (|z − m| ≤ max_j z_ij − z).
 bool keeps_half_logits(const Problem& problem);
+// Experiment CCE_EXP_SCALED_KEEP=1 (bf16 inputs): the chunks keep q = exp(z − R_i)·softcap' in bf16 with R_i the
+// row's target logit, and dE, dC come from Q with per-row scales (dense_backward.cu).
+bool keeps_scaled_logits(const Problem& problem);
+constexpr const char* kDenseRowScaleItem = "dense plan: per-row reference R and scale alpha fp32 [2, N] (scaled keep)";
+constexpr const char* kDenseScaledRowsItem = "dense plan: a chunk's rows of E times alpha bf16 [chunk rows, D] (scaled keep)";
 constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16, several chunks)";
 constexpr const char* kDenseDcWorkspaceItem = "dense plan: cuBLASLt workspace of dC's product (bf16, one chunk)";
 constexpr const char* kDenseDeRowsItem = "dense plan: dE of a chunk fp32 [chunk rows, D] (bf16)";
