@@ -21,7 +21,6 @@ namespace cce {
 
 constexpr double kFp32Unit = 0x1p-24;  // fp32 round-to-nearest: relative error at most 2^-24
 constexpr double kBf16Unit = 0x1p-8;   // bf16 (8 significant bits), rounded once, even toward zero
-constexpr double kHalfUnit = 0x1p-10;  // fp16 (11 significant bits), the same way
 
 // What a stage's backward leaves out of the gradient on purpose. Terms
 // S_ij = g_i·u_ij with |u_ij| = |p_ij − [j = t_i]|·softcap'(z_ij) below eps may
@@ -32,15 +31,15 @@ constexpr double kHalfUnit = 0x1p-10;  // fp16 (11 significant bits), the same w
 //   dC_jk:  Σ_{i: |u_ij| < eps⁺} g_i |u_ij| |E_ik|  (+ Σ_{i: p_ij < eps⁺, j ≠ t_i} g_i eps⁺ |E_ik|, corrected)
 // with eps⁺ = eps·exp(2η_i): the stage decides on values computed in fp32.
 //
-// logit_rounding: the gradient is made from logits (after the softcap) kept
-// as differences z_ij − m to a larger logit m of the same row, rounded to this
-// relative unit (stage 10's fp16 chunks: kHalfUnit), so each z_ij it uses may
-// be off by logit_rounding·(max_j z_ij − z_ij) beyond δz_i; the check adds
-// that, element by element, to p's relative error and softcap's (not the loss's).
+// scaled_rows_rounding: the gradient is S_ij = α_i·q_ij, q rounded as S would
+// be and α_i = g_i·exp(R_i − LSE_i) made apart (one more exp, 2^-20 relative,
+// in dE and dC); dC's product takes the rows α_i·E_i rounded to this unit
+// (stage 10's bf16 chunks: kBf16Unit), and the target terms are added to dC
+// after the rest was rounded once; the check adds twice this unit to dC's κ.
 struct GradientApproximation {
   double eps = 0.0;  // 0: the gradient is exact up to the arithmetic
   bool tail_corrected = false;
-  double logit_rounding = 0.0;
+  double scaled_rows_rounding = 0.0;
 };
 
 }  // namespace cce

@@ -109,16 +109,18 @@ ReferenceResult reference_cross_entropy(const Problem& p, const HostInputs& in, 
   r.output_rtol = opt.bounds ? rounding : 0.0;
   const double eps = opt.approximation.eps;
   const bool corrected = opt.approximation.tail_corrected && eps > 0.0;
-  std::vector<double> g(R), kappa_e(R), kappa_c(R), sigma(R), eps_plus(R), corrected_mass(R, 0.0), row_max(R, 0.0);
+  std::vector<double> g(R), kappa_e(R), kappa_c(R), sigma(R), eps_plus(R), corrected_mass(R, 0.0);
   for (int64_t k = 0; k < R; ++k) {
     const int64_t i = r.rows[k];
     g[k] = upstream_for_token(p, opt.upstream, n_valid, i, in.targets[i]);
     if (!opt.bounds) continue;
     const double eta = dz[k] + r.lse_bound[k] + 0x1p-20;
-    kappa_e[k] = rounding + 2.0 * V * u + eta + 4.0 * u;
-    kappa_c[k] = rounding + 2.0 * p.n * u + eta + 4.0 * u;
+    // Scaled rows: α's own exp in both; in dC, α_i·E_i rounded and the rest rounded before the target terms.
+    const double scaled = opt.approximation.scaled_rows_rounding;
+    const double alpha_exp = scaled > 0.0 ? 0x1p-20 : 0.0;
+    kappa_e[k] = rounding + 2.0 * V * u + eta + 4.0 * u + alpha_exp;
+    kappa_c[k] = rounding + 2.0 * p.n * u + eta + 4.0 * u + alpha_exp + 2.0 * scaled;
     sigma[k] = p.has_softcap() ? 2.0 * dz[k] / s : 0.0;
-    if (opt.approximation.logit_rounding > 0.0) row_max[k] = logits.row(k).maxCoeff();
     eps_plus[k] = eps * std::exp(2.0 * eta);
   }
   // Each column's largest |C_jk|: the most a tile's mean row can hold.
@@ -157,12 +159,8 @@ ReferenceResult reference_cross_entropy(const Problem& p, const HostInputs& in, 
         const double largest = g[k] * (prob + onehot);  // S̃_ij
         const bool left_out = std::fabs(unscaled) < eps_plus[k];
         const double dropped = left_out ? g[k] * std::fabs(unscaled) : 0.0;
-        // A logit kept rounded relative to a larger one of its row: off by up to
-        // logit_rounding·(max_j z_ij − z_ij) more, in p's exponent and in softcap'.
-        const double kept = opt.approximation.logit_rounding * (row_max[k] - z);
-        const double kept_sigma = p.has_softcap() ? 2.0 * kept / s : 0.0;
-        w_e(k, c) = largest * ((kappa_e[k] + kept) * std::fabs(derivative) + sigma[k] + kept_sigma) + dropped;
-        w_c(k, c) = largest * ((kappa_c[k] + kept) * std::fabs(derivative) + sigma[k] + kept_sigma) + dropped;
+        w_e(k, c) = largest * (kappa_e[k] * std::fabs(derivative) + sigma[k]) + dropped;
+        w_c(k, c) = largest * (kappa_c[k] * std::fabs(derivative) + sigma[k]) + dropped;
         if (corrected && j != t && prob < eps_plus[k]) {
           // The correction spreads what it adds (its M rounded once more, 2^-7).
           w_c(k, c) += g[k] * eps_plus[k] * (1.0 + 0x1p-7);

@@ -224,9 +224,8 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
 }
 
 GradientApproximation PlanPerBatchStage::gradient_approximation() const {
-  if (ran_.plan == BackwardPlan::kDense && ran_.before_forward && ran_.chunks.logit_bytes == 2 &&
-      !keeps_scaled_logits(last_problem_))
-    return GradientApproximation{0.0, false, kHalfUnit};  // S from fp16 logits
+  if (ran_.plan == BackwardPlan::kDense && ran_.before_forward && ran_.chunks.logit_bytes == 2)
+    return GradientApproximation{0.0, false, kBf16Unit};  // S = α ∘ q, dC from α ∘ E (dense_backward.cu)
   if (ran_.plan == BackwardPlan::kDense) return {};
   return DeterministicProductsStage::gradient_approximation();
 }
@@ -299,7 +298,7 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
                  "logits hold");
   parser.add_int("dense-chunk-rows", &chunk_rows_flag_,
                  "the dense plan's rows per chunk before the forward (loss and gradient together); 0 = every "
-                 "row if its logits (fp16 for bf16 inputs, else fp32) and their references fit " +
+                 "row if its logits (q in bf16 for bf16 inputs, with the rows of E times alpha; else fp32) fit " +
                      std::to_string(kDefaultDenseScratchBytes >> 20) +
                      " MiB, else as many as fit there beside dC's fp32 accumulator");
   parser.add_flag("no-token-grouping", &no_grouping_,
@@ -370,7 +369,7 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
                                              std::to_string(kDecideEveryBatches) + "th batch decides again on a sample";
     std::snprintf(buf, sizeof buf, "backward     dense before the forward: loss and gradient by 3 GEMMs per "
                   "chunk of %lld rows (%lld chunks, %s logits) (%s)", static_cast<long long>(ran.chunks.rows),
-                  static_cast<long long>(ran.chunks.count), ran.chunks.logit_bytes == 2 ? "fp16" : "fp32",
+                  static_cast<long long>(ran.chunks.count), ran.chunks.logit_bytes == 2 ? "q bf16" : "fp32",
                   before_why.c_str());
     return buf;
   }

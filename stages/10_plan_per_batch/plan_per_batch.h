@@ -89,33 +89,32 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
 
 // The dense plan before the forward (loss and gradient in one call): per
 // chunk of rows, stage 03's forward with an epilogue that also keeps each
-// tile after its softcap (logits and LSE in one pass; fp16 logits for bf16
-// inputs), S in place, then dE's rows = S·C and dC += Sᵀ·E_rows by cuBLAS.
+// tile after its softcap (logits and LSE in one pass; for bf16 inputs q, S
+// scaled by rows: keeps_q), then dE's rows = S·C and dC += Sᵀ·E_rows by cuBLAS.
 // Three GEMMs in all, where the plan after a forward pays four. Several
 // chunks sum dC in fp32, in chunk order; one chunk (the batch's logits within
 // the budget) writes dC in one product, bf16 rounded once by cuBLASLt.
 struct DenseChunks {
   int64_t rows = 0, count = 0;
   int64_t pitch = 0;    // logits per row of the chunk (V padded to 64)
-  int logit_bytes = 4;  // 2: fp16 logits (keeps_half_logits), 4: fp32
+  int logit_bytes = 4;  // 2: q in bf16 (keeps_q), 4: fp32 logits
 };
-// The chunks' scratch budget: the logits, their references and, for several
-// chunks of bf16 inputs, dC's fp32 accumulator [V, D]. At gemma2_flat one
-// chunk of all 8192 rows (4.46 GB) needs less than two with the accumulator.
+// The chunks' scratch budget: the logits (bf16: q and the rows of E times α)
+// and, for several chunks of bf16 inputs, dC's fp32 accumulator [V, D]. At
+// gemma2_flat one chunk of all 8192 rows (4.24 GB) needs less than two with the accumulator.
 constexpr size_t kDefaultDenseScratchBytes = size_t{9} << 29;  // 4.5 GiB
-constexpr const char* kDenseChunkItem = "dense plan: a chunk of logits fp16 (bf16 inputs) or fp32 [chunk rows, pitch]";
-constexpr const char* kDenseReferencesItem = "dense plan: the fp16 logits' references fp32 [chunk rows, pitch / 32]";
-// The chunks keep bf16 inputs' logits in fp16, each as z − m with m the largest
-// of its row's group of 32 columns (a reference kept in fp32), unless a softcap
-// of 2^14 or more could put such a difference beyond fp16's 65504: then fp32, as
-// for fp32 inputs. fp16 rounds each z − m once: the stage declares
-// GradientApproximation::logit_rounding = kHalfUnit (|z − m| ≤ max_j z_ij − z).
-bool keeps_half_logits(const Problem& problem);
-// Experiment CCE_EXP_SCALED_KEEP=1 (bf16 inputs): the chunks keep q = exp(z − R_i)·softcap' in bf16 with R_i the
-// row's target logit, and dE, dC come from Q with per-row scales (dense_backward.cu).
-bool keeps_scaled_logits(const Problem& problem);
-constexpr const char* kDenseRowScaleItem = "dense plan: per-row reference R and scale alpha fp32 [2, N] (scaled keep)";
-constexpr const char* kDenseScaledRowsItem = "dense plan: a chunk's rows of E times alpha bf16 [chunk rows, D] (scaled keep)";
+constexpr const char* kDenseChunkItem = "dense plan: a chunk of q bf16 (bf16 inputs) or logits fp32 [chunk rows, pitch]";
+// The chunks keep bf16 inputs' logits as q_ij = exp(z_ij − R_i)·softcap'(z_ij)
+// in bf16, R_i the row's target logit (dense_backward.cu): S_ij = α_i·q_ij,
+// and dC's product takes the rows of E times α_i, rounded once more to bf16;
+// the target terms are added to dC after its product. The stage declares it
+// (GradientApproximation::scaled_rows_rounding = kBf16Unit). fp32 inputs keep
+// the logits in fp32 and make S in place.
+bool keeps_q(const Problem& problem);
+constexpr const char* kDenseRowScalesItem =
+    "dense plan: per chunk row R, alpha, the target term fp32 and the target sort int [7, chunk rows] (bf16)";
+constexpr const char* kDenseSortTempItem = "dense plan: the target terms' sort, cub's scratch (bf16)";
+constexpr const char* kDenseScaledRowsItem = "dense plan: a chunk's rows of E times alpha bf16 [chunk rows, D] (bf16)";
 constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16, several chunks)";
 constexpr const char* kDenseDcWorkspaceItem = "dense plan: cuBLASLt workspace of dC's product (bf16, one chunk)";
 constexpr const char* kDenseDeRowsItem = "dense plan: dE of a chunk fp32 [chunk rows, D] (bf16)";

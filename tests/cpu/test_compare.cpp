@@ -326,70 +326,64 @@ TEST(CheckOutputsApproximation, LeftOutTermsPassOnlyWithinWhatTheStageDeclares) 
   EXPECT_FALSE(find(beyond, "dE")->passed()) << find(beyond, "dE")->summary();
 }
 
-// A stage that keeps its logits in fp16 (stage 10's chunks) declares the
-// rounding of z − m, m the largest of a group of 32 columns of the row
-// (GradientApproximation::logit_rounding): on logits sitting on an offset of
-// 1000 (column 0 of C all 1, E_i0 = 1000), the gradient made from such
-// logits passes the check, and the one made from fp16 logits of z itself
-// (off by up to 2^-11·1000) fails it, though the stage declares the same.
-double round_to_half(double x) {  // 11 significant bits, to nearest (no subnormals at these sizes)
+// A stage that makes S_ij = α_i·q_ij (stage 10's bf16 chunks: q = exp(z − z_t)
+// rounded to bf16, α_i = g_i·exp(z_t − LSE_i)) declares that dC's product
+// takes α_i·E_i rounded to bf16 and that the target terms join dC after the
+// rest was rounded (GradientApproximation::scaled_rows_rounding): the gradient
+// made that way passes the check with the declaration, and the same with
+// α_i·E_i rounded to 4 significant bits fails it.
+double round_to_bits(double x, int bits) {  // to nearest (no subnormals at these sizes)
   if (x == 0.0 || !std::isfinite(x)) return x;
   int exponent = 0;
   const double mantissa = std::frexp(x, &exponent);
-  return std::ldexp(std::nearbyint(std::ldexp(mantissa, 11)), exponent - 11);
+  return std::ldexp(std::nearbyint(std::ldexp(mantissa, bits)), exponent - bits);
 }
 
-std::vector<std::vector<double>> gradient_from_half_logits(const Fixture& f, bool relative) {
+std::vector<std::vector<double>> gradient_from_scaled_rows(const Fixture& f, int scaled_row_bits) {
   const Problem& p = f.p;
   const int64_t n_valid = count_valid_targets(p, f.in.targets);
-  std::vector<double> de(static_cast<size_t>(p.n * p.d), 0.0), dc(static_cast<size_t>(p.v * p.d), 0.0), z(p.v);
+  std::vector<double> de(static_cast<size_t>(p.n * p.d), 0.0), rest(static_cast<size_t>(p.v * p.d), 0.0);
+  std::vector<double> targets_part(static_cast<size_t>(p.v * p.d), 0.0), z(p.v), scaled_row(p.d);
   for (int64_t i = 0; i < p.n; ++i) {
     const int64_t t = f.in.targets[i];
     const double g = upstream_for_token(p, f.upstream, n_valid, i, t);
+    if (g == 0.0) continue;
     for (int64_t j = 0; j < p.v; ++j) {
       z[j] = 0.0;
       for (int64_t k = 0; k < p.d; ++k) z[j] += double(f.in.e[i * p.d + k]) * f.in.c[j * p.d + k];
     }
-    for (int64_t j0 = 0; j0 < p.v; j0 += 32) {
-      double m = 0.0;
-      if (relative) {
-        m = z[j0];
-        for (int64_t j = j0; j < std::min(j0 + 32, p.v); ++j) m = std::max(m, z[j]);
-      }
-      for (int64_t j = j0; j < std::min(j0 + 32, p.v); ++j) {
-        const double kept = m + round_to_half(z[j] - m);
-        const double u = std::exp(kept - f.ref.lse[i]) - (j == t ? 1.0 : 0.0);
-        for (int64_t k = 0; k < p.d; ++k) {
-          de[i * p.d + k] += g * u * f.in.c[j * p.d + k];
-          dc[j * p.d + k] += g * u * f.in.e[i * p.d + k];
-        }
+    const double alpha = g * std::exp(z[t] - f.ref.lse[i]), target_term = g * std::expm1(z[t] - f.ref.lse[i]);
+    for (int64_t k = 0; k < p.d; ++k) scaled_row[k] = round_to_bits(alpha * f.in.e[i * p.d + k], scaled_row_bits);
+    for (int64_t j = 0; j < p.v; ++j) {
+      const double q = j == t ? 0.0 : round_to_bits(std::exp(z[j] - z[t]), 8);
+      for (int64_t k = 0; k < p.d; ++k) {
+        de[i * p.d + k] += alpha * q * f.in.c[j * p.d + k];
+        rest[j * p.d + k] += q * scaled_row[k];
       }
     }
+    for (int64_t k = 0; k < p.d; ++k) {
+      de[i * p.d + k] += target_term * f.in.c[t * p.d + k];
+      targets_part[t * p.d + k] += target_term * f.in.e[i * p.d + k];
+    }
   }
+  std::vector<double> dc(rest.size());
+  for (size_t x = 0; x < dc.size(); ++x) dc[x] = round_to_bits(rest[x], 8) + targets_part[x];
   return {de, dc};
 }
 
-TEST(CheckOutputsApproximation, HalfLogitsPassOnlyAsDifferencesToTheirGroupsLargest) {
-  Fixture f = make_fixture(Dtype::kBFloat16, Reduction::kMean, 0.0f, DataMode::kRealistic, 0.1);
-  for (int64_t j = 0; j < f.p.v; ++j) f.in.c[j * f.p.d] = 1.0f;
-  for (int64_t i = 0; i < f.p.n; ++i) f.in.e[i * f.p.d] = 1000.0f;  // exact in bf16
-  ReferenceOptions opt;
-  opt.backward = true;
-  opt.upstream = f.upstream;
-  f.ref = reference_cross_entropy(f.p, f.in, opt);
-  const GradientApproximation half{0.0, false, kHalfUnit};
+TEST(CheckOutputsApproximation, ScaledRowsPassWithinWhatTheStageDeclares) {
+  const Fixture f = make_fixture(Dtype::kBFloat16, Reduction::kMean, 0.0f, DataMode::kRealistic, 0.1);
+  const GradientApproximation scaled{0.0, false, kBf16Unit};
   HostOutputs out = outputs_from(f.p, f.ref);
-  const auto relative = gradient_from_half_logits(f, true);
-  out.de = as_float(relative[0], true);
-  out.dc = as_float(relative[1], true);
-  const CheckReport declared = check(f, out, half);
+  const auto made = gradient_from_scaled_rows(f, 8);
+  out.de = as_float(made[0], true);
+  out.dc = as_float(made[1], true);
+  const CheckReport declared = check(f, out, scaled);
   for (const auto& c : declared.comparisons) EXPECT_TRUE(c.passed()) << c.summary();
-  const auto absolute = gradient_from_half_logits(f, false);
-  out.de = as_float(absolute[0], true);
-  out.dc = as_float(absolute[1], true);
-  const CheckReport plain = check(f, out, half);
-  EXPECT_FALSE(find(plain, "dE")->passed()) << "fp16 logits of z passed: " << find(plain, "dE")->summary();
-  EXPECT_FALSE(find(plain, "dC")->passed()) << find(plain, "dC")->summary();
+  const auto coarse = gradient_from_scaled_rows(f, 4);
+  out.dc = as_float(coarse[1], true);
+  const CheckReport beyond = check(f, out, scaled);
+  EXPECT_FALSE(find(beyond, "dC")->passed()) << "rows of E rounded to 4 bits passed: " << find(beyond, "dC")->summary();
 }
 
 TEST(CheckOutputsSampled, ACorruptSampledRowFails) {

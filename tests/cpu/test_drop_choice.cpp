@@ -253,10 +253,10 @@ TEST(DropChoice, RowSampleSpreadsOverTheBatch) {
 }
 
 // The chunks of rows before the forward within kDefaultDenseScratchBytes:
-// all N rows when their logits (and fp16's references) fit, with no fp32
-// accumulator for dC; else as many rows as fit beside the accumulator (bf16),
-// a multiple of 128, at least 128, or the rows asked for. fp16 logits for bf16
-// inputs, fp32 for fp32 inputs and for a softcap that fp16 could not hold.
+// all N rows when their logits (bf16: q and the rows of E times α) fit, with
+// no fp32 accumulator for dC; else as many rows as fit beside the accumulator
+// (bf16), a multiple of 128, at least 128, or the rows asked for. q in bf16
+// for bf16 inputs, whatever the softcap; fp32 logits for fp32 inputs.
 TEST(DropChoice, DenseChunks) {
   Problem p;
   p.n = 8192, p.d = 2304, p.v = 256000;
@@ -268,27 +268,35 @@ TEST(DropChoice, DenseChunks) {
   EXPECT_LE(static_cast<size_t>(chunks.rows * p.v) * 4, kDefaultDenseScratchBytes);
   p.dtype = Dtype::kBFloat16;
   chunks = plan_dense_chunks(p);
-  EXPECT_EQ(chunks.logit_bytes, 2) << "bf16 inputs: fp16 logits";
-  EXPECT_EQ(chunks.rows, 8192) << "gemma2_flat: every row in one chunk (4.46 GB)";
+  EXPECT_EQ(chunks.logit_bytes, 2) << "bf16 inputs: q in bf16";
+  EXPECT_EQ(chunks.rows, 8192) << "gemma2_flat: every row in one chunk (4.23 GB with the rows of E times alpha)";
   EXPECT_EQ(chunks.count, 1);
   std::vector<MemoryItem> items = dense_chunk_items(p, chunks, true);
   EXPECT_EQ(items.front(), MemoryItem(kDenseChunkItem, static_cast<size_t>(8192) * 256000 * 2));
   EXPECT_EQ(items.back(), MemoryItem(kDenseDcWorkspaceItem, kCublasWorkspaceBytes)) << "one chunk: dC by one product";
   for (const MemoryItem& item : items) EXPECT_NE(item.first, kDenseDcItem) << "one chunk: no accumulator";
+  auto bytes_of = [&](const std::vector<MemoryItem>& list, const char* name) {
+    for (const MemoryItem& item : list)
+      if (item.first == name) return item.second;
+    ADD_FAILURE() << "no item " << name;
+    return size_t{0};
+  };
+  EXPECT_EQ(bytes_of(items, kDenseScaledRowsItem), static_cast<size_t>(8192) * 2304 * 2);
   p.n = 16384;  // twice the rows: several chunks, each beside dC's fp32 accumulator
   chunks = plan_dense_chunks(p);
-  EXPECT_EQ(chunks.rows, 4480);
+  EXPECT_EQ(chunks.rows, 4736);
   EXPECT_EQ(chunks.count, 4);
   items = dense_chunk_items(p, chunks, true);
   EXPECT_EQ(items.back(), MemoryItem(kDenseDcItem, static_cast<size_t>(256000) * 2304 * 4));
-  EXPECT_LE(items.front().second + items[1].second + items.back().second, kDefaultDenseScratchBytes)
-      << "logits, references and accumulator within the budget";
+  EXPECT_LE(items.front().second + bytes_of(items, kDenseScaledRowsItem) + items.back().second,
+            kDefaultDenseScratchBytes)
+      << "q, the rows of E times alpha and the accumulator within the budget";
   p.n = 8192;
   p.softcap = 30.0f;
-  EXPECT_EQ(plan_dense_chunks(p).logit_bytes, 2) << "gemma2's softcap: |z| < 30";
+  EXPECT_EQ(plan_dense_chunks(p).logit_bytes, 2) << "gemma2's softcap";
   p.softcap = 40000.0f;
-  EXPECT_EQ(plan_dense_chunks(p).logit_bytes, 4) << "a softcap beyond 2^15: fp32 logits";
-  EXPECT_EQ(plan_dense_chunks(p).rows, 2304) << "fp32 logits beside the accumulator";
+  EXPECT_EQ(plan_dense_chunks(p).logit_bytes, 2) << "q holds any softcap";
+  EXPECT_EQ(plan_dense_chunks(p).rows, 8192);
   p.softcap = 0.0f;
   p.dtype = Dtype::kFloat32;
   p.n = 77, p.v = 1129;
@@ -324,12 +332,12 @@ TEST(DropChoice, PlanLineSaysWhichPlanAndWhy) {
   before.chunks = DenseChunks{4096, 2, 256000, 2};
   EXPECT_EQ(describe_plan(before, BackwardPlan::kAuto),
             "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 4096 rows (2 chunks, "
-            "fp16 logits) (the last decision kept 99.99% of the pairs, more than 33.33%; every 16th batch decides "
+            "q bf16 logits) (the last decision kept 99.99% of the pairs, more than 33.33%; every 16th batch decides "
             "again on a sample)");
   before.sample_rows = 1024;
   EXPECT_EQ(describe_plan(before, BackwardPlan::kAuto),
             "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 4096 rows (2 chunks, "
-            "fp16 logits) (a sample of 1024 rows decided now: it keeps 99.99% of the pairs, more than 33.33%; every "
+            "q bf16 logits) (a sample of 1024 rows decided now: it keeps 99.99% of the pairs, more than 33.33%; every "
             "16th batch decides again on a sample)");
   before.sample_rows = 0;
   before.kept_fraction = -1.0;

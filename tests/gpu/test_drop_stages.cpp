@@ -1001,14 +1001,14 @@ TEST(PlanPerBatch, BothPlansMatchTheReference) {
     }
 }
 
-// The chunks keep bf16 inputs' logits in fp16 as differences to the largest
-// of their 32-column group, and declare that rounding. Each row's logits here
-// sit on a common offset (column 0 of C all 1, E_i0 the offset: the softmax is
-// the same): at 1000, fp16 logits themselves would be off by up to 0.25 and
-// break the reference's bound, the differences are not; at ±2^17, beyond
-// fp16's range, they stay finite and agree with the slabs' (fp32 logits by
-// cuBLAS, themselves off by a few hundredths there).
-TEST(PlanPerBatch, HalfLogitsHoldLargeLogits) {
+// The chunks keep bf16 inputs' logits as q = exp(z − R_i)·softcap' against the
+// row's target logit R_i, and declare the scaled rows' rounding. Each row's
+// logits here sit on a common offset (column 0 of C all 1, E_i0 the offset:
+// the softmax is the same): at 1000 and at ±2^17 (beyond fp16's range) q
+// stays finite and the gradient agrees with the reference (at 1000) and with
+// the slabs' (fp32 logits by cuBLAS, themselves off by a few hundredths at
+// 2^17).
+TEST(PlanPerBatch, ScaledLogitsHoldLargeLogits) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(77, 128, 1129);  // D % 8 == 0: the H100's pipeline (D = 100 above: mma.sync)
   const std::vector<float> upstream = default_upstream(p, 7);
@@ -1019,10 +1019,12 @@ TEST(PlanPerBatch, HalfLogitsHoldLargeLogits) {
     const std::string what = "logits about " + std::to_string(offset);
     const DropRun chunks = run_stage10(p, in, upstream, {"--plan", "dense", "--dense-chunk-rows", "30"});
     ASSERT_TRUE(chunks.stats.plan.before_forward) << what;
-    ASSERT_EQ(chunks.stats.plan.chunks.logit_bytes, 2) << what << ": bf16 inputs: fp16 logits";
-    EXPECT_EQ(chunks.approximation.logit_rounding, kHalfUnit) << what;
-    expect_exact_reference_check(p, in, chunks, upstream, what);
-    if (std::fabs(offset) < 65504.0f) continue;
+    ASSERT_EQ(chunks.stats.plan.chunks.logit_bytes, 2) << what << ": bf16 inputs: q in bf16";
+    EXPECT_EQ(chunks.approximation.scaled_rows_rounding, kBf16Unit) << what;
+    if (std::fabs(offset) < 65504.0f) {
+      expect_exact_reference_check(p, in, chunks, upstream, what);
+      continue;
+    }
     const DropRun slabs = run_stage10(p, in, upstream, {"--plan", "dense", "--dense-slab-columns", "300"});
     double largest = 0.0, difference = 0.0;
     for (size_t k = 0; k < slabs.out.de.size(); ++k) {
@@ -1033,6 +1035,29 @@ TEST(PlanPerBatch, HalfLogitsHoldLargeLogits) {
     EXPECT_GT(largest, 0.0) << what;
     EXPECT_LE(difference, 0.25 * largest) << what << ": the chunks' dE is not the slabs'";
   }
+}
+
+// A row whose target logit lies more than e^88 below the row's largest (its
+// loss above 100 nats) would overflow q = exp(z − z_t): the chunk runs again
+// with R_i = LSE_i, and the result is the reference's. Rows 0 and 40 get
+// their target's logit 100 below the rest (E_i1 = 100, C_t1 = −1 for their
+// targets; column 1 is 0 elsewhere); the other rows keep theirs.
+TEST(PlanPerBatch, FarTargetsRunTheChunkAgainstTheLse) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(77, 128, 1129);
+  const std::vector<float> upstream = default_upstream(p, 7);
+  HostInputs in = seeded_inputs(p, 11, 0.1);
+  for (int64_t j = 0; j < p.v; ++j) in.c[j * p.d + 1] = 0.0f;
+  for (int64_t i = 0; i < p.n; ++i) in.e[i * p.d + 1] = 0.0f;
+  for (const int64_t i : {int64_t{0}, int64_t{40}}) {
+    in.targets[i] = 7 + i;  // two targets of their own
+    in.c[in.targets[i] * p.d + 1] = -1.0f;
+    in.e[i * p.d + 1] = 100.0f;
+  }
+  const DropRun chunks = run_stage10(p, in, upstream, {"--plan", "dense", "--dense-chunk-rows", "30"});
+  ASSERT_TRUE(chunks.stats.plan.before_forward);
+  expect_exact_reference_check(p, in, chunks, upstream, "targets 100 below their rows");
+  for (size_t k = 0; k < chunks.out.dc.size(); ++k) ASSERT_TRUE(std::isfinite(chunks.out.dc[k])) << "dC[" << k << "]";
 }
 
 // A forced dense plan decides no eps: after a sparse run on the same stage
@@ -1096,7 +1121,7 @@ TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
   EXPECT_EQ(chunks.rows, 128);
   EXPECT_EQ(chunks.count, 3) << "300 rows in chunks of 128";
   EXPECT_EQ(chunks.pitch, 5056) << "5000 logits padded to 64";
-  EXPECT_EQ(chunks.logit_bytes, 2) << "bf16 inputs: fp16 logits";
+  EXPECT_EQ(chunks.logit_bytes, 2) << "bf16 inputs: q in bf16";
   const std::vector<MemoryItem> items = stage.workspace(p, true);
   EXPECT_EQ(total_bytes(items), total_bytes(s10::dense_chunk_items(p, chunks, true)));
   auto bytes_of = [&](const std::string& name) {
@@ -1106,7 +1131,7 @@ TEST(PlanPerBatch, DenseChunksAreInTheMemoryModel) {
     return size_t{0};
   };
   EXPECT_EQ(bytes_of(s10::kDenseChunkItem), size_t{128} * 5056 * 2);
-  EXPECT_EQ(bytes_of(s10::kDenseReferencesItem), size_t{128} * (5056 / 32) * 4) << "one fp32 per 32 logits";
+  EXPECT_EQ(bytes_of(s10::kDenseScaledRowsItem), size_t{128} * 64 * 2) << "a chunk's rows of E times alpha, bf16";
   EXPECT_EQ(bytes_of(s10::kDenseDcItem), size_t{5000} * 64 * 4);
   EXPECT_EQ(bytes_of(s10::kDenseDeRowsItem), size_t{128} * 64 * 4);
   EXPECT_EQ(bytes_of(s10::kDenseGradScaleItem), size_t{300} * 4);

@@ -15,19 +15,23 @@
 // Before the forward (dense_loss_and_gradient), planned from the previous
 // batch: the rows are cut into chunks, and a chunk's logits are the whole
 // rows, so its LSE comes with them: stage 03's forward, whose epilogue here
-// also keeps each tile after the fold has softcapped it (FoldThenKeepTile),
-// for bf16 inputs in fp16 relative to the largest of its 32-column group (half
-// the bytes of fp32; eleven significant bits of z − m where eager PyTorch keeps
-// bf16's eight of z), else in fp32. S follows in place; then dE's rows = S·C
-// and dC += Sᵀ·E_rows. Three GEMMs. dC sums over the chunks (fp32 for bf16),
-// which the slabs avoid, and one chunk of every row avoids too.
+// also keeps each tile after the fold has softcapped it (FoldThenKeepTile).
+// For bf16 inputs it keeps q_ij = exp(z_ij − R_i)·softcap'(z_ij) in bf16, R_i
+// the row's target logit, found before the forward: then S_ij = α_i·q_ij with
+// a scale α_i per row that the LSE gives, and the products read q as it is:
+// dE's rows = α ∘ (Q·C) and dC += Qᵀ·(α ∘ E_rows), the target terms added
+// apart. Three GEMMs and no pass over the chunk between them. fp32 inputs keep
+// the logits in fp32 and make S in place. dC sums over the chunks (fp32 for
+// bf16), which the slabs avoid, and one chunk of every row avoids too.
 //
-// Every sum runs in a fixed order (cuBLAS's, stage 03's): deterministic, and
-// exact up to the arithmetic of stage 01's backward (fp32 logits, S rounded
-// once; fp16 logits add one rounding of each logit, which the stage declares:
-// GradientApproximation::logit_rounding). A bf16 dE or dC is rounded once from
-// fp32: cuBLAS writes the products in fp32 and the plan rounds them, except
-// one chunk's dC, which cuBLASLt writes in bf16 from fp32 sums.
+// Every sum runs in a fixed order (cuBLAS's, stage 03's, the target terms'
+// sorted order): deterministic, and exact up to the arithmetic of stage 01's
+// backward (S rounded once), except that dC's product takes α_i·E_i rounded
+// to bf16 and the target terms join dC after its rounding, which the stage
+// declares (GradientApproximation::scaled_rows_rounding). A bf16 dE or dC is
+// rounded once from fp32: cuBLAS writes the products in fp32 and the plan
+// rounds them, except one chunk's dC, which cuBLASLt writes in bf16 from fp32
+// sums.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -38,9 +42,11 @@
 #include "common/check.h"
 #include "common/cublas_handle.h"
 #include "common/device_math.cuh"
+#include "common/radix_sort.cuh"
 #include "common/tile/launch.cuh"
 #include "common/token_reduction.h"
 #include "stages/03_fused_gemm_ce/split_lse.cuh"
+#include "stages/04_indexed_dot/indexed_dot.h"
 #include "stages/06_fused_backward/fused_backward.h"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
@@ -112,62 +118,119 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
   }
 }
 
-// The chunks' fp16 logits are kept relative to a reference per row and group
-// of 32 columns, the group's largest logit m: w = z − m ≤ 0 in fp16, rounded
-// relative to z − m, so the logits near the group's largest (those whose p
-// matters) keep eleven significant bits whatever their size, and
-// p = exp(w + m − LSE_i) ≤ 1 never overflows (w below −65504 rounds to −inf,
-// where p is 0 in fp32 anyway).
-constexpr int kReferenceColumns = 32;
+// The chunks of bf16 inputs keep, for each logit, q_ij = exp(z_ij − R_i)·softcap'(z_ij)
+// in bf16, where R_i is fixed before the forward: the row's target logit
+// (stage 04's indexed dot, softcapped as the fold does; +inf for an ignored
+// row, whose q is then 0 and whose g is 0 anyway). Once the fold has the
+// LSE, S_ij = α_i·q_ij for j ≠ t_i with α_i = g_i·exp(R_i − LSE_i), so
+//   dE_i = α_i·(Q·C)_i + S_it·C_{t_i},   dC = Qᵀ·(α ∘ E) + the target terms S_it·E_i,
+// where the target's entry of Q is set to 0 and its term S_it = g_i·(p_it − 1)
+// ·softcap'(z_it) is added in fp32. No pass rewrites the chunk: the products
+// read q as the forward left it. R_i ≤ LSE_i, and LSE_i − R_i is the row's
+// loss; beyond kMostReferenceGap nats the largest q would near fp32's range
+// (and α_i·E_i bf16's smallest normal), so the chunk runs again with R_i =
+// LSE_i, which the first run found (q_ij = p_ij·softcap'_ij ≤ 1 then).
+constexpr float kMostReferenceGap = 40.0f;
 
-// The chunk's S from its fp16 logits, in place (bf16 into the same two
-// bytes): one block per row, eight logits (a quarter of a group) per thread
-// and step, each thread rewriting only what it read.
-template <bool kSoftcap>
-__global__ void chunk_gradient_from_half_kernel(__half* __restrict__ logits, const float* __restrict__ references,
-                                                int64_t pitch, int64_t v, const int64_t* __restrict__ targets,
-                                                const float* __restrict__ lse, const float* __restrict__ grad_scale,
-                                                float softcap) {
+// R_i from the raw target logit, in place.
+__global__ void reference_from_dot_kernel(float* __restrict__ reference, const int64_t* __restrict__ targets,
+                                          int64_t n, int64_t ignore_index, float softcap) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= n) return;
+  reference[row] = targets[row] == ignore_index ? INFINITY : apply_softcap(reference[row], softcap);
+}
+
+// Whether a valid row's LSE lies more than kMostReferenceGap above its R_i.
+__global__ void reference_gap_kernel(const float* __restrict__ lse, const float* __restrict__ reference,
+                                     const int64_t* __restrict__ targets, int64_t n, int64_t ignore_index,
+                                     int* __restrict__ too_far) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row < n && targets[row] != ignore_index && lse[row] - reference[row] > kMostReferenceGap) *too_far = 1;
+}
+
+// One block per chunk row, after the fold: α_i, the target's term S_it (the
+// fold's z_it) and 0 in its entry of Q, and the row of E times α_i in bf16
+// for dC's product. The sort key of the target terms: t_i, or V when ignored.
+__global__ void row_scales_kernel(const float* __restrict__ lse, const float* __restrict__ reference,
+                                  const float* __restrict__ target_logit, const int64_t* __restrict__ targets,
+                                  int64_t v, int64_t ignore_index, const float* __restrict__ grad_scale, float softcap,
+                                  __nv_bfloat16* __restrict__ q, int64_t pitch, const __nv_bfloat16* __restrict__ e,
+                                  int64_t d, __nv_bfloat16* __restrict__ e_scaled, float* __restrict__ alpha,
+                                  float* __restrict__ target_term, int* __restrict__ target_key,
+                                  int* __restrict__ target_row) {
   const int64_t row = blockIdx.x;
-  const float g = grad_scale[row], row_lse = lse[row], inv_softcap = kSoftcap ? 1.0f / softcap : 0.0f;
   const int64_t target = targets[row];
-  __half* w_row = logits + row * pitch;
-  const float* m_row = references + row * (pitch / kReferenceColumns);
-  __nv_bfloat16* s_row = reinterpret_cast<__nv_bfloat16*>(w_row);
-  for (int64_t j = 8 * static_cast<int64_t>(threadIdx.x); j < v; j += 8 * static_cast<int64_t>(blockDim.x)) {
-    const float m = m_row[j / kReferenceColumns], shift = m - row_lse;  // p = exp(w + shift), z = m + w
-    const int t = target_among(target, j, 8);
-    if (j + 7 < v) {  // 16 bytes: the pitch and j are multiples of 8
-      uint4 word = *reinterpret_cast<const uint4*>(w_row + j);
-      unsigned* pairs = reinterpret_cast<unsigned*>(&word);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 w = __half22float2(*reinterpret_cast<const __half2*>(&pairs[k]));
-        const __nv_bfloat162 s =
-            __floats2bfloat162_rn(softmax_gradient<kSoftcap>(w.x + shift, m + w.x, t == 2 * k, g, inv_softcap),
-                                  softmax_gradient<kSoftcap>(w.y + shift, m + w.y, t == 2 * k + 1, g, inv_softcap));
-        pairs[k] = *reinterpret_cast<const unsigned*>(&s);
-      }
-      *reinterpret_cast<uint4*>(s_row + j) = word;
+  const bool valid = target != ignore_index;
+  const float row_lse = lse[row], g = grad_scale[row];
+  const float a = valid ? g * expf(reference[row] - row_lse) : 0.0f;
+  if (threadIdx.x == 0) {
+    alpha[row] = a;
+    target_key[row] = valid ? static_cast<int>(target) : static_cast<int>(v);
+    target_row[row] = static_cast<int>(row);
+    if (valid) {
+      const float zt = target_logit[row];
+      target_term[row] = g * expm1f(zt - row_lse) * softcap_derivative(zt, softcap);  // g·(p_it − 1)·softcap'
+      q[row * pitch + target] = __float2bfloat16(0.0f);
     } else {
-      for (int64_t k = j; k < v; ++k) {
-        const float w = __half2float(w_row[k]);
-        s_row[k] = __float2bfloat16(softmax_gradient<kSoftcap>(w + shift, m + w, k == target, g, inv_softcap));
-      }
+      target_term[row] = 0.0f;
     }
+  }
+  const __nv_bfloat16* e_row = e + row * d;
+  __nv_bfloat16* out = e_scaled + row * d;
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) out[k] = __float2bfloat16(a * __bfloat162float(e_row[k]));
+}
+
+// dE's row: α_i·(Q·C)_i + S_it·C_{t_i} in fp32, rounded once to bf16. One block per row.
+__global__ void finish_de_rows_kernel(const float* __restrict__ product, const float* __restrict__ alpha,
+                                      const float* __restrict__ target_term, const int64_t* __restrict__ targets,
+                                      int64_t ignore_index, const __nv_bfloat16* __restrict__ c, int64_t d,
+                                      __nv_bfloat16* __restrict__ de) {
+  const int64_t row = blockIdx.x;
+  const int64_t target = targets[row];
+  const float a = alpha[row], s = target != ignore_index ? target_term[row] : 0.0f;
+  const __nv_bfloat16* c_row = c + (target != ignore_index ? target : 0) * d;
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x)
+    de[row * d + k] = __float2bfloat16(a * product[row * d + k] + s * __bfloat162float(c_row[k]));
+}
+
+// The target terms into dC's rows: the chunk's rows sorted by target (stable:
+// in row order within a target), one block per run of equal targets, summed
+// in fp32 in that order and added to dC's row, fp32 (the accumulator of
+// several chunks) or bf16 (one chunk: dC as cuBLASLt rounded it, rounded once
+// more). Deterministic: one owner per row of dC, a fixed order.
+template <typename Out>
+__global__ void add_target_terms_kernel(const int* __restrict__ sorted_key, const int* __restrict__ sorted_row,
+                                        int64_t n, int64_t v, const float* __restrict__ target_term,
+                                        const __nv_bfloat16* __restrict__ e, int64_t d, Out* __restrict__ dc) {
+  const int64_t first = blockIdx.x;
+  const int key = sorted_key[first];
+  if (key >= v || (first > 0 && sorted_key[first - 1] == key)) return;  // not the start of a run
+  int64_t end = first + 1;
+  while (end < n && sorted_key[end] == key) ++end;
+  Out* dc_row = dc + static_cast<int64_t>(key) * d;
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t at = first; at < end; ++at) {
+      const int row = sorted_row[at];
+      sum += target_term[row] * __bfloat162float(e[static_cast<int64_t>(row) * d + k]);
+    }
+    if constexpr (std::is_same<Out, float>::value)
+      dc_row[k] += sum;
+    else
+      dc_row[k] = __float2bfloat16(__bfloat162float(dc_row[k]) + sum);
   }
 }
 
 // Stage 03's forward epilogue, then the tile kept: after the fold has
 // softcapped the tile in place, each logit goes to the chunk's buffer (row
-// pitch `pitch`): fp32 as it is, or fp16 relative to its group's reference.
+// pitch `pitch`): fp32 as it is, or q in bf16 against its row's R_i.
 // So one pass of the engine leaves both the logits and the LSE, where cuBLAS
 // would leave the logits and a row pass read them again.
 struct KeepTileParams {
   s03::SplitLseParams lse;
-  void* logits;        // [chunk rows, pitch], fp16 or fp32
-  float* references;   // fp16: [chunk rows, pitch / kReferenceColumns], else null
-  int64_t pitch;       // a multiple of 64 logits
+  void* logits;               // [chunk rows, pitch], bf16 q or fp32 z
+  const float* reference;     // bf16: R_i [chunk rows], else null
+  int64_t pitch;              // a multiple of 64 logits
 };
 
 template <class Frag>
@@ -182,12 +245,16 @@ struct FoldThenKeepTile {
   __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
     fold.tile(frag, unit, col0);
     const int64_t row0 = unit.token_block * Frag::kBM;
-    if (keep.references == nullptr) {
+    if (keep.reference == nullptr) {
       keep_fp32(frag, row0, col0);
       return;
     }
     const bool whole = col0 + Frag::kBN <= fold.p.v;  // every tile but V's last
-    static_bool(whole, [&](auto is_whole) { keep_half<decltype(is_whole)::value>(frag, row0, col0); });
+    static_bool(whole, [&](auto is_whole) {
+      static_bool(fold.p.softcap > 0.0f, [&](auto softcapped) {
+        keep_q<decltype(is_whole)::value, decltype(softcapped)::value>(frag, row0, col0);
+      });
+    });
   }
   __device__ void end(const Unit& unit) { fold.end(unit); }
 
@@ -215,22 +282,22 @@ struct FoldThenKeepTile {
     }
   }
 
-  // The bf16 tiles' m16n8 picture: the 4 lanes of a quad hold a row's columns
-  // in blocks of 8, two each, so z(r, 8q .. 8q + 7) of the 4 lanes are one
-  // group of 32 columns, whose largest two shuffles find. Stored as they are
-  // held, a quad's pairs of one block cover 16 bytes, half a 32-byte sector;
-  // so each two blocks (16 columns) are exchanged first: lanes 2k and 2k + 1
-  // swap a word (the even lane gives its pair of the second block, the odd one
-  // its pair of the first), after which each lane holds 4 consecutive columns
-  // and the quad writes the 32 bytes in one store.
-  // Each row's pointers are made once, and a tile wholly inside V (kWhole)
+  // q = exp(z − R_i)·softcap'(z) in bf16. The bf16 tiles' m16n8 picture: the
+  // 4 lanes of a quad hold a row's columns in blocks of 8, two each. Stored
+  // as they are held, a quad's pairs of one block cover 16 bytes, half a
+  // 32-byte sector; so each two blocks (16 columns) are exchanged first:
+  // lanes 2k and 2k + 1 swap a word (the even lane gives its pair of the
+  // second block, the odd one its pair of the first), after which each lane
+  // holds 4 consecutive columns and the quad writes the 32 bytes in one store.
+  // Each row's pointer is made once, and a tile wholly inside V (kWhole)
   // stores without column checks: the epilogue runs while the tensor cores
   // wait, so its instructions count.
-  template <bool kWhole>
-  __device__ void keep_half(Frag& frag, int64_t row0, int64_t col0) {
+  template <bool kWhole, bool kSoftcap>
+  __device__ void keep_q(Frag& frag, int64_t row0, int64_t col0) {
     if constexpr (Frag::kColumnsShareLaneMod4) {
-      static_assert(Frag::kCols % 8 == 0, "whole groups of 32 columns per quad");
-      const int64_t n = fold.p.n, v = fold.p.v, groups = keep.pitch / kReferenceColumns;
+      static_assert(Frag::kCols % 8 == 0, "whole blocks of 16 columns per pair of lanes");
+      const int64_t n = fold.p.n, v = fold.p.v;
+      const float inv_softcap = kSoftcap ? 1.0f / fold.p.softcap : 0.0f;
       const int lane = static_cast<int>(threadIdx.x % 4);
       const bool odd = (lane & 1) != 0;
       // This lane's 4 columns in a window of 16, after the exchange below.
@@ -240,27 +307,29 @@ struct FoldThenKeepTile {
         const int64_t row = row0 + Frag::row_of(r);
         const bool kept = row < n;  // the quad's four lanes agree; every lane still shuffles
         const int64_t safe_row = kept ? row : 0;
-        __half* out = static_cast<__half*>(keep.logits) + safe_row * keep.pitch + col0 + lane_col;
-        float* references = keep.references + safe_row * groups + col0 / kReferenceColumns;  // col0: whole groups
+        const float reference = keep.reference[safe_row];
+        auto q_of = [&](float z) {
+          const float q = fast_exp2((z - reference) * kLog2e);  // the difference first, as the fold's
+          if constexpr (kSoftcap) {
+            const float x = z * inv_softcap;
+            return q * (1.0f - x * x);
+          }
+          return q;
+        };
+        __nv_bfloat16* out = static_cast<__nv_bfloat16*>(keep.logits) + safe_row * keep.pitch + col0 + lane_col;
 #pragma unroll
-        for (int q = 0; q < Frag::kCols / 8; ++q) {
-          float m = -INFINITY;
-#pragma unroll
-          for (int c = 8 * q; c < 8 * q + 8; ++c) m = fmaxf(m, frag.z(r, c));
-          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-          m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-          const int group = Frag::col_of(8 * q) - 2 * lane;  // the group's first column
-          if (kept && lane == 0 && (kWhole || col0 + group < v)) references[group / kReferenceColumns] = m;
+        for (int block = 0; block < Frag::kCols / 8; ++block) {
+          const int group = Frag::col_of(8 * block) - 2 * lane;  // the 32 columns' first
 #pragma unroll
           for (int h = 0; h < 2; ++h) {  // the group's two windows of 16 columns: blocks 2h and 2h + 1
-            const int ca = 8 * q + 4 * h, cb = ca + 2;  // this lane's pair in each block
-            const unsigned a = half2_bits(frag.z(r, ca) - m, frag.z(r, ca + 1) - m);
-            const unsigned b = half2_bits(frag.z(r, cb) - m, frag.z(r, cb + 1) - m);
+            const int ca = 8 * block + 4 * h, cb = ca + 2;  // this lane's pair in each block
+            const unsigned a = bf162_bits(q_of(frag.z(r, ca)), q_of(frag.z(r, ca + 1)));
+            const unsigned b = bf162_bits(q_of(frag.z(r, cb)), q_of(frag.z(r, cb + 1)));
             const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
             // Even lane l: its pair and lane l + 1's of the first block, at 2l;
             // odd lane l: lane l − 1's pair and its own of the second block, at 8 + 2(l − 1).
             const uint2 word = odd ? make_uint2(got, b) : make_uint2(a, got);
-            __half* at = out + group + 16 * h;
+            __nv_bfloat16* at = out + group + 16 * h;
             const int64_t first_col = col0 + group + 16 * h + lane_col;
             if (kWhole || first_col + 3 < v) {
               if (kept) *reinterpret_cast<uint2*>(at) = word;  // 8-byte aligned: a multiple of 4 columns
@@ -269,15 +338,15 @@ struct FoldThenKeepTile {
 #pragma unroll
               for (int k = 0; k < 4; ++k)
                 if (first_col + k < v)
-                  at[k] = __ushort_as_half(static_cast<unsigned short>(halves[k / 2] >> (16 * (k % 2))));
+                  at[k] = __ushort_as_bfloat16(static_cast<unsigned short>(halves[k / 2] >> (16 * (k % 2))));
             }
           }
         }
       }
     }
   }
-  __device__ static unsigned half2_bits(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
+  __device__ static unsigned bf162_bits(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const unsigned*>(&h);
   }
 };
@@ -398,19 +467,17 @@ void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scrat
   }
 }
 
-bool keeps_half_logits(const Problem& p) {
-  // Below 2^14, the softcapped logits' differences |z − m| < 2·softcap fit fp16 (65504).
-  return p.dtype == Dtype::kBFloat16 && p.softcap < 16384.0f;
-}
+bool keeps_q(const Problem& p) { return p.dtype == Dtype::kBFloat16; }
 
 DenseChunks plan_dense_chunks(const Problem& p, int64_t rows) {
   constexpr int64_t kRowMultiple = 128;
   DenseChunks chunks;
-  chunks.logit_bytes = keeps_half_logits(p) ? 2 : 4;
+  chunks.logit_bytes = keeps_q(p) ? 2 : 4;
   chunks.pitch = (p.v + kSlabPitchMultiple - 1) / kSlabPitchMultiple * kSlabPitchMultiple;
   if (rows <= 0) {
+    // bf16: q, and the row of E times α.
     const size_t per_row = static_cast<size_t>(chunks.pitch) * chunks.logit_bytes +
-                           (chunks.logit_bytes == 2 ? static_cast<size_t>(chunks.pitch / kReferenceColumns) * 4 : 0);
+                           (keeps_q(p) ? static_cast<size_t>(p.d) * 2 : 0);
     const size_t accumulator = p.dtype == Dtype::kBFloat16 ? static_cast<size_t>(p.v * p.d) * 4 : 0;
     if (static_cast<size_t>(p.n) * per_row <= kDefaultDenseScratchBytes) {
       rows = p.n;  // one chunk, no accumulator
@@ -450,12 +517,57 @@ std::vector<MemoryItem> chunk_lse_items(const Problem& p, const DenseChunks& chu
   return items;
 }
 
+// A chunk row's fp32 R_i, α_i and target term, and the four ints of the target terms' sort.
+constexpr size_t kRowScaleBytes = 3 * 4 + 4 * 4;
+
+// Whether a valid row of the chunk has LSE_i − R_i > kMostReferenceGap: read
+// back at once (the chunk's products wait for it), through a mapped int.
+bool reference_too_far(const float* lse, const float* reference, const int64_t* targets, int64_t n,
+                       int64_t ignore_index, cudaStream_t stream) {
+  static int* too_far = [] {
+    void* made = nullptr;
+    CCE_CUDA_CHECK(cudaHostAlloc(&made, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+    return static_cast<int*>(made);
+  }();
+  *too_far = 0;
+  constexpr int kThreads = 256;
+  reference_gap_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      lse, reference, targets, n, ignore_index, too_far);
+  CCE_CHECK_LAUNCH();
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return *too_far != 0;
+}
+
+// The q path's buffers for one chunk, carved from its items.
+struct RowScales {
+  float *reference, *alpha, *target_term;
+  int *key, *row, *sorted_key, *sorted_row;
+  void* sort_temp;
+  size_t sort_temp_bytes;
+  __nv_bfloat16* e_scaled;
+};
+
+RowScales row_scales(const DenseChunks& chunks, const Scratch& scratch) {
+  RowScales r{};
+  float* f = scratch.get<float>(kDenseRowScalesItem);
+  r.reference = f, r.alpha = f + chunks.rows, r.target_term = f + 2 * chunks.rows;
+  int* k = reinterpret_cast<int*>(f + 3 * chunks.rows);
+  r.key = k, r.row = k + chunks.rows, r.sorted_key = k + 2 * chunks.rows, r.sorted_row = k + 3 * chunks.rows;
+  r.sort_temp = scratch.get<unsigned char>(kDenseSortTempItem);
+  r.sort_temp_bytes = radix_sort_pairs_temp_bytes<int>(chunks.rows, false);
+  r.e_scaled = scratch.get<__nv_bfloat16>(kDenseScaledRowsItem);
+  return r;
+}
+
 }  // namespace
 
 std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& chunks, bool with_dc) {
   std::vector<MemoryItem> items = {{kDenseChunkItem, static_cast<size_t>(chunks.rows * chunks.pitch * chunks.logit_bytes)}};
-  if (chunks.logit_bytes == 2)
-    items.push_back({kDenseReferencesItem, static_cast<size_t>(chunks.rows * (chunks.pitch / kReferenceColumns)) * 4});
+  if (keeps_q(p)) {
+    items.push_back({kDenseRowScalesItem, static_cast<size_t>(chunks.rows) * kRowScaleBytes});
+    items.push_back({kDenseSortTempItem, radix_sort_pairs_temp_bytes<int>(chunks.rows, false)});
+    items.push_back({kDenseScaledRowsItem, static_cast<size_t>(chunks.rows * p.d) * 2});
+  }
   items.push_back({kDenseGradScaleItem, static_cast<size_t>(p.n) * 4});
   items = concat(items, per_token_loss_scratch(p));
   items = concat(items, chunk_lse_items(p, chunks));
@@ -468,12 +580,12 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
 void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
                              float* lse, const float* upstream, void* de, void* dc, cudaStream_t stream) {
   const Problem& p = in.problem;
-  const bool bf16 = p.dtype == Dtype::kBFloat16, half = chunks.logit_bytes == 2;
+  const bool bf16 = p.dtype == Dtype::kBFloat16, q = keeps_q(p);
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const size_t element = p.element_bytes();
   const int d = to_int(p.d), v = to_int(p.v);
   void* logits = scratch.get<unsigned char>(kDenseChunkItem);
-  float* references = half ? scratch.get<float>(kDenseReferencesItem) : nullptr;
+  const RowScales scales = q ? row_scales(chunks, scratch) : RowScales{};
   float* grad_scale = scratch.get<float>(kDenseGradScaleItem);
   float* per_token = per_token_loss_buffer(p, loss, scratch);
   // dC's sum over the chunks and dE's rows in fp32: in dC and dE themselves (fp32), else beside them.
@@ -483,52 +595,86 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
       rounds_dc_in_its_product(p, chunks, dc != nullptr) ? scratch.get<unsigned char>(kDenseDcWorkspaceItem) : nullptr;
   float* de_rows_fp32 = bf16 ? scratch.get<float>(kDenseDeRowsItem) : nullptr;
   compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
-  // S's pitch in its own elements: in place of fp16 or fp32 logits, or bf16 packed into fp32 rows.
-  const int s_pitch = to_int(bf16 && !half ? 2 * chunks.pitch : chunks.pitch);
+  const int s_pitch = to_int(chunks.pitch);  // S in place of fp32 logits, or q in bf16
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t handle = cublas_handle_on(stream);
   for (int64_t first = 0; first < p.n; first += chunks.rows) {
     // The chunk as a problem of its own rows: stage 03's forward runs on it unchanged, keeping its tiles.
     const Problem rows_problem = p.with_tokens(std::min(chunks.rows, p.n - first));
+    const int64_t n_rows = rows_problem.n;
+    const unsigned blocks = static_cast<unsigned>(n_rows);
     const void* e_rows = static_cast<const unsigned char*>(in.e.get()) + first * p.d * element;
     const DeviceInputs rows = DeviceInputs::borrow(rows_problem, e_rows, in.c.get(), in.targets.get() + first);
+    const int64_t* targets = rows.targets.get();
     const s03::FusedPlan plan = s03::plan_fused(rows_problem);
-    const KeepTileParams params{s03::split_lse_params(rows, scratch, true), logits, references, chunks.pitch};
+    if (q) {  // R_i: the target logit
+      s04::indexed_dot(rows, s04::DotVariant::k1d, scales.reference, stream);
+      reference_from_dot_kernel<<<(blocks + 255) / 256, 256, 0, stream>>>(scales.reference, targets, n_rows,
+                                                                          p.ignore_index, p.softcap);
+      CCE_CHECK_LAUNCH();
+    }
+    const KeepTileParams params{s03::split_lse_params(rows, scratch, true), logits, scales.reference, chunks.pitch};
     launch_tile_units<FoldThenKeepTile>(rows, plan.path, plan.units, params, stream);
     s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
-    // S in place of the softcapped logits.
-    const unsigned blocks = static_cast<unsigned>(rows_problem.n);
-    static_bool(p.softcap > 0.0f, [&](auto softcapped) {
-      constexpr bool kSoftcap = decltype(softcapped)::value;
-      if (half)
-        chunk_gradient_from_half_kernel<kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
-            static_cast<__half*>(logits), references, chunks.pitch, p.v, rows.targets.get(), lse + first,
-            grad_scale + first, p.softcap);
-      else if (bf16)
-        slab_gradient_kernel<true, kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
-            static_cast<float*>(logits), chunks.pitch, p.v, 0, rows.targets.get(), lse + first, grad_scale + first,
-            p.softcap, true);
-      else
+    if (q) {
+      if (reference_too_far(lse + first, scales.reference, targets, n_rows, p.ignore_index, stream)) {
+        // Again with R_i = LSE_i; the fold makes the same LSE.
+        CCE_CUDA_CHECK(cudaMemcpyAsync(scales.reference, lse + first, n_rows * sizeof(float), cudaMemcpyDeviceToDevice,
+                                       stream));
+        launch_tile_units<FoldThenKeepTile>(rows, plan.path, plan.units, params, stream);
+        s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
+      }
+      row_scales_kernel<<<blocks, kSlabThreads, 0, stream>>>(
+          lse + first, scales.reference, params.lse.target_logit, targets, p.v, p.ignore_index, grad_scale + first,
+          p.softcap, static_cast<__nv_bfloat16*>(logits), chunks.pitch, static_cast<const __nv_bfloat16*>(e_rows), p.d,
+          scales.e_scaled, scales.alpha, scales.target_term, scales.key, scales.row);
+      CCE_CHECK_LAUNCH();
+    } else {
+      // S in place of the softcapped fp32 logits.
+      static_bool(p.softcap > 0.0f, [&](auto softcapped) {
+        constexpr bool kSoftcap = decltype(softcapped)::value;
         slab_gradient_kernel<false, kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
-            static_cast<float*>(logits), chunks.pitch, p.v, 0, rows.targets.get(), lse + first, grad_scale + first,
-            p.softcap, true);
-    });
-    CCE_CHECK_LAUNCH();
-    const int n_rows = to_int(rows_problem.n);
-    // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows], written once.
+            static_cast<float*>(logits), chunks.pitch, p.v, 0, targets, lse + first, grad_scale + first, p.softcap,
+            true);
+      });
+      CCE_CHECK_LAUNCH();
+    }
+    // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows] (q: Qᵀ), written once.
     void* de_rows = static_cast<unsigned char*>(de) + first * p.d * element;
-    CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n_rows, v, &one, in.c.get(), type, d, logits,
-                                  type, s_pitch, &zero, bf16 ? static_cast<void*>(de_rows_fp32) : de_rows, CUDA_R_32F,
-                                  d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    if (bf16) s06::cast_to_bf16(de_rows_fp32, de_rows, static_cast<int64_t>(n_rows) * p.d, stream);
-    // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V]; none for a frozen classifier.
+    CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, to_int(n_rows), v, &one, in.c.get(), type, d,
+                                  logits, type, s_pitch, &zero, bf16 ? static_cast<void*>(de_rows_fp32) : de_rows,
+                                  CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (q) {
+      finish_de_rows_kernel<<<blocks, kSlabThreads, 0, stream>>>(
+          de_rows_fp32, scales.alpha, scales.target_term, targets, p.ignore_index,
+          reinterpret_cast<const __nv_bfloat16*>(in.c.get()), p.d, static_cast<__nv_bfloat16*>(de_rows));
+      CCE_CHECK_LAUNCH();
+    }
+    if (dc == nullptr) continue;  // a frozen classifier
+    // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V] (q: (α ∘ E_rows)ᵀ · Q).
+    const void* e_factor = q ? static_cast<const void*>(scales.e_scaled) : e_rows;
     if (dc_workspace != nullptr) {
-      product_to_bf16_rounded_once(d, v, n_rows, e_rows, d, logits, s_pitch, dc, d, dc_workspace, stream);
-    } else if (dc != nullptr) {
+      product_to_bf16_rounded_once(d, v, to_int(n_rows), e_factor, d, logits, s_pitch, dc, d, dc_workspace, stream);
+    } else {
       const float* beta = first == 0 ? &zero : &one;
-      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, n_rows, &one, e_rows, type, d, logits,
-                                    type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
+      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, to_int(n_rows), &one, e_factor, type, d,
+                                    logits, type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
                                     CUBLAS_GEMM_DEFAULT));
+    }
+    if (q) {  // the target terms, by target
+      size_t temp_bytes = scales.sort_temp_bytes;
+      CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scales.sort_temp, temp_bytes, scales.key, scales.sorted_key,
+                                                     scales.row, scales.sorted_row, static_cast<int>(n_rows), 0,
+                                                     radix_key_bits(p.v), stream));
+      const auto* e_bf16 = static_cast<const __nv_bfloat16*>(e_rows);
+      if (dc_acc != nullptr)
+        add_target_terms_kernel<float><<<blocks, kSlabThreads, 0, stream>>>(
+            scales.sorted_key, scales.sorted_row, n_rows, p.v, scales.target_term, e_bf16, p.d, dc_acc);
+      else
+        add_target_terms_kernel<__nv_bfloat16><<<blocks, kSlabThreads, 0, stream>>>(
+            scales.sorted_key, scales.sorted_row, n_rows, p.v, scales.target_term, e_bf16, p.d,
+            static_cast<__nv_bfloat16*>(dc));
+      CCE_CHECK_LAUNCH();
     }
   }
   finish_loss(p, per_token, in.targets.get(), loss, stream);
