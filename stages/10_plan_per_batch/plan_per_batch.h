@@ -119,7 +119,7 @@ constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf
 constexpr const char* kDenseDcWorkspaceItem = "dense plan: cuBLASLt workspace of dC's product (bf16, one chunk)";
 constexpr const char* kDenseDeRowsItem = "dense plan: dE of a chunk fp32 [chunk rows, D] (bf16)";
 constexpr const char* kDenseGradScaleItem = "dense plan: per-token grad scale [N]";
-// `rows` per chunk (at most N); 0: all N if their logits and references fit
+// `rows` per chunk (at most N); 0: all N if their q (or fp32 logits) and the rows of E times alpha fit
 // kDefaultDenseScratchBytes, else as many as fit beside dC's fp32
 // accumulator (bf16), a multiple of 128, at least 128.
 DenseChunks plan_dense_chunks(const Problem& problem, int64_t rows = 0);
