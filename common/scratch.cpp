@@ -22,11 +22,15 @@ bool Scratch::has(const std::string& name) const {
   return false;
 }
 
-void* Scratch::find(const std::string& name) const {
+const DeviceBuffer<uint8_t>& Scratch::buffer(const std::string& name) const {
   for (const auto& [have, buffer] : buffers_)
-    if (have == name) return buffer.get();
+    if (have == name) return buffer;
   throw CudaError("scratch item '" + name + "' was never allocated (a stage bug: see its workspace())");
 }
+
+void* Scratch::find(const std::string& name) const { return buffer(name).get(); }
+
+size_t Scratch::bytes(const std::string& name) const { return buffer(name).bytes(); }
 
 std::vector<MemoryItem> concat(std::vector<MemoryItem> a, const std::vector<MemoryItem>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -31,9 +31,12 @@ class Scratch {
     return static_cast<T*>(find(name));
   }
   bool has(const std::string& name) const;
+  // The size an item was allocated with (throws like get() if it never was).
+  size_t bytes(const std::string& name) const;
   void release() { buffers_.clear(); }
 
  private:
+  const DeviceBuffer<uint8_t>& buffer(const std::string& name) const;
   void* find(const std::string& name) const;
   std::vector<std::pair<std::string, DeviceBuffer<uint8_t>>> buffers_;
 };

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common/check.h"
+#include "common/mapped_value.h"
 #include "common/problem.h"
 #include "python/capi_kernels.h"
 
@@ -60,13 +61,8 @@ __global__ void scale_kernel(T* __restrict__ x, int64_t count, const float* __re
 
 TargetCheck start_target_check(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, int64_t* safe,
                                cudaStream_t stream) {
-  // Pinned, mapped host memory (8 bytes for the process) that the kernel
-  // writes and the host reads once the check's event has passed; one event.
-  static unsigned long long* first = [] {
-    void* p = nullptr;
-    CCE_CUDA_CHECK(cudaHostAlloc(&p, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable));
-    return static_cast<unsigned long long*>(p);
-  }();
+  // The first bad position, which the host reads once the check's event has passed.
+  static unsigned long long* first = new_mapped_host_value<unsigned long long>();
   static cudaEvent_t done = [] {
     cudaEvent_t event = nullptr;
     CCE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));

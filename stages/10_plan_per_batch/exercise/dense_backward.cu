@@ -42,6 +42,7 @@
 #include "common/check.h"
 #include "common/cublas_handle.h"
 #include "common/device_math.cuh"
+#include "common/mapped_value.h"
 #include "common/radix_sort.cuh"
 #include "common/tile/launch.cuh"
 #include "common/token_reduction.h"
@@ -524,11 +525,7 @@ constexpr size_t kRowScaleBytes = 3 * 4 + 4 * 4;
 // back at once (the chunk's products wait for it), through a mapped int.
 bool reference_too_far(const float* lse, const float* reference, const int64_t* targets, int64_t n,
                        int64_t ignore_index, cudaStream_t stream) {
-  static int* too_far = [] {
-    void* made = nullptr;
-    CCE_CUDA_CHECK(cudaHostAlloc(&made, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
-    return static_cast<int*>(made);
-  }();
+  static int* too_far = new_mapped_host_value<int>();
   *too_far = 0;
   constexpr int kThreads = 256;
   reference_gap_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
@@ -554,7 +551,7 @@ RowScales row_scales(const DenseChunks& chunks, const Scratch& scratch) {
   int* k = reinterpret_cast<int*>(f + 3 * chunks.rows);
   r.key = k, r.row = k + chunks.rows, r.sorted_key = k + 2 * chunks.rows, r.sorted_row = k + 3 * chunks.rows;
   r.sort_temp = scratch.get<unsigned char>(kDenseSortTempItem);
-  r.sort_temp_bytes = radix_sort_pairs_temp_bytes<int>(chunks.rows, false);
+  r.sort_temp_bytes = scratch.bytes(kDenseSortTempItem);
   r.e_scaled = scratch.get<__nv_bfloat16>(kDenseScaledRowsItem);
   return r;
 }
