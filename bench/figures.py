@@ -15,8 +15,10 @@ threshold sweeps (docs/drop_eps_sweep*.json). Writes:
   eps_sweep.png       stage 10: the share of tiles kept and the dE and dC errors against the threshold eps,
                       with and without the tail correction, one column per shape of the sweeps; the star
                       and eager PyTorch's lines from the run the sweeps were made beside (SWEEP_BENCH)
-  h200_time_memory.png  as time_memory.png, for the sweep on another GPU (results_table.py's OTHER_GPU_BLOCKS:
-                      the H200's), at every shape it ran
+  h200_time_memory.png  the sweep on another GPU (results_table.py's OTHER_GPU_BLOCKS: the H200's), one row per
+                      shape it ran: loss+grad time of each implementation divided by the cuBLAS floor's time in
+                      the same tables (left, with the final stage's and the fastest peer's times written out) and
+                      peak memory (right)
   training_sweep.png  lm128k during its training (the shapes lm128k_s0 ... lm128k_s300, then lm128k): loss+grad
                       time of stage 10, the cuBLAS floor and each peer against the training step (top), and
                       stage 10's kept share of the pairs, its eps and its plan (bottom); the steps and held-out
@@ -210,6 +212,76 @@ def figure_time_memory(plt, values, dims, gpus, out, shapes=TIME_SHAPES, name="t
     fig.tight_layout(rect=(0, 0.035 * 2 / len(shapes), 1, 1 - 0.03 * 2 / len(shapes)))
     path = save(plt, fig, out, name)
     return path
+
+
+# The other GPU's sweep: a marker per implementation (the final stage filled, its op hollow, each peer its own).
+MARKERS = {"stage": ("o", "C0", True), "stage_op": ("o", "C0", False), "peer_torch_compile": ("s", "C1", True),
+           "peer_quack": ("D", "C2", True), "peer_cce": ("^", "C4", True), "peer_cce_nofilter": ("^", "C4", False),
+           "peer_liger": ("v", "C5", True), "peer_torch_eager": ("X", "C7", True)}
+
+
+def marker_key(impl):
+    if impl.startswith("stage"):
+        return "stage_op" if rt.is_stage_op(impl) else "stage"
+    return impl
+
+
+def figure_ratio_to_floor(plt, values, gpus, out, shapes, name):
+    """One row per shape: each implementation's loss + grad time over the floor's (left, log scale) and its peak
+    memory (right, log scale); the final stage's time and the fastest peer's written beside the rows."""
+    loss_grad = {s: {i: v for (i, m, sh), v in values.items() if sh == s and m == "loss_grad" and v.get("ms")}
+                 for s in shapes}
+    for shape in shapes:
+        if "cublas_floor" not in loss_grad[shape]:
+            raise Fault(f"no cublas_floor loss_grad case at {shape} in the benchmark files (figure {name} needs it)")
+    impls = sorted({i for cases in loss_grad.values() for i in cases if i != "cublas_floor"}, key=rt.impl_order)
+    final_stage = max((i for i in impls if i.startswith("stage") and not rt.is_stage_op(i)), key=rt.impl_order)
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(13, 1.6 + 0.42 * len(shapes)),
+                                     gridspec_kw={"width_ratios": (1.45, 1)})
+    rows = {shape: len(shapes) - 1 - k for k, shape in enumerate(shapes)}  # the first shape at the top
+    for impl in impls:
+        marker, color, filled = MARKERS.get(marker_key(impl), ("P", "C8", True))
+        style = {"marker": marker, "s": 46, "linewidths": 1.3, "zorder": 3, "label": label(impl),
+                 "facecolors": color if filled else "none", "edgecolors": color}
+        at = [s for s in shapes if impl in loss_grad[s]]
+        ax_t.scatter([loss_grad[s][impl]["ms"] / loss_grad[s]["cublas_floor"]["ms"] for s in at],
+                     [rows[s] for s in at], **style)
+        with_mb = [s for s in at if loss_grad[s][impl].get("peak_MB")]
+        ax_m.scatter([loss_grad[s][impl]["peak_MB"] for s in with_mb], [rows[s] for s in with_mb], **style)
+    floor_mb = [loss_grad[s]["cublas_floor"].get("peak_MB") for s in shapes]
+    ax_m.scatter([m for m in floor_mb if m], [rows[s] for s, m in zip(shapes, floor_mb) if m], marker="|", s=160,
+                 color=COLORS["floor"], zorder=2, label="cuBLAS floor")
+    ax_t.axvline(1.0, color=COLORS["floor"], ls="--", lw=1, label="cuBLAS floor (time = 1; memory: the bar)")
+    ratios = [v["ms"] / loss_grad[s]["cublas_floor"]["ms"] for s in shapes for v in loss_grad[s].values()]
+    lo, hi = min(ratios) / 1.25, max(ratios) * 1.25
+    ax_t.set_xscale("log")
+    ax_t.set_xlim(lo, hi * 2.3)  # room on the right for the written times
+    log_ticks(ax_t.xaxis, lo, hi, lambda t: f"{t:g}×")
+    for shape in shapes:
+        stage = loss_grad[shape].get(final_stage)
+        peers = [(v["ms"], i) for i, v in loss_grad[shape].items() if i.startswith("peer_")]
+        text = f"{rt.fmt_ms(stage['ms'])} ms" if stage else "–"
+        if peers:
+            best_ms, best = min(peers)
+            text += f" | {label(best)} {rt.fmt_ms(best_ms)}"
+        ax_t.text(hi * 1.08, rows[shape], text, va="center", fontsize=8)
+    mbs = [v["peak_MB"] for s in shapes for v in loss_grad[s].values() if v.get("peak_MB")]
+    ax_m.set_xscale("log")
+    ax_m.set_xlim(min(mbs) / 1.5, max(mbs) * 1.5)
+    log_ticks(ax_m.xaxis, min(mbs) / 1.5, max(mbs) * 1.5)
+    for ax in (ax_t, ax_m):
+        ax.set_yticks([rows[s] for s in shapes], shapes if ax is ax_t else [""] * len(shapes), fontsize=9)
+        ax.set_ylim(-0.6, len(shapes) - 0.4)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_axisbelow(True)
+    ax_t.set_xlabel("loss + gradient time ÷ the cuBLAS floor's (log scale; right: "
+                    f"{label(final_stage)}'s median | the fastest peer's)")
+    ax_m.set_xlabel("peak device memory beyond the inputs, MB (log scale)")
+    handles, labels = ax_t.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=9, frameon=False)
+    fig.suptitle(f"Loss + gradient in bf16 on {gpu_words(gpus)}: every shape of the sweep", fontsize=11)
+    fig.tight_layout(rect=(0, 0.03 + 0.5 / len(shapes), 1, 0.97))
+    return save(plt, fig, out, name)
 
 
 def figure_gradient_error(plt, values, dims, gpus, out):
@@ -427,8 +499,8 @@ def main(argv=None):
         for block, files in rt.OTHER_GPU_BLOCKS.items():  # another GPU's sweep: a figure of its own
             other, other_dims, other_gpus, _ = load_bench(rt.default_paths(files))
             shapes = [s for s in rt.ALL_SHAPES if any(k[2] == s for k in other)]
-            written.append(figure_time_memory(plt, other, other_dims, other_gpus, args.out, shapes,
-                                              block.replace("_summary", "") + "_time_memory.png", ""))
+            written.append(figure_ratio_to_floor(plt, other, other_gpus, args.out, shapes,
+                                                 block.replace("_summary", "") + "_time_memory.png"))
     except Fault as e:
         print(f"figures.py: error: {e}", file=sys.stderr)
         return 1

@@ -65,12 +65,13 @@ FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "ben
          "bench_peers_dense_plan_h100_a85669c.json")
 BLOCKS = ("summary", "tables", "appendix")
 # Runs on another GPU get a summary block of their own (no table mixes two GPUs): the NVIDIA H200 sweep of
-# 2026-11-29 at 3a72614 (the floor, stage 10, its op and the peers, QuACK included, at six shapes with
-# gemma2_softcap among them, in two calls minutes apart on one machine), and lm128k's floor and stage 10 from a call of
-# 2026-11-28. The earlier H200 sweeps (bench_h200_e860a0c.json, bench_h200_0914b02.json and their peers' files) stay
-# in docs/ for stage 10's WORKLOG.
-OTHER_GPU_BLOCKS = {"h200_summary": ("bench_h200_3a72614.json", "bench_peers_h200_3a72614.json",
-                                     "bench_h200_lm128k_9ba5853.json")}
+# 2026-11-29 at e8fc48e (the floor and stage 10 at eleven shapes, lm128k's training snapshots among them; the peers,
+# QuACK included, and stage 10's op at six of them; four calls minutes apart on one machine), and for the peers at
+# gpt2, gemma2 and gemma2_softcap the sweep of the same day at 3a72614. The earlier H200 sweeps (bench_h200_e860a0c.json,
+# bench_h200_0914b02.json, bench_h200_3a72614.json, bench_h200_lm128k_9ba5853.json and the peers' files beside them)
+# stay in docs/ for stage 10's WORKLOG.
+OTHER_GPU_BLOCKS = {"h200_summary": ("bench_peers_h200_3a72614.json", "bench_h200_e8fc48e.json",
+                                     "bench_peers_h200_e8fc48e.json")}
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(OTHER_GPU_BLOCKS)}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
 BEGIN, END = MARKERS["appendix"]
