@@ -9,8 +9,11 @@
 set -o pipefail
 T0=$SECONDS
 R=$OUT/fused; mkdir -p $R
-nvidia-smi -L > $R/gpu.txt; git log -1 --format=%h > $R/main.txt
-rm -rf /tmp/src-main && mkdir -p /tmp/src-main && git archive HEAD | tar -x -C /tmp/src-main
+nvidia-smi -L > $R/gpu.txt; git log -1 --format=%h > $R/head.txt; git status --short > $R/status.txt
+# The working tree as it came (the device's copy may report an older HEAD with later commits as changes):
+# every file git tracks or would track, copied before the patch is applied.
+rm -rf /tmp/src-main && mkdir -p /tmp/src-main
+git ls-files --cached --others --exclude-standard -z | xargs -0 cp --parents -t /tmp/src-main
 (cmake -S /tmp/src-main -B /tmp/build_main -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build_main stage10_plan_per_batch) > $R/build_main.log 2>&1 &
 git apply docs/wip/fused_keep_exp.patch || exit 1
 (cmake -S . -B /tmp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build) > $R/build.log 2>&1 || { grep -B2 -A8 error $R/build.log | head -40; exit 1; }
