@@ -35,15 +35,8 @@ sys.exit(figure.main(["--out", {out!r}]))
 
 class AtomicBackward(unittest.TestCase):
     def test_draws_and_holds(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "atomic.png")
-            proc = run("--out", out)
-            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-            self.assertNotIn("DOES NOT HOLD", proc.stderr)
-            with open(out, "rb") as f:
-                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-            self.assertIn("4 token blocks × 6 vocabulary blocks", proc.stdout)
-            self.assertIn("2359296 bytes per tile × 128000 tiles = 302.0 GB", proc.stdout)
+        figure_tests.check_draws(self, run, "atomic_backward", ["4 token blocks × 6 vocabulary blocks",
+                                                               "2359296 bytes per tile × 128000 tiles = 302.0 GB"])
 
     def test_traffic_is_the_worklog_formula(self):
         n, d, v = figure.GEMMA2
@@ -61,14 +54,7 @@ class AtomicBackward(unittest.TestCase):
             self.assertIn("DOES NOT HOLD: each dE_acc row receives one partial per vocabulary block", proc.stderr)
 
     def test_bad_flags_are_one_line_exit_2(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for args in (["--bogus"], ["--out"], ["--out", os.path.join(tmp, "atomic.svg")],
-                         ["--out", os.path.join(tmp, "missing", "atomic.png")]):
-                proc = run(*args)
-                self.assertEqual(proc.returncode, 2, args)
-                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
-                self.assertTrue(proc.stderr.startswith("atomic_backward_figure.py: "), proc.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        figure_tests.check_bad_flags(self, run, "atomic_backward", seeded=False)
 
 
 if __name__ == "__main__":

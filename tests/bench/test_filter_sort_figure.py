@@ -9,8 +9,6 @@ make the claims fail (exit 1, DOES NOT HOLD). Bad flags: exit 2, one line.
 """
 
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -39,15 +37,8 @@ OTHER_EPS = "figure.EPS = 2.0 ** -8"
 
 class FilterSort(unittest.TestCase):
     def test_draws_and_holds(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for seed in ("7", "0", "23"):
-                out = os.path.join(tmp, f"filter_sort_{seed}.png")
-                proc = run("--out", out, "--seed", seed)
-                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-                self.assertNotIn("DOES NOT HOLD", proc.stderr)
-                with open(out, "rb") as f:
-                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-                self.assertIn("64 tokens × 128 entries in 8 × 16 tiles of 8 × 8; eps 2^-12", proc.stdout)
+        figure_tests.check_draws(self, run, "filter_sort",
+                                 ["64 tokens × 128 entries in 8 × 16 tiles of 8 × 8; eps 2^-12"], seeds=("7", "0", "23"))
 
     def test_rule_and_key_by_hand(self):
         self.assertEqual(figure.EPS, 2.0 ** -12)
@@ -73,22 +64,10 @@ class FilterSort(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "filter_sort.png")
             for patch, claim in cases:
-                code = BROKEN.format(bench=BENCH, patch=patch, out=out)
-                proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-                self.assertEqual(proc.returncode, 1, patch + proc.stdout + proc.stderr)
-                self.assertIn("DOES NOT HOLD: ", proc.stderr, patch)
-                self.assertIn(claim, proc.stderr, patch)
+                figure_tests.check_does_not_hold(self, BROKEN.format(bench=BENCH, patch=patch, out=out), [claim])
 
     def test_bad_flags_are_one_line_exit_2(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for args in (["--bogus"], ["--out"], ["--seed", "x"], ["--seed", "-1"],
-                         ["--out", os.path.join(tmp, "filter_sort.svg")],
-                         ["--out", os.path.join(tmp, "missing", "filter_sort.png")]):
-                proc = run(*args)
-                self.assertEqual(proc.returncode, 2, args)
-                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
-                self.assertTrue(proc.stderr.startswith("filter_sort_figure.py: "), proc.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        figure_tests.check_bad_flags(self, run, "filter_sort")
 
 
 if __name__ == "__main__":

@@ -37,14 +37,7 @@ sys.exit(figure.main(["--out", {out!r}]))
 
 class IndexedDot(unittest.TestCase):
     def test_draws_and_holds(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "indexed_dot.png")
-            proc = run("--out", out)
-            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-            with open(out, "rb") as f:
-                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-            self.assertIn("grid 2 x 4", proc.stdout)
-            self.assertNotIn("DOES NOT HOLD", proc.stderr)
+        figure_tests.check_draws(self, run, "indexed_dot", ["grid 2 x 4"])
 
     def test_rules_by_hand(self):
         self.assertEqual(figure.plan_grid(16, 1000), (2, 4))
@@ -66,14 +59,7 @@ class IndexedDot(unittest.TestCase):
             self.assertIn("exactly one (block, warp)", proc.stderr)
 
     def test_bad_flags_are_one_line_exit_2(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for args in (["--bogus"], ["--out"], ["--out", os.path.join(tmp, "indexed_dot.svg")],
-                         ["--out", os.path.join(tmp, "missing", "indexed_dot.png")]):
-                proc = run(*args)
-                self.assertEqual(proc.returncode, 2, args)
-                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
-                self.assertTrue(proc.stderr.startswith("indexed_dot_figure.py: "), proc.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        figure_tests.check_bad_flags(self, run, "indexed_dot", seeded=False)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,6 @@ exit 2, one line.
 
 import math
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -35,15 +33,7 @@ sys.exit(figure.main(["--out", {out!r}]))
 
 class LockMerge(unittest.TestCase):
     def test_draws_and_holds(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for seed in ("5", "0", "11"):
-                out = os.path.join(tmp, f"lock_merge_{seed}.png")
-                proc = run("--out", out, "--seed", seed)
-                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-                with open(out, "rb") as f:
-                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-                self.assertIn("2 token blocks × 5 ranges", proc.stdout)
-                self.assertNotIn("DOES NOT HOLD", proc.stderr)
+        figure_tests.check_draws(self, run, "lock_merge", ["2 token blocks × 5 ranges"], seeds=("5", "0", "11"))
 
     def test_log_add_exp_by_hand(self):
         self.assertEqual(figure.log_add_exp(-math.inf, 2.5), 2.5)        # the first merge: the partial itself
@@ -65,25 +55,12 @@ class LockMerge(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "lock_merge.png")
             for patch in cases:
-                code = BROKEN.format(bench=BENCH, patch=patch, out=out)
-                proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-                self.assertEqual(proc.returncode, 1, patch + proc.stdout + proc.stderr)
-                failed = [line for line in proc.stderr.splitlines() if "DOES NOT HOLD: " in line]
-                for claim in ("at most one unit holds a token block's lock at any time",
-                              "every unit merges exactly once",
-                              "in the simulated order, gives each row's log Σ exp(z)"):
-                    self.assertTrue(any(claim in line for line in failed), patch + proc.stderr)
+                figure_tests.check_does_not_hold(self, BROKEN.format(bench=BENCH, patch=patch, out=out), [
+                    "at most one unit holds a token block's lock at any time", "every unit merges exactly once",
+                    "in the simulated order, gives each row's log Σ exp(z)"])
 
     def test_bad_flags_are_one_line_exit_2(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for args in (["--bogus"], ["--out"], ["--seed", "x"], ["--seed", "-1"],
-                         ["--out", os.path.join(tmp, "lock_merge.svg")],
-                         ["--out", os.path.join(tmp, "missing", "lock_merge.png")]):
-                proc = run(*args)
-                self.assertEqual(proc.returncode, 2, args)
-                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
-                self.assertTrue(proc.stderr.startswith("lock_merge_figure.py: "), proc.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        figure_tests.check_bad_flags(self, run, "lock_merge")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,6 @@ script's claims fail (exit 1, DOES NOT HOLD). Bad flags: exit 2, one line.
 
 import math
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -43,15 +41,7 @@ sys.exit(figure.main(["--out", {out!r}]))
 
 class OnlineSoftmax(unittest.TestCase):
     def test_draws_and_holds(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for seed in ("2", "0", "11"):
-                out = os.path.join(tmp, f"online_softmax_{seed}.png")
-                proc = run("--out", out, "--seed", seed)
-                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-                with open(out, "rb") as f:
-                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-                self.assertIn("48 logits", proc.stdout)
-                self.assertNotIn("DOES NOT HOLD", proc.stderr)
+        figure_tests.check_draws(self, run, "online_softmax", ["48 logits"], seeds=("2", "0", "11"))
 
     def test_rules_by_hand(self):
         state = figure.add(figure.EMPTY, 1.0)
@@ -75,21 +65,10 @@ class OnlineSoftmax(unittest.TestCase):
             out = os.path.join(tmp, "online_softmax.png")
             for name, broken, claim in cases:
                 code = BROKEN.format(bench=BENCH, name=name, broken=broken, out=out)
-                proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-                self.assertEqual(proc.returncode, 1, broken + proc.stdout + proc.stderr)
-                self.assertIn("DOES NOT HOLD: ", proc.stderr, broken)
-                self.assertIn(claim, proc.stderr, broken)
+                figure_tests.check_does_not_hold(self, code, [claim])
 
     def test_bad_flags_are_one_line_exit_2(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for args in (["--bogus"], ["--out"], ["--seed", "x"], ["--seed", "-1"],
-                         ["--out", os.path.join(tmp, "online_softmax.svg")],
-                         ["--out", os.path.join(tmp, "missing", "online_softmax.png")]):
-                proc = run(*args)
-                self.assertEqual(proc.returncode, 2, args)
-                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
-                self.assertTrue(proc.stderr.startswith("online_softmax_figure.py: "), proc.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        figure_tests.check_bad_flags(self, run, "online_softmax")
 
 
 if __name__ == "__main__":

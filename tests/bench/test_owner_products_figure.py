@@ -46,14 +46,7 @@ sys.exit(figure.main(["--out", {out!r}]))
 
 class OwnerProducts(unittest.TestCase):
     def test_draws_and_holds(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "owners.png")
-            proc = run("--out", out)
-            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-            with open(out, "rb") as f:
-                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-            self.assertIn("14 kept pairs of 60, 3 chunks", proc.stdout)
-            self.assertNotIn("DOES NOT HOLD", proc.stderr)
+        figure_tests.check_draws(self, run, "owner_products", ["14 kept pairs of 60, 3 chunks"])
 
     def test_slots_and_chunks_by_hand(self):
         flags = figure.keep_flags()
@@ -75,14 +68,7 @@ class OwnerProducts(unittest.TestCase):
             self.assertIn("DOES NOT HOLD: slots are numbered tile by tile", proc.stderr)
 
     def test_bad_flags_are_one_line_exit_2(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for args in (["--bogus"], ["--out"], ["--out", os.path.join(tmp, "owners.svg")],
-                         ["--out", os.path.join(tmp, "missing", "owners.png")]):
-                proc = run(*args)
-                self.assertEqual(proc.returncode, 2, args)
-                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
-                self.assertTrue(proc.stderr.startswith("owner_products_figure.py: "), proc.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        figure_tests.check_bad_flags(self, run, "owner_products", seeded=False)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,6 @@ flags: exit 2, one line.
 """
 
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -47,15 +45,7 @@ sys.exit(figure.main(["--out", {out!r}]))
 
 class ScaledRows(unittest.TestCase):
     def test_draws_and_holds(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for seed in ("3", "0", "11"):
-                out = os.path.join(tmp, f"scaled_rows_{seed}.png")
-                proc = run("--out", out, "--seed", seed)
-                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-                with open(out, "rb") as f:
-                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-                self.assertIn("rows run again 1", proc.stdout)
-                self.assertNotIn("DOES NOT HOLD", proc.stderr)
+        figure_tests.check_draws(self, run, "scaled_rows", ["rows run again 1"], seeds=("3", "0", "11"))
 
     def test_bf16_by_hand(self):
         values = [1.0, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 1.0 + 2.0 ** -7 + 2.0 ** -9, -2.5, 0.0]
@@ -69,24 +59,12 @@ class ScaledRows(unittest.TestCase):
                  ("figure.MOST_REFERENCE_GAP = 60.0", "is the one row run again with R = LSE"),
                  ("figure.to_bf16 = truncated", "moves each S_ij off the target by at most 2^-8"))
         with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "scaled_rows.png")
             for setup, claim in cases:
-                code = BROKEN.format(bench=BENCH, setup=setup, out=out)
-                proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-                self.assertEqual(proc.returncode, 1, setup + proc.stdout + proc.stderr)
-                self.assertIn("DOES NOT HOLD: ", proc.stderr, setup)
-                self.assertIn(claim, proc.stderr, setup)
+                code = BROKEN.format(bench=BENCH, setup=setup, out=os.path.join(tmp, "scaled_rows.png"))
+                figure_tests.check_does_not_hold(self, code, [claim])
 
     def test_bad_flags_are_one_line_exit_2(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for args in (["--bogus"], ["--out"], ["--seed", "x"], ["--seed", "-1"],
-                         ["--out", os.path.join(tmp, "scaled_rows.svg")],
-                         ["--out", os.path.join(tmp, "missing", "scaled_rows.png")]):
-                proc = run(*args)
-                self.assertEqual(proc.returncode, 2, args)
-                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
-                self.assertTrue(proc.stderr.startswith("scaled_rows_figure.py: "), proc.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        figure_tests.check_bad_flags(self, run, "scaled_rows")
 
 
 if __name__ == "__main__":

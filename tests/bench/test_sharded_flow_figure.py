@@ -62,15 +62,8 @@ class ShardedFlow(unittest.TestCase):
             self.assertIn("DOES NOT HOLD: the loss from the joined sums is the unsharded loss", proc.stderr)
 
     def test_bad_flags_are_one_line_exit_2(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for args in (["--bogus"], ["--gpus", "3"], ["--gpus", "x"], ["--out"],
-                         ["--out", os.path.join(tmp, "flow.svg")],
-                         ["--out", os.path.join(tmp, "missing", "flow.png")]):
-                proc = run(*args)
-                self.assertEqual(proc.returncode, 2, args)
-                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
-                self.assertTrue(proc.stderr.startswith("sharded_flow_figure.py: "), proc.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        figure_tests.check_bad_flags(self, run, "sharded_flow", seeded=False,
+                                     extra=(["--gpus", "3"], ["--gpus", "x"]))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,6 @@ flags: exit 2, one line.
 
 import math
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -43,15 +41,7 @@ sys.exit(figure.main(["--out", {out!r}]))
 
 class TailCorrection(unittest.TestCase):
     def test_draws_and_holds(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for seed in ("4", "0", "15"):
-                out = os.path.join(tmp, f"tail_correction_{seed}.png")
-                proc = run("--out", out, "--seed", seed)
-                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-                with open(out, "rb") as f:
-                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
-                self.assertIn("tiles dropped", proc.stdout)
-                self.assertNotIn("DOES NOT HOLD", proc.stderr)
+        figure_tests.check_draws(self, run, "tail_correction", ["tiles dropped"], seeds=("4", "0", "15"))
 
     def test_statistics_by_hand(self):
         import numpy as np
@@ -64,29 +54,17 @@ class TailCorrection(unittest.TestCase):
         self.assertEqual(list(s[0, 1:]), [float(figure.TILE)] * (figure.TILES - 1))
 
     def test_broken_rules_do_not_hold(self):
-        cases = (("figure.statistics = mean_not_max", "every p_ij ≤ exp(m_iT − LSE_i)"),
-                 ("figure.statistics = mean_not_max", "every entry but the target's has |p − [j = t]| < eps"),
-                 ("figure.tail_mass = target_left_in", "dE's correction is exact"),
-                 ("figure.tile_means = first_row_not_mean", "Σ_{j∈T} p_ij C_j = M_iT·C̄_T + Σ_j ε_ij δ_j"))
+        cases = (("figure.statistics = mean_not_max", ["every p_ij ≤ exp(m_iT − LSE_i)",
+                                                       "every entry but the target's has |p − [j = t]| < eps"]),
+                 ("figure.tail_mass = target_left_in", ["dE's correction is exact"]),
+                 ("figure.tile_means = first_row_not_mean", ["Σ_{j∈T} p_ij C_j = M_iT·C̄_T + Σ_j ε_ij δ_j"]))
         with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "tail_correction.png")
-            for setup, claim in cases:
-                code = BROKEN.format(bench=BENCH, setup=setup, out=out)
-                proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-                self.assertEqual(proc.returncode, 1, setup + proc.stdout + proc.stderr)
-                self.assertIn("DOES NOT HOLD: ", proc.stderr, setup)
-                self.assertIn(claim, proc.stderr, setup)
+            for setup, claims in cases:
+                code = BROKEN.format(bench=BENCH, setup=setup, out=os.path.join(tmp, "tail_correction.png"))
+                figure_tests.check_does_not_hold(self, code, claims)
 
     def test_bad_flags_are_one_line_exit_2(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            for args in (["--bogus"], ["--out"], ["--seed", "x"], ["--seed", "-1"],
-                         ["--out", os.path.join(tmp, "tail_correction.svg")],
-                         ["--out", os.path.join(tmp, "missing", "tail_correction.png")]):
-                proc = run(*args)
-                self.assertEqual(proc.returncode, 2, args)
-                self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
-                self.assertTrue(proc.stderr.startswith("tail_correction_figure.py: "), proc.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        figure_tests.check_bad_flags(self, run, "tail_correction")
 
 
 if __name__ == "__main__":
