@@ -49,6 +49,19 @@ def verdict(prog, claims):
     return 1 if failed else 0
 
 
+def add_seed_flag(parser, default, what):
+    """--seed, the made-up data's seed: an integer of 0 or more (anything else is the parser's one-line error)."""
+    def seed(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+        return value
+    parser.add_argument("--seed", type=seed, default=default, help=f"{what} (default {default})")
+
+
 def add_out_flag(parser, default, repo):
     """--out, the PNG to write, defaulting to default (a Path under repo)."""
     parser.add_argument("--out", default=str(default), help=f"the PNG to write (default {default.relative_to(repo)})")

@@ -73,10 +73,6 @@ PROG = "filter_sort_figure.py"
 Parser = figure_cli.parser_class(PROG)
 
 
-def fail(message, status=2):
-    figure_cli.fail(PROG, message, status)
-
-
 def make_batch(seed):
     """E [N, D], C [V, D], targets [N]: a bias column makes a few entries popular for every token."""
     import numpy as np
@@ -364,11 +360,9 @@ def draw(out, e, c, targets):
 def main(argv):
     parser = Parser(description="Stage 07's filter and sort on a small made-up batch, drawn and checked (no GPU).")
     figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
-    parser.add_argument("--seed", type=int, default=7, help="the made-up batch's seed (default 7)")
+    figure_cli.add_seed_flag(parser, 7, "the made-up batch's seed")
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)
-    if args.seed < 0:
-        fail(f"--seed {args.seed}: expected 0 or more")
     figure_cli.require_plotting(PROG)
 
     e, c, targets = make_batch(args.seed)

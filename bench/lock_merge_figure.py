@@ -75,10 +75,6 @@ PROG = "lock_merge_figure.py"
 Parser = figure_cli.parser_class(PROG)
 
 
-def fail(message, status=2):
-    figure_cli.fail(PROG, message, status)
-
-
 def log_add_exp(a, b):
     """log_add_exp of locked_lse.cuh."""
     m = max(a, b)
@@ -427,11 +423,9 @@ def draw(out, logits, finish):
 def main(argv):
     parser = Parser(description="Stage 05's locked merge of the partial LSEs, simulated, drawn and checked (no GPU).")
     figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
-    parser.add_argument("--seed", type=int, default=5, help="the made-up logits and finish times (default 5)")
+    figure_cli.add_seed_flag(parser, 5, "the made-up logits and finish times")
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)
-    if args.seed < 0:
-        fail(f"--seed {args.seed}: expected 0 or more")
     figure_cli.require_plotting(PROG)
 
     logits, finish = make_logits(args.seed), finish_times(args.seed)

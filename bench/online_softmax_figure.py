@@ -47,10 +47,6 @@ PROG = "online_softmax_figure.py"
 Parser = figure_cli.parser_class(PROG)
 
 
-def fail(message, status=2):
-    figure_cli.fail(PROG, message, status)
-
-
 def add(state, z):
     """OnlineSoftmax::add."""
     m, s = state
@@ -289,11 +285,9 @@ def draw(out, z):
 def main(argv):
     parser = Parser(description="Stage 02's online softmax on one made-up row, drawn and checked (no GPU).")
     figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
-    parser.add_argument("--seed", type=int, default=2, help="the made-up row's noise (default 2)")
+    figure_cli.add_seed_flag(parser, 2, "the made-up row's noise")
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)
-    if args.seed < 0:
-        fail(f"--seed {args.seed}: expected 0 or more")
     figure_cli.require_plotting(PROG)
 
     z = make_row(args.seed)

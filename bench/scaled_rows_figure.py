@@ -42,10 +42,6 @@ PROG = "scaled_rows_figure.py"
 Parser = figure_cli.parser_class(PROG)
 
 
-def fail(message, status=2):
-    figure_cli.fail(PROG, message, status)
-
-
 def to_bf16(x):
     """Round to nearest even bf16 (the top 16 bits of an fp32), returned as float64."""
     import numpy as np
@@ -256,11 +252,9 @@ def draw(out, e, c, targets):
 def main(argv):
     parser = Parser(description="Stage 10's dense chunks on a made-up chunk, drawn and checked (no GPU).")
     figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
-    parser.add_argument("--seed", type=int, default=3, help="the made-up chunk's seed (default 3)")
+    figure_cli.add_seed_flag(parser, 3, "the made-up chunk's seed")
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)
-    if args.seed < 0:
-        fail(f"--seed {args.seed}: expected 0 or more")
     figure_cli.require_plotting(PROG)
 
     e, c, targets = make_chunk(args.seed)

@@ -42,10 +42,6 @@ PROG = "tail_correction_figure.py"
 Parser = figure_cli.parser_class(PROG)
 
 
-def fail(message, status=2):
-    figure_cli.fail(PROG, message, status)
-
-
 def make_block(seed):
     """E [N, D], C [V, D] in sorted order, targets [N] (one of them in a dropped tile)."""
     import numpy as np
@@ -263,11 +259,9 @@ def draw(out, e, c, targets):
 def main(argv):
     parser = Parser(description="Stage 08's decision and tail correction on a made-up block, drawn and checked.")
     figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
-    parser.add_argument("--seed", type=int, default=4, help="the made-up block's seed (default 4)")
+    figure_cli.add_seed_flag(parser, 4, "the made-up block's seed")
     args = parser.parse_args(argv)
     out = figure_cli.checked_png(PROG, args.out)
-    if args.seed < 0:
-        fail(f"--seed {args.seed}: expected 0 or more")
     figure_cli.require_plotting(PROG)
 
     e, c, targets = make_block(args.seed)
