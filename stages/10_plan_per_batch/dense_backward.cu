@@ -241,18 +241,17 @@ struct FoldThenKeepTile {
   __device__ FoldThenKeepTile(const Params& params, unsigned char* shared) : fold(params.lse, shared), keep(params) {}
   __device__ void begin(const Unit& unit) { fold.begin(unit); }
   __device__ void tile(Frag& frag, const Unit& unit, int64_t col0) {
-    fold.tile(frag, unit, col0);
     const int64_t row0 = unit.token_block * Frag::kBM;
     if (keep.reference == nullptr) {
+      fold.tile(frag, unit, col0);
       keep_fp32(frag, row0, col0);
       return;
     }
     const bool whole = col0 + Frag::kBN <= fold.p.v;  // every tile but V's last
-    static_bool(whole, [&](auto is_whole) {
-      static_bool(fold.p.softcap > 0.0f, [&](auto softcapped) {
-        keep_q<decltype(is_whole)::value, decltype(softcapped)::value>(frag, row0, col0);
-      });
+    static_bool(fold.p.softcap > 0.0f, [&](auto softcapped) {
+      fold_into_q<decltype(softcapped)::value>(frag, row0, col0);
     });
+    static_bool(whole, [&](auto is_whole) { keep_q<decltype(is_whole)::value>(frag, row0, col0); });
   }
   __device__ void end(const Unit& unit) { fold.end(unit); }
 
@@ -280,7 +279,54 @@ struct FoldThenKeepTile {
     }
   }
 
-  // q = exp(z − R_i)·softcap'(z) in bf16. The bf16 tiles' m16n8 picture: the
+  // Stage 03's fold (fold_tile_into_rows, the same instructions, so the same
+  // LSE), with the tile rewritten as q = exp(z − R_i)·softcap'(z) in fp32. The
+  // fold adds e = 2^((z − m)·log2e) for the row's running max m, so
+  // q = e·2^((m − R_i)·log2e): one exp per row and tile, not one per logit.
+  template <bool kSoftcap>
+  __device__ void fold_into_q(Frag& frag, int64_t row0, int64_t col0) {
+    const s03::SplitLseParams& p = fold.p;
+    softcap_and_mask_tile(frag, col0, p.v, p.softcap);
+    const float inv_softcap = kSoftcap ? 1.0f / p.softcap : 0.0f;
+#pragma unroll
+    for (int r = 0; r < Frag::kRows; ++r) {
+      const int tile_row = Frag::row_of(r);
+      if (p.target_logit != nullptr) {
+        const int target = fold.states.targets[tile_row];
+        if (target >= col0 && target < col0 + Frag::kBN) {
+#pragma unroll
+          for (int c = 0; c < Frag::kCols; ++c)
+            if (col0 + Frag::col_of(c) == target) p.target_logit[row0 + tile_row] = frag.z(r, c);
+        }
+      }
+      float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+      for (int c = 0; c < Frag::kCols; ++c) m[c % 4] = fmaxf(m[c % 4], frag.z(r, c));
+      const float tile_max = fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3]));
+      if (tile_max == -INFINITY) continue;  // all columns past V: nothing is stored
+      OnlineSoftmax& state = fold.states.slot(tile_row);
+      const float new_max = fmaxf(state.max, tile_max);
+      const int64_t row = row0 + tile_row;
+      const float to_q = fast_exp2((new_max - keep.reference[row < p.n ? row : 0]) * kLog2e);
+      float s[4] = {state.sum * fast_exp2((state.max - new_max) * kLog2e), 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int c = 0; c < Frag::kCols; ++c) {
+        const float z = frag.z(r, c);
+        const float e = fast_exp2((z - new_max) * kLog2e);
+        s[c % 4] += e;
+        float q = e * to_q;
+        if constexpr (kSoftcap) {
+          const float x = z * inv_softcap;
+          q *= 1.0f - x * x;
+        }
+        frag.z(r, c) = q;
+      }
+      state.max = new_max;
+      state.sum = (s[0] + s[1]) + (s[2] + s[3]);
+    }
+  }
+
+  // The tile's q (fold_into_q) in bf16. The bf16 tiles' m16n8 picture: the
   // 4 lanes of a quad hold a row's columns in blocks of 8, two each. Stored
   // as they are held, a quad's pairs of one block cover 16 bytes, half a
   // 32-byte sector; so each two blocks (16 columns) are exchanged first:
@@ -290,12 +336,11 @@ struct FoldThenKeepTile {
   // Each row's pointer is made once, and a tile wholly inside V (kWhole)
   // stores without column checks: the epilogue runs while the tensor cores
   // wait, so its instructions count.
-  template <bool kWhole, bool kSoftcap>
+  template <bool kWhole>
   __device__ void keep_q(Frag& frag, int64_t row0, int64_t col0) {
     if constexpr (Frag::kColumnsShareLaneMod4) {
       static_assert(Frag::kCols % 8 == 0, "whole blocks of 16 columns per pair of lanes");
       const int64_t n = fold.p.n, v = fold.p.v;
-      const float inv_softcap = kSoftcap ? 1.0f / fold.p.softcap : 0.0f;
       const int lane = static_cast<int>(threadIdx.x % 4);
       const bool odd = (lane & 1) != 0;
       // This lane's 4 columns in a window of 16, after the exchange below.
@@ -305,15 +350,6 @@ struct FoldThenKeepTile {
         const int64_t row = row0 + Frag::row_of(r);
         const bool kept = row < n;  // the quad's four lanes agree; every lane still shuffles
         const int64_t safe_row = kept ? row : 0;
-        const float reference = keep.reference[safe_row];
-        auto q_of = [&](float z) {
-          const float q = fast_exp2((z - reference) * kLog2e);  // the difference first, as the fold's
-          if constexpr (kSoftcap) {
-            const float x = z * inv_softcap;
-            return q * (1.0f - x * x);
-          }
-          return q;
-        };
         __nv_bfloat16* out = static_cast<__nv_bfloat16*>(keep.logits) + safe_row * keep.pitch + col0 + lane_col;
 #pragma unroll
         for (int block = 0; block < Frag::kCols / 8; ++block) {
@@ -321,8 +357,8 @@ struct FoldThenKeepTile {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {  // the group's two windows of 16 columns: blocks 2h and 2h + 1
             const int ca = 8 * block + 4 * h, cb = ca + 2;  // this lane's pair in each block
-            const unsigned a = bf162_bits(q_of(frag.z(r, ca)), q_of(frag.z(r, ca + 1)));
-            const unsigned b = bf162_bits(q_of(frag.z(r, cb)), q_of(frag.z(r, cb + 1)));
+            const unsigned a = bf162_bits(frag.z(r, ca), frag.z(r, ca + 1));
+            const unsigned b = bf162_bits(frag.z(r, cb), frag.z(r, cb + 1));
             const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
             // Even lane l: its pair and lane l + 1's of the first block, at 2l;
             // odd lane l: lane l − 1's pair and its own of the second block, at 8 + 2(l − 1).
