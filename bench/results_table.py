@@ -67,11 +67,14 @@ BLOCKS = ("summary", "tables", "appendix")
 # Runs on another GPU get a summary block of their own (no table mixes two GPUs): the NVIDIA H200 sweep of
 # 2026-11-29 at e8fc48e (the floor and stage 10 at eleven shapes, lm128k's training snapshots among them; the peers,
 # QuACK included, and stage 10's op at six of them; four calls minutes apart on one machine), and for the peers at
-# gpt2, gemma2 and gemma2_softcap the sweep of the same day at 3a72614. The earlier H200 sweeps (bench_h200_e860a0c.json,
+# gpt2, gemma2 and gemma2_softcap the sweep of the same day at 3a72614; then the generated shapes again at 7d25ee1
+# (stage 10's keep reusing the fold's exponentials: the floor and stage 10 at five shapes, the peers at four), which
+# the newest-run rule takes for gemma2 and gemma2_flat. The earlier H200 sweeps (bench_h200_e860a0c.json,
 # bench_h200_0914b02.json, bench_h200_3a72614.json, bench_h200_lm128k_9ba5853.json and the peers' files beside them)
 # stay in docs/ for stage 10's WORKLOG.
 OTHER_GPU_BLOCKS = {"h200_summary": ("bench_peers_h200_3a72614.json", "bench_h200_e8fc48e.json",
-                                     "bench_peers_h200_e8fc48e.json")}
+                                     "bench_peers_h200_e8fc48e.json", "bench_h200_7d25ee1.json",
+                                     "bench_peers_h200_7d25ee1.json")}
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(OTHER_GPU_BLOCKS)}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
 BEGIN, END = MARKERS["appendix"]

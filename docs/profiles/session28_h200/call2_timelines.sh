@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The second call after fused_keep_exp_device.sh, back to back (the machine warm: /tmp/build, /tmp/build_main and
+# The second call after call1_fused_keep_exp.sh, back to back (the machine warm: /tmp/build, /tmp/build_main and
 # /tmp/src-main are kept): where the dense plan's time goes at lm128k_s0's shape, N=8192 D=2048 V=128000, on flat
 # random data (stage 01 --save), and at gemma2_flat's: bench/stage_timeline.py through the C interface for main's
 # tree and the patched one (the last of 5 calls traced), then ncu of the forward that keeps q (FoldThenKeepTile)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# For the next device session: docs/wip/fused_keep_exp.patch (stage 10's keep reuses the fold's exponentials) on
+# Session 28, call 1, as it ran (its patch, docs/wip/fused_keep_exp.patch, is now 7d25ee1 and gone from docs/wip/):
+# (stage 10's keep reuses the fold's exponentials) on
 # one H200, against main's tree. Run from the repository root, main checked out, the patch not applied:
 #   1. builds main's stage 10 and cce_bench in /tmp/build_main, the patched tree's everything in /tmp/build;
 #   2. the patched tree's whole GPU suite (about 300 s) and stage 10's dense checks at odd shapes (softcap,
