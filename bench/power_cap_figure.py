@@ -70,13 +70,15 @@ def read_probe(path):
     try:
         with open(path) as f:
             shapes = json.load(f)["shapes"]
-        return {shape: {run: {k: float(v[run][k]) for k in ("gpu_ms_median", "gpu_ms_min", "gpu_ms_max")}
-                        for run, _ in RUNS} for shape, v in shapes.items()} or figure_cli.fail(
-                            PROG, f"--probe {path}: no shapes")
+        probe = {shape: {run: {k: float(v[run][k]) for k in ("gpu_ms_median", "gpu_ms_min", "gpu_ms_max")}
+                         for run, _ in RUNS} for shape, v in shapes.items()}
     except OSError as error:
         figure_cli.fail(PROG, f"--probe {path}: {error.strerror}")
     except (ValueError, KeyError, TypeError) as error:
         figure_cli.fail(PROG, f"--probe {path}: not dense_gap_probe.py's JSON with the three runs ({error!r})")
+    if not probe:
+        figure_cli.fail(PROG, f"--probe {path}: no shapes")
+    return probe
 
 
 def summary(samples):

@@ -76,9 +76,12 @@ class PowerCap(unittest.TestCase):
                 f.write(HEADER + "2026/11/29, fast, 690 W, 50, 0x4\n")
             with open(not_probe, "w") as f:
                 json.dump({"shapes": {"s": {"back_to_back": {}}}}, f)
+            no_shapes = os.path.join(inputs, "no_shapes.json")
+            with open(no_shapes, "w") as f:
+                json.dump({"shapes": {}}, f)
             figure_tests.check_bad_flags(self, run, "power_cap", seeded=False, extra=(
                 ["--smi", os.path.join(inputs, "missing.csv")], ["--smi", not_csv], ["--smi", bad_line],
-                ["--probe", os.path.join(inputs, "missing.json")], ["--probe", not_probe]))
+                ["--probe", os.path.join(inputs, "missing.json")], ["--probe", not_probe], ["--probe", no_shapes]))
 
 
 if __name__ == "__main__":
