@@ -91,12 +91,7 @@ struct TileStatsEpilogue {
 #pragma unroll
     for (int r = 0; r < Frag::kRows; ++r) {
       const int tile_row = Frag::row_of(r);
-      const int target = states.targets[tile_row];
-      if (target >= col0 && target < col0 + Frag::kBN) {  // rare: one tile per row holds the target
-#pragma unroll
-        for (int c = 0; c < Frag::kCols; ++c)
-          if (col0 + Frag::col_of(c) == target) p.target_logit[row0 + tile_row] = frag.z(r, c);
-      }
+      record_target_logit(frag, states, r, row0, col0, p.target_logit);
       float m[kStatsPerTile], sum[kStatsPerTile];
 #pragma unroll
       for (int h = 0; h < kStatsPerTile; ++h) m[h] = -INFINITY, sum[h] = 0.0f;

@@ -72,6 +72,20 @@ __device__ __forceinline__ void softcap_and_mask_tile(Frag& tile, int64_t col0, 
   }
 }
 
+// Row r's target logit into target_logit [N], if the tile holds the
+// target's column.
+template <class Frag>
+__device__ __forceinline__ void record_target_logit(Frag& tile, const RowStates<Frag>& states, int r, int64_t row0,
+                                                    int64_t col0, float* __restrict__ target_logit) {
+  const int tile_row = Frag::row_of(r);
+  const int target = states.targets[tile_row];
+  if (target >= col0 && target < col0 + Frag::kBN) {  // rare: one tile per row holds the target
+#pragma unroll
+    for (int c = 0; c < Frag::kCols; ++c)
+      if (col0 + Frag::col_of(c) == target) target_logit[row0 + tile_row] = tile.z(r, c);
+  }
+}
+
 // Folds one logits tile, rows [row0, row0+BM) × vocabulary [col0, col0+BN),
 // into the row states: masks columns past V (−inf), applies the softcap, and
 // records the target logit in target_logit [N] (when not null) as its column
@@ -83,14 +97,7 @@ __device__ __forceinline__ void fold_tile_into_rows(Frag& tile, RowStates<Frag>&
 #pragma unroll
   for (int r = 0; r < Frag::kRows; ++r) {
     const int tile_row = Frag::row_of(r);
-    if (target_logit != nullptr) {
-      const int target = states.targets[tile_row];
-      if (target >= col0 && target < col0 + Frag::kBN) {  // rare: one tile per row holds the target
-#pragma unroll
-        for (int c = 0; c < Frag::kCols; ++c)
-          if (col0 + Frag::col_of(c) == target) target_logit[row0 + tile_row] = tile.z(r, c);
-      }
-    }
+    if (target_logit != nullptr) record_target_logit(tile, states, r, row0, col0, target_logit);
     // EXERCISE(the fold): the row's tile max, one rescale of its slot, then the exps added
     CCE_EXERCISE_MISSING("03_fused_gemm_ce", "the fold");
     // END EXERCISE

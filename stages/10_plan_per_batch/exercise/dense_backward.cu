@@ -294,14 +294,7 @@ struct FoldThenKeepTile {
 #pragma unroll
     for (int r = 0; r < Frag::kRows; ++r) {
       const int tile_row = Frag::row_of(r);
-      if (p.target_logit != nullptr) {
-        const int target = fold.states.targets[tile_row];
-        if (target >= col0 && target < col0 + Frag::kBN) {
-#pragma unroll
-          for (int c = 0; c < Frag::kCols; ++c)
-            if (col0 + Frag::col_of(c) == target) p.target_logit[row0 + tile_row] = frag.z(r, c);
-        }
-      }
+      if (p.target_logit != nullptr) record_target_logit(frag, fold.states, r, row0, col0, p.target_logit);
       float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
       for (int c = 0; c < Frag::kCols; ++c) m[c % 4] = fmaxf(m[c % 4], frag.z(r, c));
