@@ -43,6 +43,13 @@ with the counters
                for loss; for loss_grad 6·N·D·V (logits, dE, dC), 8·N·D·V for
                the CCE variants, whose backward computes the logits again
 
+Each case's timed runs come back to back by default, one implementation after
+the other. With --interleave they come in turns (run k of every implementation
+before run k + 1 of any), so that all of them meet the GPU in the same power
+state: back-to-back dense work holds an H100 or H200 at its 700 W cap, and a
+short series that starts cool runs faster than a long one (bench/README.md,
+"Power and the length of a series"). The context key timed_in_turns says which.
+
 The inputs are the files the C++ stages write: for each generated shape
 (small, gpt2, llama3, gemma2, gemma2_flat; gemma2_softcap reads gemma2's files
 and applies Gemma-2's softcap, z = 30·tanh(logit/30), in every implementation,
@@ -194,6 +201,10 @@ def make_parser():
                    help="comma-separated subset of %s (default both)" % ",".join(MODES))
     p.add_argument("--reps", type=int, default=10, help="timed runs per case after %d warm-up runs; "
                    "the median is reported (default %%(default)s)" % WARMUP)
+    p.add_argument("--interleave", action="store_true",
+                   help="time the implementations in turns (call k of each before call k + 1 of any), so that each "
+                   "meets the GPU in the same power state; their warm-ups and memory runs still come one "
+                   "implementation at a time, and all their inputs and gradients are held at once")
     p.add_argument("--out", default="docs/bench_peers.json", help="JSON output file (default %(default)s)")
     p.add_argument("--cce-python", default="build/python",
                    help="where the build put python/cce_stages (for stage10_plan_per_batch_op; default %(default)s)")
@@ -772,59 +783,74 @@ def make_case_function(torch, F, funcs, impl, softcap=None):
     return case
 
 
-def run_case(torch, fn, e, c, t, mode, reps):
-    """Warm-up, one run for memory, then reps timed runs. Returns (real_ms, cpu_ms, peak_bytes, loss, dE, dC)."""
-    grad = mode == "loss_grad"
-    E = e.detach().requires_grad_(grad)
-    C = c.detach().requires_grad_(grad)
+class PreparedCase:
+    """One implementation at one shape and mode, warmed up and measured for memory: leaves E and C of its own
+    (their .grad the last call's gradients), the call `step` and `clear`, which empties the gradients."""
 
-    def step():
-        loss = fn(E, C, t)
-        if grad:
-            loss.backward()
-        return loss
-
-    def clear():
-        E.grad = None
-        C.grad = None
-
-    # The op keeps its stage's scratch between calls: its peak counts from before its stage object exists,
-    # over the warm-ups (the first call decides the plan the later ones follow) and the measured call.
-    release = getattr(fn, "release_scratch", None)
-    base = None
-    if release is not None:
-        release()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-    for _ in range(WARMUP):
-        clear()
-        step()
-    clear()
-    torch.cuda.synchronize()
-
-    if base is None:
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-    step()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - base
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    real_ms, cpu_ms = [], []
-    loss = None
-    for _ in range(reps):
-        clear()
-        loss = None
+    def __init__(self, torch, fn, e, c, t, mode):
+        grad = mode == "loss_grad"
+        self.E = e.detach().requires_grad_(grad)
+        self.C = c.detach().requires_grad_(grad)
+        self.fn, self.t, self.grad = fn, t, grad
+        self.loss = None
+        # The op keeps its stage's scratch between calls: its peak counts from before its stage object exists,
+        # over the warm-ups (the first call decides the plan the later ones follow) and the measured call.
+        release = getattr(fn, "release_scratch", None)
+        base = None
+        if release is not None:
+            release()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        for _ in range(WARMUP):
+            self.clear()
+            self.step()
+        self.clear()
         torch.cuda.synchronize()
-        cpu0 = time.process_time()
-        start.record()
-        loss = step()
-        end.record()
-        end.synchronize()
-        cpu_ms.append((time.process_time() - cpu0) * 1e3)
-        real_ms.append(start.elapsed_time(end))
-    loss_value = float(loss.detach().float())
-    return real_ms, cpu_ms, peak, loss_value, E.grad, C.grad
+        if base is None:
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        self.step()
+        torch.cuda.synchronize()
+        self.peak = torch.cuda.max_memory_allocated() - base
+
+    def step(self):
+        self.loss = self.fn(self.E, self.C, self.t)
+        if self.grad:
+            self.loss.backward()
+
+    def clear(self):
+        self.E.grad = None
+        self.C.grad = None
+        self.loss = None
+
+
+def time_call(torch, case, start, end):
+    """One timed call as every case is timed: synchronized, CUDA events around it. Returns (real_ms, cpu_ms)."""
+    case.clear()
+    torch.cuda.synchronize()
+    cpu0 = time.process_time()
+    start.record()
+    case.step()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end), (time.process_time() - cpu0) * 1e3
+
+
+def time_in_turns(names, reps, time_one, on_failure):
+    """reps rounds; in each, one call of every case still running, in the order given (--interleave), so that
+    a drift of the GPU's clocks or power state falls on all of them alike. A case whose call raises leaves the
+    rotation (on_failure(name, exc)). Returns {name: [(real_ms, cpu_ms), ...]} of the cases that finished."""
+    times = {name: [] for name in names}
+    running = list(names)
+    for _ in range(reps):
+        for name in list(running):
+            try:
+                times[name].append(time_one(name))
+            except Exception as exc:
+                running.remove(name)
+                del times[name]
+                on_failure(name, exc)
+    return times
 
 
 def main(argv=None):
@@ -909,6 +935,7 @@ def main(argv=None):
         "lm_data": os.path.abspath(args.lm_data),
         "cce_shapes": ", ".join(shape_context(args, s, dims[s]) for s in shapes),
         "warmup_runs": WARMUP,
+        "timed_in_turns": args.interleave,
         "skipped": skipped,
     }
     benchmarks = []
@@ -942,47 +969,78 @@ def main(argv=None):
             log("%s: the fp32 reference ran out of memory: no accuracy counters at this shape" % shape)
             free_memory(torch)
 
+        def skip(impl, mode, exc):
+            run_name = "%s/%s/%s" % (impl, mode, shape)
+            if is_oom(torch, exc):
+                reason = "out of memory"
+            elif isinstance(exc, Unsupported):
+                reason = str(exc)
+            else:
+                reason = "failed: %s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+            log("%s: %s: skipped" % (run_name, reason))
+            skipped.append({"run_name": run_name, "reason": reason})
+
+        def record(impl, mode, case, times, ref):
+            nonlocal family
+            run_name = "%s/%s/%s" % (impl, mode, shape)
+            real_ms, cpu_ms = [r for r, _ in times], [u for _, u in times]
+            loss, de, dc = float(case.loss.detach().float()), case.E.grad, case.C.grad
+            flops = gemm_flops(impl, mode, dims[shape])
+            counters = {"peak_MB": case.peak / 1e6, "TFLOPs": [flops / (ms * 1e-3) / 1e12 for ms in real_ms]}
+            if ref is not None:
+                counters["loss_rel_err"] = abs(loss - ref.loss) / abs(ref.loss)
+                if mode == "loss_grad":
+                    if de is None or dc is None:
+                        raise RuntimeError("loss.backward() left E.grad or C.grad empty")
+                    counters["dE_rel_err"] = rel_l2(torch, de, ref.de)
+                    counters["dC_rel_err"] = rel_l2(torch, dc, ref.dc)
+            del de, dc
+            floor = (floors or {}).get("cublas_floor/%s/%s" % (mode, shape))
+            if floor:
+                counters["floor_ratio"] = [ms / floor for ms in real_ms]
+            elif floors is not None:
+                log("%s: no cublas_floor/%s/%s in %s: no floor_ratio" % (run_name, mode, shape, args.floor_json))
+            benchmarks.extend(aggregate_entries(run_name, real_ms, cpu_ms, counters, family))
+            family += 1
+            med = statistics.median(real_ms)
+            log("%-36s %9.3f ms  peak %9.1f MB  loss err %s  dE err %s  dC err %s  floor x%s"
+                % (run_name, med, case.peak / 1e6, fmt(counters.get("loss_rel_err"), ".1e"),
+                   fmt(counters.get("dE_rel_err"), ".2e"), fmt(counters.get("dC_rel_err"), ".2e"),
+                   fmt(med / floor if floor else None, ".2f")))
+
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         for mode in args.modes:
-            for impl in impls:
-                run_name = "%s/%s/%s" % (impl, mode, shape)
-                fn = None
+            if args.interleave:  # every case prepared, then their timed calls in turns
+                cases = {}
+                for impl in impls:
+                    try:
+                        cases[impl] = PreparedCase(torch, make_case_function(torch, F, funcs, impl, softcap_of(shape)),
+                                                   e, c, t, mode)
+                    except Exception as exc:
+                        skip(impl, mode, exc)
+                        free_memory(torch)
+                times = time_in_turns(list(cases), args.reps, lambda impl: time_call(torch, cases[impl], start, end),
+                                      lambda impl, exc: skip(impl, mode, exc))
+                for impl, case_times in times.items():
+                    try:
+                        record(impl, mode, cases[impl], case_times, ref)
+                    except Exception as exc:
+                        skip(impl, mode, exc)
+                del cases
+                free_memory(torch)
+                write_json(args.out, context, benchmarks)
+                continue
+            for impl in impls:  # one case at a time, its calls back to back
+                case = None
                 try:
-                    fn = make_case_function(torch, F, funcs, impl, softcap_of(shape))
-                    real_ms, cpu_ms, peak, loss, de, dc = run_case(torch, fn, e, c, t, mode, args.reps)
-                    flops = gemm_flops(impl, mode, dims[shape])
-                    counters = {"peak_MB": peak / 1e6, "TFLOPs": [flops / (ms * 1e-3) / 1e12 for ms in real_ms]}
-                    if ref is not None:
-                        counters["loss_rel_err"] = abs(loss - ref.loss) / abs(ref.loss)
-                        if mode == "loss_grad":
-                            if de is None or dc is None:
-                                raise RuntimeError("loss.backward() left E.grad or C.grad empty")
-                            counters["dE_rel_err"] = rel_l2(torch, de, ref.de)
-                            counters["dC_rel_err"] = rel_l2(torch, dc, ref.dc)
-                    del de, dc
-                    floor = (floors or {}).get("cublas_floor/%s/%s" % (mode, shape))
-                    if floor:
-                        counters["floor_ratio"] = [ms / floor for ms in real_ms]
-                    elif floors is not None:
-                        log("%s: no cublas_floor/%s/%s in %s: no floor_ratio" % (run_name, mode, shape,
-                                                                                  args.floor_json))
-                    benchmarks.extend(aggregate_entries(run_name, real_ms, cpu_ms, counters, family))
-                    family += 1
-                    med = statistics.median(real_ms)
-                    log("%-36s %9.3f ms  peak %9.1f MB  loss err %s  dE err %s  dC err %s  floor x%s"
-                        % (run_name, med, peak / 1e6, fmt(counters.get("loss_rel_err"), ".1e"),
-                           fmt(counters.get("dE_rel_err"), ".2e"), fmt(counters.get("dC_rel_err"), ".2e"),
-                           fmt(med / floor if floor else None, ".2f")))
+                    case = PreparedCase(torch, make_case_function(torch, F, funcs, impl, softcap_of(shape)),
+                                        e, c, t, mode)
+                    times = [time_call(torch, case, start, end) for _ in range(args.reps)]
+                    record(impl, mode, case, times, ref)
                 except Exception as exc:
-                    if is_oom(torch, exc):
-                        reason = "out of memory"
-                    elif isinstance(exc, Unsupported):
-                        reason = str(exc)
-                    else:
-                        reason = "failed: %s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
-                    log("%s: %s: skipped" % (run_name, reason))
-                    skipped.append({"run_name": run_name, "reason": reason})
+                    skip(impl, mode, exc)
                 finally:
-                    del fn
+                    del case
                     free_memory(torch)
                 write_json(args.out, context, benchmarks)  # partial results survive a crash
         del e, c, t, ref

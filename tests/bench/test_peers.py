@@ -329,6 +329,41 @@ class QuackPeer(unittest.TestCase):
         self.assertEqual(peers.IMPLS[-1], "peer_quack")
 
 
+class TimedInTurns(unittest.TestCase):
+    """--interleave: run k of every case before run k + 1 of any; a case that fails leaves the rotation."""
+
+    def test_each_round_takes_every_case_in_order(self):
+        calls = []
+
+        def time_one(name):
+            calls.append(name)
+            return (float(len(calls)), 0.0)
+
+        times = peers.time_in_turns(["a", "b", "c"], 3, time_one, lambda name, exc: self.fail(name))
+        self.assertEqual(calls, ["a", "b", "c"] * 3)
+        self.assertEqual([r for r, _ in times["a"]], [1.0, 4.0, 7.0])
+        self.assertEqual([r for r, _ in times["c"]], [3.0, 6.0, 9.0])
+
+    def test_a_failing_case_leaves_and_the_others_go_on(self):
+        calls, failed = [], []
+
+        def time_one(name):
+            calls.append(name)
+            if name == "b" and calls.count("b") == 2:
+                raise RuntimeError("out of memory")
+            return (1.0, 0.0)
+
+        times = peers.time_in_turns(["a", "b", "c"], 3, time_one, lambda name, exc: failed.append((name, str(exc))))
+        self.assertEqual(calls, ["a", "b", "c", "a", "b", "c", "a", "c"])
+        self.assertEqual(failed, [("b", "out of memory")])
+        self.assertEqual(sorted(times), ["a", "c"])
+        self.assertEqual(len(times["a"]), 3)
+
+    def test_the_flag(self):
+        self.assertTrue(peers.make_parser().parse_args(["--interleave"]).interleave)
+        self.assertFalse(peers.make_parser().parse_args([]).interleave)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         STAGE01 = sys.argv.pop(1)
