@@ -1001,6 +1001,36 @@ TEST(PlanPerBatch, BothPlansMatchTheReference) {
     }
 }
 
+// The dense chunks add the target terms per run of equal targets
+// (add_target_terms_kernel), and a frequent token makes a run of hundreds of
+// rows. Runs longer than the kernel's 256-position search step, a D over one
+// block's 256 columns (264) and one not a multiple of 8 (100), in one chunk
+// (dC rounded from cuBLASLt's bf16) and in chunks of 300 rows (dC's fp32
+// accumulator): the reference's result, the same bits twice.
+TEST(PlanPerBatch, LongRunsOfOneTargetInTheDenseChunks) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t d : {int64_t{264}, int64_t{100}}) {
+    const Problem p = bf16_problem(700, d, 1129);
+    GeneratorOptions gen;
+    gen.seed = 12;
+    gen.ignore_fraction = 0.05;
+    HostInputs in = generate_inputs(p, gen);
+    for (size_t i = 0; i < in.targets.size(); ++i)  // runs of about 530 and 130 rows
+      if (in.targets[i] != p.ignore_index) in.targets[i] = i % 5 == 4 ? 1128 : 7;
+    const std::vector<float> upstream = default_upstream(p, 9);
+    for (const bool chunked : {false, true}) {
+      std::vector<const char*> flags = {"--plan", "dense"};
+      if (chunked) flags.insert(flags.end(), {"--dense-chunk-rows", "300"});
+      const std::string what = "D = " + std::to_string(d) + (chunked ? ", chunks of 300 rows" : ", one chunk");
+      const DropRun run = run_stage10(p, in, upstream, flags);
+      EXPECT_EQ(run.stats.plan.plan, s10::BackwardPlan::kDense) << what;
+      expect_exact_reference_check(p, in, run, upstream, what);
+      const DropRun again = run_stage10(p, in, upstream, flags);
+      EXPECT_TRUE(again.out.de == run.out.de && again.out.dc == run.out.dc) << what << ": differs over two runs";
+    }
+  }
+}
+
 // The chunks keep bf16 inputs' logits as q = exp(z − R_i)·softcap' against the
 // row's target logit R_i, and declare the scaled rows' rounding. Each row's
 // logits here sit on a common offset (column 0 of C all 1, E_i0 the offset:

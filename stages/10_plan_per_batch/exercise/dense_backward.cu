@@ -37,6 +37,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "common/check.h"
@@ -195,31 +196,77 @@ __global__ void finish_de_rows_kernel(const float* __restrict__ product, const f
 }
 
 // The target terms into dC's rows: the chunk's rows sorted by target (stable:
-// in row order within a target), one block per run of equal targets, summed
-// in fp32 in that order and added to dC's row, fp32 (the accumulator of
+// in row order within a target), one run of equal targets per block and 256
+// columns, summed in fp32 and added to dC's row, fp32 (the accumulator of
 // several chunks) or bf16 (one chunk: dC as cuBLASLt rounded it, rounded once
-// more). Deterministic: one owner per row of dC, a fixed order.
+// more). A run can hold thousands of rows (a frequent token), so its rows are
+// spread over the block's warps: warp w sums rows w, w + 8, ... in order, each
+// lane 8 columns, and the warps' sums are added in warp order. Deterministic:
+// one owner per element of dC, a fixed order.
+constexpr int kTargetLaneCols = 8;                             // columns per lane: one 16-byte load of E
+constexpr int kTargetBlockCols = 32 * kTargetLaneCols;         // columns per block
+static_assert(kSlabThreads == kTargetBlockCols, "one thread per column adds the warps' sums");
+
 template <typename Out>
-__global__ void add_target_terms_kernel(const int* __restrict__ sorted_key, const int* __restrict__ sorted_row,
-                                        int64_t n, int64_t v, const float* __restrict__ target_term,
-                                        const __nv_bfloat16* __restrict__ e, int64_t d, Out* __restrict__ dc) {
+__global__ void __launch_bounds__(kSlabThreads)
+    add_target_terms_kernel(const int* __restrict__ sorted_key, const int* __restrict__ sorted_row, int64_t n,
+                            int64_t v, const float* __restrict__ target_term, const __nv_bfloat16* __restrict__ e,
+                            int64_t d, Out* __restrict__ dc) {
+  constexpr int kWarps = kSlabThreads / 32;
+  __shared__ float warp_sums[kWarps][kTargetBlockCols];
+  __shared__ int run_end;
   const int64_t first = blockIdx.x;
   const int key = sorted_key[first];
   if (key >= v || (first > 0 && sorted_key[first - 1] == key)) return;  // not the start of a run
-  int64_t end = first + 1;
-  while (end < n && sorted_key[end] == key) ++end;
-  Out* dc_row = dc + static_cast<int64_t>(key) * d;
-  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
-    float sum = 0.0f;
-    for (int64_t at = first; at < end; ++at) {
-      const int row = sorted_row[at];
-      sum += target_term[row] * __bfloat162float(e[static_cast<int64_t>(row) * d + k]);
-    }
-    if constexpr (std::is_same<Out, float>::value)
-      dc_row[k] += sum;
-    else
-      dc_row[k] = __float2bfloat16(__bfloat162float(dc_row[k]) + sum);
+  // The run's end: the first later position with another key, 256 positions a step.
+  if (threadIdx.x == 0) run_end = static_cast<int>(n);  // N < 2^31 (Problem::validate)
+  __syncthreads();
+  for (int64_t base = first + 1; base < n; base += blockDim.x) {
+    const int64_t at = base + threadIdx.x;
+    const bool other = at < n && sorted_key[at] != key;
+    if (other) atomicMin(&run_end, static_cast<int>(at));
+    if (__syncthreads_or(other)) break;
   }
+  const int64_t end = run_end;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t col = blockIdx.y * kTargetBlockCols + lane * kTargetLaneCols;  // this lane's first column
+  const bool vector = d % kTargetLaneCols == 0 && reinterpret_cast<uintptr_t>(e) % 16 == 0;
+  float sum[kTargetLaneCols] = {};
+  if (col < d) {
+#pragma unroll 4
+    for (int64_t at = first + warp; at < end; at += kWarps) {
+      const int row = sorted_row[at];
+      const float term = target_term[row];
+      const __nv_bfloat16* e_row = e + static_cast<int64_t>(row) * d + col;
+      if (vector) {  // col + 8 <= d: d and col are multiples of 8
+        const uint4 raw = *reinterpret_cast<const uint4*>(e_row);
+        const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+        for (int j = 0; j < kTargetLaneCols / 2; ++j) {
+          const float2 x = __bfloat1622float2(pairs[j]);
+          sum[2 * j] += term * x.x;
+          sum[2 * j + 1] += term * x.y;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kTargetLaneCols; ++j)
+          if (col + j < d) sum[j] += term * __bfloat162float(e_row[j]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kTargetLaneCols; ++j) warp_sums[warp][lane * kTargetLaneCols + j] = sum[j];
+  __syncthreads();
+  const int64_t k = blockIdx.y * kTargetBlockCols + threadIdx.x;
+  if (k >= d) return;
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += warp_sums[w][threadIdx.x];
+  Out* dc_row = dc + static_cast<int64_t>(key) * d;
+  if constexpr (std::is_same<Out, float>::value)
+    dc_row[k] += total;
+  else
+    dc_row[k] = __float2bfloat16(__bfloat162float(dc_row[k]) + total);
 }
 
 // Stage 03's forward epilogue, then the tile kept: after the fold has
@@ -693,11 +740,12 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
                                                      scales.row, scales.sorted_row, static_cast<int>(n_rows), 0,
                                                      radix_key_bits(p.v), stream));
       const auto* e_bf16 = static_cast<const __nv_bfloat16*>(e_rows);
+      const dim3 runs(blocks, static_cast<unsigned>((p.d + kTargetBlockCols - 1) / kTargetBlockCols));
       if (dc_acc != nullptr)
-        add_target_terms_kernel<float><<<blocks, kSlabThreads, 0, stream>>>(
+        add_target_terms_kernel<float><<<runs, kSlabThreads, 0, stream>>>(
             scales.sorted_key, scales.sorted_row, n_rows, p.v, scales.target_term, e_bf16, p.d, dc_acc);
       else
-        add_target_terms_kernel<__nv_bfloat16><<<blocks, kSlabThreads, 0, stream>>>(
+        add_target_terms_kernel<__nv_bfloat16><<<runs, kSlabThreads, 0, stream>>>(
             scales.sorted_key, scales.sorted_row, n_rows, p.v, scales.target_term, e_bf16, p.d,
             static_cast<__nv_bfloat16*>(dc));
       CCE_CHECK_LAUNCH();
