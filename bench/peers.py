@@ -45,10 +45,12 @@ with the counters
 
 Each case's timed runs come back to back by default, one implementation after
 the other. With --interleave they come in turns (run k of every implementation
-before run k + 1 of any), so that all of them meet the GPU in the same power
-state: back-to-back dense work holds an H100 or H200 at its 700 W cap, and a
-short series that starts cool runs faster than a long one (bench/README.md,
-"Power and the length of a series"). The context key timed_in_turns says which.
+before run k + 1 of any, the order reversed every other round), so that all
+of them meet the GPU in the same power state: back-to-back dense work holds an
+H100 or H200 at its 700 W cap, and a short series that starts cool runs faster
+than a long one (bench/README.md, "Power and the length of a series"). The
+reversal matters: in a fixed order a call that follows a slow, low-power one
+(Liger's) starts with the clocks up. The context key timed_in_turns says which.
 
 The inputs are the files the C++ stages write: for each generated shape
 (small, gpt2, llama3, gemma2, gemma2_flat; gemma2_softcap reads gemma2's files
@@ -202,8 +204,9 @@ def make_parser():
     p.add_argument("--reps", type=int, default=10, help="timed runs per case after %d warm-up runs; "
                    "the median is reported (default %%(default)s)" % WARMUP)
     p.add_argument("--interleave", action="store_true",
-                   help="time the implementations in turns (call k of each before call k + 1 of any), so that each "
-                   "meets the GPU in the same power state; their warm-ups and memory runs still come one "
+                   help="time the implementations in turns (call k of each before call k + 1 of any; the order "
+                   "reversed every other round), so that each meets the GPU in the same power state; their "
+                   "warm-ups and memory runs still come one "
                    "implementation at a time, and all their inputs and gradients are held at once")
     p.add_argument("--out", default="docs/bench_peers.json", help="JSON output file (default %(default)s)")
     p.add_argument("--cce-python", default="build/python",
@@ -837,13 +840,15 @@ def time_call(torch, case, start, end):
 
 
 def time_in_turns(names, reps, time_one, on_failure):
-    """reps rounds; in each, one call of every case still running, in the order given (--interleave), so that
-    a drift of the GPU's clocks or power state falls on all of them alike. A case whose call raises leaves the
-    rotation (on_failure(name, exc)). Returns {name: [(real_ms, cpu_ms), ...]} of the cases that finished."""
+    """reps rounds; in each, one call of every case still running (--interleave), so that a drift of the GPU's
+    clocks or power state falls on all of them alike: in the order given, then reversed in the next round, and
+    so on, so that no case always follows the same one (a call after a slow, low-power one starts with the
+    clocks up). A case whose call raises leaves the rotation (on_failure(name, exc)). Returns
+    {name: [(real_ms, cpu_ms), ...]} of the cases that finished."""
     times = {name: [] for name in names}
     running = list(names)
-    for _ in range(reps):
-        for name in list(running):
+    for round_index in range(reps):
+        for name in (list(running) if round_index % 2 == 0 else running[::-1]):
             try:
                 times[name].append(time_one(name))
             except Exception as exc:

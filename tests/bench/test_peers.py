@@ -332,7 +332,7 @@ class QuackPeer(unittest.TestCase):
 class TimedInTurns(unittest.TestCase):
     """--interleave: run k of every case before run k + 1 of any; a case that fails leaves the rotation."""
 
-    def test_each_round_takes_every_case_in_order(self):
+    def test_each_round_takes_every_case_the_order_reversed_every_other_round(self):
         calls = []
 
         def time_one(name):
@@ -340,9 +340,9 @@ class TimedInTurns(unittest.TestCase):
             return (float(len(calls)), 0.0)
 
         times = peers.time_in_turns(["a", "b", "c"], 3, time_one, lambda name, exc: self.fail(name))
-        self.assertEqual(calls, ["a", "b", "c"] * 3)
-        self.assertEqual([r for r, _ in times["a"]], [1.0, 4.0, 7.0])
-        self.assertEqual([r for r, _ in times["c"]], [3.0, 6.0, 9.0])
+        self.assertEqual(calls, ["a", "b", "c", "c", "b", "a", "a", "b", "c"])
+        self.assertEqual([r for r, _ in times["a"]], [1.0, 6.0, 7.0])
+        self.assertEqual([r for r, _ in times["c"]], [3.0, 4.0, 9.0])
 
     def test_a_failing_case_leaves_and_the_others_go_on(self):
         calls, failed = [], []
@@ -354,7 +354,7 @@ class TimedInTurns(unittest.TestCase):
             return (1.0, 0.0)
 
         times = peers.time_in_turns(["a", "b", "c"], 3, time_one, lambda name, exc: failed.append((name, str(exc))))
-        self.assertEqual(calls, ["a", "b", "c", "a", "b", "c", "a", "c"])
+        self.assertEqual(calls, ["a", "b", "c", "c", "b", "a", "a", "c"])
         self.assertEqual(failed, [("b", "out of memory")])
         self.assertEqual(sorted(times), ["a", "c"])
         self.assertEqual(len(times["a"]), 3)
