@@ -1015,9 +1015,11 @@ def main(argv=None):
 
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         for mode in args.modes:
-            if args.interleave:  # every case prepared, then their timed calls in turns
+            # --interleave: every case prepared, then their timed calls in turns; otherwise one case at a time,
+            # its calls back to back, its memory freed before the next.
+            for group in ([impls] if args.interleave else [[impl] for impl in impls]):
                 cases = {}
-                for impl in impls:
+                for impl in group:
                     try:
                         cases[impl] = PreparedCase(torch, make_case_function(torch, F, funcs, impl, softcap_of(shape)),
                                                    e, c, t, mode)
@@ -1031,22 +1033,8 @@ def main(argv=None):
                         record(impl, mode, cases[impl], case_times, ref)
                     except Exception as exc:
                         skip(impl, mode, exc)
-                del cases
+                cases.clear()  # the group's tensors go before the next group's
                 free_memory(torch)
-                write_json(args.out, context, benchmarks)
-                continue
-            for impl in impls:  # one case at a time, its calls back to back
-                case = None
-                try:
-                    case = PreparedCase(torch, make_case_function(torch, F, funcs, impl, softcap_of(shape)),
-                                        e, c, t, mode)
-                    times = [time_call(torch, case, start, end) for _ in range(args.reps)]
-                    record(impl, mode, case, times, ref)
-                except Exception as exc:
-                    skip(impl, mode, exc)
-                finally:
-                    del case
-                    free_memory(torch)
                 write_json(args.out, context, benchmarks)  # partial results survive a crash
         del e, c, t, ref
         free_memory(torch)
