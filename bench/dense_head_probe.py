@@ -48,6 +48,22 @@ def load(folder, np):
     return e, c, t
 
 
+HEADS = (0, 1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def head_estimates(per_tile_counts, blocks, d, dense_tflops, sparse_tflops):
+    """For each head of H leading tiles (HEADS, up to the tile count): its pairs (H · blocks, all taken by dense
+    GEMMs), the kept pairs after it (left to the sparse plan), and the products' estimated ms."""
+    flop_per_pair = 3 * 2 * TILE * TILE * d
+    rows = []
+    for h in (h for h in HEADS if h <= len(per_tile_counts)):
+        head_pairs, sparse_pairs = h * blocks, sum(per_tile_counts[h:])
+        ms = (head_pairs / (dense_tflops * 1e12) + sparse_pairs / (sparse_tflops * 1e12)) * flop_per_pair * 1e3
+        rows.append({"head_tiles": h, "head_pairs": head_pairs, "sparse_pairs": sparse_pairs,
+                     "estimate_ms": round(ms, 3)})
+    return rows
+
+
 def tile_tables(torch, e, c_sorted, tiles, rows_per_pass):
     """[N, tiles] each: the row's largest entry per sorted tile relative to its LSE (log space), and the tile's
     softmax mass."""
@@ -84,30 +100,22 @@ def probe(folder, args, torch, np):
     relative, mass, valid_g = relative[grouped], mass[grouped], valid[grouped]
     pad_rows = blocks * TILE - n
 
-    flop_per_pair = 3 * 2 * TILE * TILE * d
     per_k = []
     for k in EXPONENTS:
         needs = (relative >= -k * math.log(2.0)) & valid_g[:, None]
         kept = torch.nn.functional.pad(needs, (0, 0, 0, pad_rows)).view(blocks, TILE, tiles).any(dim=1)
         kept_rows = kept.repeat_interleave(TILE, dim=0)[:n]
         dropped = (mass * (~kept_rows)).sum(dim=1)[valid_g]
-        per_tile = kept.float().mean(dim=0).cpu().numpy()  # each tile's kept share of the token blocks
-        kept_pairs = int(kept.sum())
-        left = np.concatenate([[kept_pairs], kept_pairs - np.cumsum(kept.sum(dim=0).cpu().numpy())])
-        heads = sorted({h for h in [0, 1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512] if h <= tiles})
-        rows = []
-        for h in heads:
-            head_pairs = h * blocks
-            ms = (head_pairs * flop_per_pair / (args.dense_tflops * 1e12)
-                  + int(left[h]) * flop_per_pair / (args.sparse_tflops * 1e12)) * 1e3
-            rows.append({"head_tiles": h, "head_pairs": head_pairs, "sparse_pairs": int(left[h]),
-                         "estimate_ms": round(ms, 3)})
+        per_tile_counts = [int(x) for x in kept.sum(dim=0).cpu().tolist()]
+        per_tile = [count / blocks for count in per_tile_counts]  # each tile's kept share of the token blocks
+        kept_pairs = sum(per_tile_counts)
+        rows = head_estimates(per_tile_counts, blocks, d, args.dense_tflops, args.sparse_tflops)
         best = min(rows, key=lambda r: r["estimate_ms"])
         per_k.append({
             "eps_exponent": k, "kept_share": kept_pairs / (blocks * tiles), "kept_pairs": kept_pairs,
             "dropped_mass_mean": float(dropped.mean()), "dropped_mass_max": float(dropped.max()),
             "leading_tile_kept_share": [round(float(x), 4) for x in per_tile[:64]],
-            "tiles_kept_by_half_the_blocks": int((per_tile >= 0.5).sum()),
+            "tiles_kept_by_half_the_blocks": sum(1 for x in per_tile if x >= 0.5),
             "heads": rows, "best_head": best,
         })
         print(f"  {Path(folder).name} 2^-{k}: kept {100 * kept_pairs / (blocks * tiles):.2f}%, dropped mass mean "
