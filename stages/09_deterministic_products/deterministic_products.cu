@@ -225,7 +225,8 @@ float* de_accumulator(const Problem& p, const BackwardBuffers& buffers, void* de
 
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
                                const float* lse, const BackwardChoice& choice, const KeptTiles& kept, void* de,
-                               void* dc, cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats) {
+                               void* dc, cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats,
+                               int64_t first_tile) {
   const Problem& p = in.problem;
   unsigned char* work = buffers.forward.work;
   float* de_acc = de_accumulator(p, buffers, de);
@@ -245,7 +246,7 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
   // Chunks of consecutive tiles whose kept S tiles fit the slots.
   const int64_t resident_blocks = recompute_resident_blocks(p);
   int64_t chunks = 0;
-  for (int64_t first = 0; first < plan.tiles;) {
+  for (int64_t first = first_tile; first < plan.tiles;) {
     int64_t last = first + 1;
     while (last < plan.tiles && kept.offsets[last + 1] - kept.offsets[first] <= capacity) ++last;
     const int64_t first_slot = kept.offsets[first];

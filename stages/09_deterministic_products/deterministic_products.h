@@ -268,10 +268,13 @@ void add_target_terms(const DeviceInputs& in, const BackwardBuffers& buffers, fl
 // de_accumulator (everything of the stage's backward but finish_de):
 // recompute and multiply the kept tiles chunk by chunk; dC is written completely. Returns the accumulator
 // (the start of the work buffer for bf16, `de` itself for fp32). `lse` is
-// the full LSE of every row.
+// the full LSE of every row. The chunks start at tile first_tile: the tiles
+// before it are left to the caller (their products and dC's rows; keep all
+// of their pairs, so that no tail and no dropped target falls there).
 float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
                                const float* lse, const BackwardChoice& choice, const KeptTiles& kept, void* de,
-                               void* dc, cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats);
+                               void* dc, cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats,
+                               int64_t first_tile = 0);
 // Where the fp32 dE accumulator lives: the start of the work buffer (bf16), `de` itself (fp32).
 float* de_accumulator(const Problem& problem, const BackwardBuffers& buffers, void* de);
 // All of the backward's scratch (forward's, decision's, correction's items).

@@ -163,6 +163,7 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   b.token_place = b.token_order + p.n;
   b.dropped_mass = scratch.get<unsigned long long>(kDroppedMassItem);
   b.chosen_candidate = reinterpret_cast<int*>(b.dropped_mass + kAutoExponents + 1);
+  b.head_tiles = b.chosen_candidate + 1;  // the other half of the last 8 bytes
   return b;
 }
 

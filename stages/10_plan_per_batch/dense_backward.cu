@@ -53,8 +53,6 @@ namespace cce::s10 {
 namespace {
 
 constexpr int kSlabThreads = 256;
-constexpr int64_t kSlabColumnMultiple = 256;
-constexpr int64_t kSlabPitchMultiple = 64;  // floats: 256-byte aligned rows for cuBLAS and float4 loads
 
 // S_ij (softmax_gradient, common/device_math.cuh) of a kept logit: the slabs
 // keep cuBLAS's (before the softcap), the chunks the fold's (after it).
@@ -505,51 +503,57 @@ std::vector<MemoryItem> dense_slab_items(const Problem& p, const DenseSlabs& sla
   return items;
 }
 
+void slab_gradient_products(const Problem& p, const SlabColumns& columns, const float* lse, const float* grad_scale,
+                            float* slab, int64_t pitch, cudaStream_t stream) {
+  const bool bf16 = p.dtype == Dtype::kBFloat16;
+  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const int n = to_int(p.n), d = to_int(p.d), count = to_int(columns.count);
+  // S's pitch in its own elements: bf16 values packed into fp32 rows are twice as many per row.
+  const int s_pitch = to_int(bf16 ? 2 * pitch : pitch);
+  const float one = 1.0f, zero = 0.0f;
+  cublasHandle_t handle = cublas_handle_on(stream);
+  // Row-major Z [N, columns] (rows of `pitch`) is column-major [columns, N] = C_slab·Eᵀ.
+  CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, count, n, d, &one, columns.c, type, d, columns.e,
+                                type, d, &zero, slab, CUDA_R_32F, to_int(pitch), CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
+  static_bool(p.softcap > 0.0f, [&](auto softcapped) {
+    constexpr bool kSoftcap = decltype(softcapped)::value;
+    if (bf16)
+      slab_gradient_kernel<true, kSoftcap><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
+          slab, pitch, columns.count, columns.first, columns.targets, lse, grad_scale, p.softcap, false);
+    else
+      slab_gradient_kernel<false, kSoftcap><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
+          slab, pitch, columns.count, columns.first, columns.targets, lse, grad_scale, p.softcap, false);
+  });
+  CCE_CHECK_LAUNCH();
+  // EXERCISE(the slab's two gradient GEMMs): dE += S·C_slab (or = when !de_adds), dC_slab = Sᵀ·E (cuBLAS: column-major)
+  // dE [N, D] (column-major [D, N]) += C_slabᵀ [D, columns] · Sᵀ [columns, N], in fp32.
+  const float* de_beta = columns.de_adds ? &one : &zero;
+  CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n, count, &one, columns.c, type, d, slab, type,
+                                s_pitch, de_beta, columns.de_acc, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
+  // dC_slab [columns, D] (column-major [D, columns]) = Eᵀ [D, N] · S [N, columns]; none for a frozen classifier.
+  if (columns.dc != nullptr)
+    CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, count, n, &one, columns.e, type, d, slab, type,
+                                  s_pitch, &zero, columns.dc, CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  // END EXERCISE
+}
+
 void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scratch& scratch, const float* lse,
                     const float* grad_scale, float* de_acc, void* dc, cudaStream_t stream) {
   const Problem& p = in.problem;
-  const bool bf16 = p.dtype == Dtype::kBFloat16;
   float* slab = scratch.get<float>(kDenseSlabItem);
   float* dc_slab_fp32 = accumulates_dc_in_fp32(p, dc != nullptr) ? scratch.get<float>(kDenseDcSlabItem) : nullptr;
-  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const size_t element = p.element_bytes();
-  const int n = to_int(p.n), d = to_int(p.d);
-  // S's pitch in its own elements: bf16 values packed into fp32 rows are twice as many per row.
-  const int s_pitch = to_int(bf16 ? 2 * slabs.pitch : slabs.pitch);
-  const float one = 1.0f, zero = 0.0f;
-  cublasHandle_t handle = cublas_handle_on(stream);
   for (int64_t first = 0, index = 0; first < p.v; first += slabs.columns, ++index) {
-    const int columns = to_int(std::min(slabs.columns, p.v - first));
-    const void* c_slab = static_cast<const unsigned char*>(in.c.get()) + first * p.d * element;
-    // Row-major Z [N, columns] (rows of `pitch`) is column-major [columns, N] = C_slab·Eᵀ.
-    CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, columns, n, d, &one, c_slab, type, d, in.e.get(),
-                                  type, d, &zero, slab, CUDA_R_32F, to_int(slabs.pitch), CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT));
-    static_bool(p.softcap > 0.0f, [&](auto softcapped) {
-      constexpr bool kSoftcap = decltype(softcapped)::value;
-      if (bf16)
-        slab_gradient_kernel<true, kSoftcap><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
-            slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap, false);
-      else
-        slab_gradient_kernel<false, kSoftcap><<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(
-            slab, slabs.pitch, columns, first, in.targets.get(), lse, grad_scale, p.softcap, false);
-    });
-    CCE_CHECK_LAUNCH();
-    // EXERCISE(the slab's two gradient GEMMs): dE += S·C_slab, dC_slab = Sᵀ·E (cuBLAS: column-major)
-    // dE [N, D] (column-major [D, N]) += C_slabᵀ [D, columns] · Sᵀ [columns, N], in fp32.
-    const float* beta = index == 0 ? &zero : &one;
-    CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, n, columns, &one, c_slab, type, d, slab, type,
-                                  s_pitch, beta, de_acc, CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    // dC_slab [columns, D] (column-major [D, columns]) = Eᵀ [D, N] · S [N, columns]; none for a frozen classifier.
-    if (dc != nullptr) {
-      void* dc_slab = static_cast<unsigned char*>(dc) + first * p.d * element;
-      void* product = dc_slab_fp32 != nullptr ? static_cast<void*>(dc_slab_fp32) : dc_slab;  // bf16: fp32, then rounded
-      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, columns, n, &one, in.e.get(), type, d, slab,
-                                    type, s_pitch, &zero, product, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
-      if (dc_slab_fp32 != nullptr) s06::cast_to_bf16(dc_slab_fp32, dc_slab, static_cast<int64_t>(columns) * p.d, stream);
-    }
-    // END EXERCISE
+    const int64_t count = std::min(slabs.columns, p.v - first);
+    void* dc_slab = dc != nullptr ? static_cast<unsigned char*>(dc) + first * p.d * element : nullptr;
+    // fp32 inputs: dC's slab is written in place; bf16: in fp32, then rounded once.
+    float* product = dc_slab_fp32 != nullptr ? dc_slab_fp32 : static_cast<float*>(dc_slab);
+    const SlabColumns columns{in.e.get(), static_cast<const unsigned char*>(in.c.get()) + first * p.d * element, first,
+                              count, in.targets.get(), de_acc, index > 0, product};
+    slab_gradient_products(p, columns, lse, grad_scale, slab, slabs.pitch, stream);
+    if (dc_slab_fp32 != nullptr) s06::cast_to_bf16(dc_slab_fp32, dc_slab, count * p.d, stream);
   }
 }
 

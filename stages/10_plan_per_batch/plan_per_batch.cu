@@ -98,7 +98,13 @@ KeptPairs finish_decision(const DeviceInputs& in, const DropPlan& plan, const fl
   if (settings.dropped_mass > 0.0) {
     const PendingEps pending = choose_eps_on_device(batch.plan_buffers, settings.dropped_mass, host, stream);
     keep_pairs_at_chosen_eps(plan, batch.buffers, batch.plan_buffers, stream);
+    // A decision that recomputes nothing (de_acc null: a sample's) has no head to run.
+    const int* head = settings.dense_head_share > 0.0 && de_acc != nullptr
+                          ? mark_dense_head(plan, batch.buffers, settings.dense_head_share,
+                                            batch.plan_buffers.head_tiles, host, stream)
+                          : nullptr;
     batch.kept = s09::kept_tiles_from_flags(in, plan, batch.buffers, lse, batch.choice, de_acc, dc, host, stream);
+    batch.head_tiles = head != nullptr ? *head : 0;
     batch.eps = pending.chosen();  // the decision has waited: the masses are here
     batch.choice.eps = batch.eps.eps;
   } else {  // settings.eps, as begin_backward set it
@@ -117,9 +123,16 @@ float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& 
                          const DropSettings& settings, PlanChoice& chosen, const BatchBackward& batch, void* de,
                          void* dc, cudaStream_t stream, SideStream& side, HostTables& host, DropStats* stats) {
   const Problem& p = in.problem;
-  if (chosen.plan == BackwardPlan::kSparse)
+  if (chosen.plan == BackwardPlan::kSparse) {
+    chosen.head_tiles = batch.head_tiles;
+    if (batch.head_tiles > 0) {  // the head first, into the accumulator that holds the tail correction
+      scratch.allocate(dense_head_items(p, dc != nullptr));
+      dense_head_backward(in, plan, batch.buffers, batch.head_tiles, scratch, lse,
+                          s09::de_accumulator(p, batch.buffers, de), dc, stream);
+    }
     return s09::backward_to_accumulator(in, plan, batch.buffers, lse, batch.choice, batch.kept, de, dc, stream, side,
-                                        host, stats);
+                                        host, stats, batch.head_tiles);
+  }
   // Dense: every target's term is in S, so finish_de must add none.
   chosen.slabs = plan_dense_slabs(p, settings.dense_slab_columns);
   scratch.allocate(dense_slab_items(p, chosen.slabs, dc != nullptr));
@@ -209,6 +222,7 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
   const bool before_forward = scratch_.has(kDenseChunkItem);
   std::vector<MemoryItem> items;
   if (!before_forward || scratch_.has(sparse.front().first)) items = sparse;
+  if (scratch_.has(kHeadSlabItem)) items = concat(items, dense_head_items(p, scratch_.has(kHeadDcItem)));
   if (scratch_.has(kDenseSlabItem))
     items = concat(items, dense_slab_items(p, plan_dense_slabs(p, slab_columns_flag_), scratch_.has(kDenseDcSlabItem)));
   if (before_forward)
@@ -301,6 +315,10 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
                  "row if its logits (q in bf16 for bf16 inputs, with the rows of E times alpha; else fp32) fit " +
                      std::to_string(kDefaultDenseScratchBytes >> 20) +
                      " MiB, else as many as fit there beside dC's fp32 accumulator");
+  parser.add_double("dense-head", &head_share_flag_,
+                    "the sparse plan's dense head: the leading sorted tiles each kept by at least this share of the "
+                    "token blocks (at least " + std::to_string(kLeastHeadTiles) + " of them) taken whole by cuBLAS "
+                    "GEMMs, the sparse plan over the rest; 0 = none (with the automatic eps only)");
   parser.add_flag("no-token-grouping", &no_grouping_,
                   "token blocks of rows in their order (default: rows grouped by how many tiles they need)");
 }
@@ -311,6 +329,7 @@ void PlanPerBatchStage::validate_options() const {
   parse_backward_plan(plan_flag_);
   if (slab_columns_flag_ < 0) throw InputError("--dense-slab-columns must be >= 0");
   if (chunk_rows_flag_ < 0) throw InputError("--dense-chunk-rows must be >= 0");
+  if (!(head_share_flag_ >= 0.0 && head_share_flag_ <= 1.0)) throw InputError("--dense-head must be in [0, 1]");
   if (mass_flag_ > 0.0 && (eps_flag_ > 0.0 || keep_all_))
     throw InputError(std::string("--dropped-mass sets the automatic eps: it contradicts ") +
                      (keep_all_ ? "--keep-all" : "--drop-eps"));
@@ -376,6 +395,10 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
   if (ran.plan == BackwardPlan::kDense)
     std::snprintf(buf, sizeof buf, "backward     dense: every pair, 3 cuBLAS GEMMs per slab of %lld columns (%lld "
                   "slabs) (%s)", static_cast<long long>(ran.slabs.columns), static_cast<long long>(ran.slabs.count),
+                  why.c_str());
+  else if (ran.head_tiles > 0)
+    std::snprintf(buf, sizeof buf, "backward     sparse with a dense head: the first %lld sorted tiles by cuBLAS GEMMs, "
+                  "stage 09's products over the kept pairs after them (%s)", static_cast<long long>(ran.head_tiles),
                   why.c_str());
   else
     std::snprintf(buf, sizeof buf, "backward     sparse: stage 09's products over the kept pairs (%s)", why.c_str());

@@ -73,6 +73,8 @@ BackwardPlan choose_backward_plan(BackwardPlan flag, double kept_fraction);
 struct DenseSlabs {
   int64_t columns = 0, pitch = 0, count = 0;
 };
+constexpr int64_t kSlabColumnMultiple = 256;
+constexpr int64_t kSlabPitchMultiple = 64;  // floats: 256-byte aligned rows for cuBLAS and float4 loads
 constexpr size_t kDefaultDenseSlabBytes = size_t{512} << 20;
 constexpr const char* kDenseSlabItem = "dense plan: a slab of logits fp32 [N, slab columns]";
 constexpr const char* kDenseDcSlabItem = "dense plan: dC of a slab fp32 [slab columns, D] (bf16)";
@@ -82,10 +84,55 @@ DenseSlabs plan_dense_slabs(const Problem& problem, int64_t columns = 0);
 // in fp32 and the plan rounds it to bf16 once, whichever kernel cuBLAS picks
 // (some, under CUBLAS_WORKSPACE_CONFIG, round partial sums to the output's type).
 std::vector<MemoryItem> dense_slab_items(const Problem& problem, const DenseSlabs& slabs, bool with_dc);
+// One slab's three GEMMs: its logits Z = E·C_slabᵀ (fp32, rows of `pitch`), S
+// in place (bf16 inputs: packed in bf16), dE += S·C_slab into the fp32
+// accumulator, dC_slab = Sᵀ·E in fp32. Column j of the slab is the
+// vocabulary entry whose position in `targets`' numbering is first + j: the
+// natural order (the dense plan), or the sorted one (the dense head, targets
+// as sorted positions).
+struct SlabColumns {
+  const void* e = nullptr;           // E [N, D]
+  const void* c = nullptr;           // the slab's rows of C [count, D]
+  int64_t first = 0, count = 0;
+  const int64_t* targets = nullptr;  // [N]
+  // where the slab's gradients go
+  float* de_acc = nullptr;  // dE [N, D] fp32
+  bool de_adds = false;     // add the slab's share to it (false: overwrite it)
+  float* dc = nullptr;      // dC_slab [count, D] fp32; null: none (a frozen classifier)
+};
+void slab_gradient_products(const Problem& problem, const SlabColumns& columns, const float* lse,
+                            const float* grad_scale, float* slab, int64_t pitch, cudaStream_t stream);
 // dE (into the fp32 accumulator, overwritten) and dC (written completely)
 // from the forward's LSE and the grad scale g_i, in dense_slab_items's scratch.
 void dense_backward(const DeviceInputs& in, const DenseSlabs& slabs, const Scratch& scratch, const float* lse,
                     const float* grad_scale, float* de_acc, void* dc, cudaStream_t stream);
+
+// ---- dense_head.cu: the sparse plan's dense head ----
+// On a trained model the sorted vocabulary's leading tiles are kept by most
+// token blocks (bench/dense_head_probe.py), and a kept pair costs the sparse
+// plan more than the same tile taken whole by cuBLAS. The head: the leading
+// tiles each kept by at least `share` of the token blocks (a prefix of at
+// least kLeastHeadTiles), every pair of them marked kept (so no tail
+// correction and no dropped target falls there), their S recomputed and
+// multiplied by slab_gradient_products over slabs of sorted C's rows, dC's
+// rows written through the order; the sparse plan runs over the tiles after it.
+constexpr int64_t kLeastHeadTiles = 2;
+constexpr size_t kHeadSlabBytes = size_t{128} << 20;  // a slab's fp32 logits
+constexpr const char* kHeadSlabItem = "dense head: a slab of logits fp32 [N, slab columns]";
+constexpr const char* kHeadRowsItem = "dense head: a slab's rows of sorted C [slab columns, D]";
+constexpr const char* kHeadDcItem = "dense head: dC of a slab fp32 [slab columns, D]";
+DenseSlabs dense_head_slabs(const Problem& problem);  // as many columns as kHeadSlabBytes of logits hold
+std::vector<MemoryItem> dense_head_items(const Problem& problem, bool with_dc);
+// On the stream, after the flags and per-tile counts at the chosen eps: the
+// head's length into `head` (device), its pairs marked kept. Returns where
+// the host finds the length (host.read_back) once the decision has waited.
+const int* mark_dense_head(const DropPlan& plan, const s09::BackwardBuffers& buffers, double share, int* head,
+                           HostTables& host, cudaStream_t stream);
+// dE += the head's S·C (the accumulator holds the tail correction already),
+// dC's head rows written (unless dc is null), in dense_head_items's scratch.
+void dense_head_backward(const DeviceInputs& in, const DropPlan& plan, const s09::BackwardBuffers& buffers,
+                         int64_t head_tiles, const Scratch& scratch, const float* lse, float* de_acc, void* dc,
+                         cudaStream_t stream);
 
 // The dense plan before the forward (loss and gradient in one call): per
 // chunk of rows, stage 03's forward with an epilogue that also keeps each
@@ -166,6 +213,7 @@ struct BatchPlanBuffers {
   int* token_place = nullptr;  // [N]: its inverse
   unsigned long long* dropped_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
   int* chosen_candidate = nullptr;             // after them: the candidate index the decision keeps at
+  int* head_tiles = nullptr;                   // beside it: the dense head's length (mark_dense_head)
 };
 std::vector<MemoryItem> batch_plan_items(const Problem& problem);
 BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scratch);
@@ -215,6 +263,7 @@ struct DropSettings {
   bool group_tokens = true;   // token blocks of grouped rows (false: rows in their order)
   BackwardPlan plan = BackwardPlan::kAuto;
   int64_t dense_slab_columns = 0;  // the dense plan's slab width (0: plan_dense_slabs's default)
+  double dense_head_share = 0.0;   // > 0: the sparse plan's dense head at this share (automatic eps only)
 };
 // The plan a backward ran, and what it was chosen from.
 struct PlanChoice {
@@ -224,6 +273,7 @@ struct PlanChoice {
   bool before_forward = false;  // the dense plan before the forward (loss_and_gradient): kept_fraction is the last decision's
   DenseChunks chunks;           // its chunks
   int64_t sample_rows = 0;      // > 0: this batch decided on a sample of that many rows
+  int64_t head_tiles = 0;       // the sparse plan's dense head (0: none)
 };
 // What the plan is chosen from: the (token block, tile) pairs the decision
 // keeps at the chosen eps, of all. Sums over any split of the tiles.
@@ -243,6 +293,7 @@ struct BatchBackward {
   s09::BackwardChoice choice;  // eps (settings.eps until one is chosen), token blocks, corrections
   EpsChoice eps;               // the decision's (a fixed eps: dropped_mass −1)
   s09::KeptTiles kept;         // the decision's
+  int64_t head_tiles = 0;      // the decision's dense head (0: none)
 };
 // The grad scale, and the token blocks (grouped when the settings say so and the dense plan is not forced).
 BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
@@ -316,7 +367,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   // The flags as the backward's settings.
   DropSettings settings(Dtype dtype) const {
     return {drop_eps(dtype), automatic_eps(dtype) ? dropped_mass_budget() : 0.0, !no_correction_, !no_dc_correction_,
-            !no_grouping_, parse_backward_plan(plan_flag_), slab_columns_flag_};
+            !no_grouping_, parse_backward_plan(plan_flag_), slab_columns_flag_, head_share_flag_};
   }
   PlanChoice plan_choice() const { return ran_; }  // of the last backward
   const std::string& plan_flag() const { return plan_flag_; }
@@ -334,6 +385,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   std::string plan_flag_ = "auto";  // --plan
   int64_t slab_columns_flag_ = 0;    // --dense-slab-columns
   int64_t chunk_rows_flag_ = 0;      // --dense-chunk-rows
+  double head_share_flag_ = 0.0;     // --dense-head
   EpsChoice choice_;
   PlanChoice ran_;
   PlanHistory history_;

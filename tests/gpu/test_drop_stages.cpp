@@ -1001,6 +1001,53 @@ TEST(PlanPerBatch, BothPlansMatchTheReference) {
     }
 }
 
+// The sparse plan's dense head (--dense-head): the leading tiles that at
+// least the share of the token blocks keep, taken whole by cuBLAS. Against
+// the same run without a head: the same decision after the head (flags of
+// the tiles after it equal), every pair of the head kept; the outputs within
+// the sparse plan's declared bound of the reference; the same bits twice.
+// V = 3011 ends in a partial tile, D = 100 is no multiple of 8.
+TEST(PlanPerBatch, DenseHeadTakesTheLeadingTilesWhole) {
+  SKIP_WITHOUT_GPU();
+  for (const Reduction reduction : {Reduction::kMean, Reduction::kNone}) {
+    for (const char* share : {"0.1", "0.0001"}) {
+      Problem p = bf16_problem(1100, 100, 3011);
+      p.reduction = reduction;
+      p.softcap = reduction == Reduction::kNone ? 30.0f : 0.0f;
+      GeneratorOptions gen;
+      gen.seed = 21;
+      gen.ignore_fraction = 0.05;
+      const HostInputs in = generate_inputs(p, gen);
+      const std::vector<float> upstream = default_upstream(p, 5);
+      const std::string what = std::string(to_string(reduction)) + ", share " + share;
+      const DropRun plain = run_stage10(p, in, upstream, {"--plan", "sparse"});
+      const DropRun head = run_stage10(p, in, upstream, {"--plan", "sparse", "--dense-head", share});
+      ASSERT_EQ(head.stats.plan.plan, s10::BackwardPlan::kSparse) << what;
+      const int64_t tiles = (p.v + 127) / 128, blocks = (p.n + 127) / 128;
+      const int64_t h = head.stats.plan.head_tiles;
+      EXPECT_GE(h, s10::kLeastHeadTiles) << what << ": no head at this share";
+      EXPECT_LE(h, tiles) << what;
+      EXPECT_EQ(plain.stats.plan.head_tiles, 0) << what;
+      ASSERT_EQ(head.flags.size(), static_cast<size_t>(tiles * blocks));
+      ASSERT_EQ(plain.flags.size(), head.flags.size());
+      for (int64_t t = 0; t < tiles; ++t)
+        for (int64_t b = 0; b < blocks; ++b) {
+          const size_t k = static_cast<size_t>(t * blocks + b);
+          if (t < h)
+            EXPECT_EQ(head.flags[k], 1) << what << ": tile " << t << " of the head, block " << b;
+          else
+            EXPECT_EQ(head.flags[k], plain.flags[k]) << what << ": tile " << t << " after the head, block " << b;
+        }
+      const CheckReport report =
+          check_outputs(p, in, head.out, upstream, true, int64_t{1} << 30, 8, head.approximation);
+      for (const auto& cmp : report.comparisons) EXPECT_TRUE(cmp.passed()) << what << ": " << cmp.summary();
+      const DropRun again = run_stage10(p, in, upstream, {"--plan", "sparse", "--dense-head", share});
+      EXPECT_TRUE(again.out.de == head.out.de && again.out.dc == head.out.dc && again.out.loss == head.out.loss)
+          << what << ": differs over two runs";
+    }
+  }
+}
+
 // The dense chunks add the target terms per run of equal targets
 // (add_target_terms_kernel), and a frequent token makes a run of hundreds of
 // rows. Runs longer than the kernel's 256-position search step, a D over one
