@@ -22,6 +22,8 @@ import math
 import sys
 from pathlib import Path
 
+import figure_cli
+
 TILE = 128
 GROUPING_EXPONENT = 12  # stage 10's kGroupingExponent
 EXPONENTS = range(8, 17)
@@ -30,22 +32,7 @@ PROG = "dense_head_probe.py"
 
 
 def fail(message, status=2):
-    print(f"{PROG}: {message}", file=sys.stderr)
-    sys.exit(status)
-
-
-def load(folder, np):
-    arrays = {}
-    for name in ("e", "c", "targets"):
-        path = Path(folder) / f"{name}.npy"
-        try:
-            arrays[name] = np.load(path)
-        except (OSError, ValueError) as error:
-            fail(f"{path}: {error}")
-    e, c, t = arrays["e"], arrays["c"], arrays["targets"]
-    if e.ndim != 2 or c.ndim != 2 or t.ndim != 1 or e.shape[1] != c.shape[1] or t.shape[0] != e.shape[0]:
-        fail(f"{folder}: shapes disagree: e {e.shape}, c {c.shape}, targets {t.shape}")
-    return e, c, t
+    figure_cli.fail(PROG, message, status)
 
 
 HEADS = (0, 1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -81,7 +68,7 @@ def tile_tables(torch, e, c_sorted, tiles, rows_per_pass):
 
 
 def probe(folder, args, torch, np):
-    e_host, c_host, t_host = load(folder, np)
+    e_host, c_host, t_host = figure_cli.load_stage_inputs(PROG, folder)
     device = torch.device("cuda")
     e = torch.from_numpy(e_host.astype(np.float32, copy=False)).to(device)
     c = torch.from_numpy(c_host.astype(np.float32, copy=False)).to(device)

@@ -1,6 +1,7 @@
 """What the figure scripts of bench/ share: one-line errors (exit 2), an argparse parser that reports through
-them, the --out check, the plotting libraries' check, and the verdict on the claims a figure is drawn to show
-(each one that fails printed as "DOES NOT HOLD", exit 1). Python 3 standard library only."""
+them, the --out check, the plotting libraries' check, a stage's saved inputs read with their shapes checked, and
+the verdict on the claims a figure is drawn to show (each one that fails printed as "DOES NOT HOLD", exit 1).
+Python 3 standard library only (load_stage_inputs imports NumPy when called)."""
 
 import argparse
 import sys
@@ -39,6 +40,23 @@ def require_plotting(prog, numpy=True):
             import numpy as _  # noqa: F401
     except ImportError as error:
         fail(prog, f"needs {'numpy and ' if numpy else ''}matplotlib ({error})")
+
+
+def load_stage_inputs(prog, folder):
+    """e.npy [N, D], c.npy [V, D] and targets.npy [N] from `folder` (a stage's --save, bench/lm_data.py's output) as
+    NumPy arrays; one line and exit 2 on a missing file or disagreeing shapes."""
+    import numpy as np
+    arrays = {}
+    for name in ("e", "c", "targets"):
+        path = Path(folder) / f"{name}.npy"
+        try:
+            arrays[name] = np.load(path)
+        except (OSError, ValueError) as error:
+            fail(prog, f"{path}: {error}")
+    e, c, t = arrays["e"], arrays["c"], arrays["targets"]
+    if e.ndim != 2 or c.ndim != 2 or t.ndim != 1 or e.shape[1] != c.shape[1] or t.shape[0] != e.shape[0]:
+        fail(prog, f"{folder}: shapes disagree: e {e.shape}, c {c.shape}, targets {t.shape}")
+    return e, c, t
 
 
 def verdict(prog, claims):

@@ -49,16 +49,7 @@ def fail(message, status=2):
 
 def load_inputs(folder):
     import numpy as np
-    arrays = {}
-    for name in ("e", "c", "targets"):
-        path = Path(folder) / f"{name}.npy"
-        try:
-            arrays[name] = np.load(path)
-        except (OSError, ValueError) as error:
-            fail(f"{path}: {error}")
-    e, c, t = arrays["e"], arrays["c"], arrays["targets"]
-    if e.ndim != 2 or c.ndim != 2 or t.ndim != 1 or e.shape[1] != c.shape[1] or t.shape[0] != e.shape[0]:
-        fail(f"shapes disagree: e {e.shape}, c {c.shape}, targets {t.shape}")
+    e, c, t = figure_cli.load_stage_inputs(PROG, folder)
     return e.astype(np.float32, copy=False), c.astype(np.float32, copy=False), t
 
 
