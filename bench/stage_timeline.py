@@ -134,14 +134,14 @@ def idle_causes(gpu, host, least_idle_us=10.0):
 THROUGH = ("capi", "op")  # what a traced call goes through: the C interface, or the PyTorch op with its backward
 
 
-def trace_one_call(torch, cs, folder, calls, through="capi"):
+def trace_one_call(torch, cs, folder, calls, through="capi", flags=""):
     """The GPU operations and host API calls of the last of `calls` calls at the inputs in `folder`, the problem's
     N, D, V, and (plan, kept share of the pairs) from the stage's stats (None, None when it has none). through:
     "capi", cce_run on buffers allocated once; "op", linear_cross_entropy(E, C, t).backward() on leaves whose .grad
-    is cleared before each call (bench/peers.py's step)."""
+    is cleared before each call (bench/peers.py's step). flags: the stage's command-line flags ("--dense-head 0.5")."""
     n, d, v = lm_shape_dims(folder)
     e, c, t = load_inputs(torch, folder, (n, d, v))
-    handle = cs._stage(0, cs.FINAL_STAGE, "")
+    handle = cs._stage(0, cs.FINAL_STAGE, flags)
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     if through == "op":
         e.requires_grad_(True)
@@ -150,7 +150,7 @@ def trace_one_call(torch, cs, folder, calls, through="capi"):
 
         def call():
             e.grad = c.grad = None
-            cs.linear_cross_entropy(e, c, t, stage=cs.FINAL_STAGE).backward()
+            cs.linear_cross_entropy(e, c, t, stage=cs.FINAL_STAGE, flags=flags).backward()
     else:
         loss, lse = torch.empty((), device="cuda"), torch.empty(n, device="cuda")
         de, dc, one = torch.empty_like(e), torch.empty_like(c), torch.ones((), device="cuda")
@@ -193,6 +193,7 @@ def parse(argv):
     ap.add_argument("--host", action="store_true", help="also list the host's CUDA API calls of the traced call")
     ap.add_argument("--through", choices=THROUGH, default="capi",
                     help="trace the C interface (capi, the default) or the PyTorch op with its backward (op)")
+    ap.add_argument("--flags", default="", help="the stage's flags, e.g. \"--dense-head 0.5\" (default: none)")
     ap.add_argument("--out", help="also write the report here")
     a = ap.parse_args(argv)
     check_probe_args(ap, a.calls, a.inputs)
@@ -205,10 +206,10 @@ def main(argv=None):
     if torch is None:
         return EXIT_SKIPPED
     how = "its PyTorch op, loss and backward" if a.through == "op" else "its C interface"
-    out = ["stage %s through %s, on %s, torch %s" % (cs.FINAL_STAGE, how, torch.cuda.get_device_name(0),
-                                                    torch.__version__)]
+    out = ["stage %s%s through %s, on %s, torch %s" % (cs.FINAL_STAGE, " " + a.flags if a.flags else "", how,
+                                                      torch.cuda.get_device_name(0), torch.__version__)]
     for folder in a.inputs:
-        (n, d, v), gpu, host, plan, kept = trace_one_call(torch, cs, folder, a.calls, a.through)
+        (n, d, v), gpu, host, plan, kept = trace_one_call(torch, cs, folder, a.calls, a.through, a.flags)
         title = "== %s: N=%d D=%d V=%d, plan %s, kept share of the (token block, tile) pairs %s" % (
             os.path.basename(os.path.normpath(folder)), n, d, v, plan, "%.4f" % kept if kept is not None else None)
         out += report(title, gpu)
