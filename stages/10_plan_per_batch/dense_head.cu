@@ -50,10 +50,7 @@ __global__ void scatter_sorted_rows_kernel(const float* __restrict__ rows, const
 
 }  // namespace
 
-DenseSlabs dense_head_slabs(const Problem& p) {
-  const int64_t fit = static_cast<int64_t>(kHeadSlabBytes / (4 * static_cast<size_t>(std::max<int64_t>(p.n, 1))));
-  return plan_dense_slabs(p, std::max(kSlabColumnMultiple, fit / kSlabColumnMultiple * kSlabColumnMultiple));
-}
+DenseSlabs dense_head_slabs(const Problem& p) { return plan_dense_slabs(p, slab_columns_within(p, kHeadSlabBytes)); }
 
 std::vector<MemoryItem> dense_head_items(const Problem& p, bool with_dc) {
   const DenseSlabs slabs = dense_head_slabs(p);

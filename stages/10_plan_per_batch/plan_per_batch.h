@@ -73,12 +73,12 @@ BackwardPlan choose_backward_plan(BackwardPlan flag, double kept_fraction);
 struct DenseSlabs {
   int64_t columns = 0, pitch = 0, count = 0;
 };
-constexpr int64_t kSlabColumnMultiple = 256;
-constexpr int64_t kSlabPitchMultiple = 64;  // floats: 256-byte aligned rows for cuBLAS and float4 loads
 constexpr size_t kDefaultDenseSlabBytes = size_t{512} << 20;
 constexpr const char* kDenseSlabItem = "dense plan: a slab of logits fp32 [N, slab columns]";
 constexpr const char* kDenseDcSlabItem = "dense plan: dC of a slab fp32 [slab columns, D] (bf16)";
-// `columns` per slab (at most V); 0: as many as kDefaultDenseSlabBytes hold, a multiple of 256, at least 256.
+// The columns whose fp32 logits fit in `logit_bytes` (N rows each), a multiple of 256, at least 256.
+int64_t slab_columns_within(const Problem& problem, size_t logit_bytes);
+// `columns` per slab (at most V); 0: slab_columns_within(problem, kDefaultDenseSlabBytes).
 DenseSlabs plan_dense_slabs(const Problem& problem, int64_t columns = 0);
 // The slab, and for a bf16 dC its slab in fp32: cuBLAS writes every product
 // in fp32 and the plan rounds it to bf16 once, whichever kernel cuBLAS picks

@@ -56,6 +56,8 @@ namespace cce::s10 {
 namespace {
 
 constexpr int kSlabThreads = 256;
+constexpr int64_t kSlabColumnMultiple = 256;
+constexpr int64_t kSlabPitchMultiple = 64;  // floats: 256-byte aligned rows for cuBLAS and float4 loads
 
 // S_ij (softmax_gradient, common/device_math.cuh) of a kept logit: the slabs
 // keep cuBLAS's (before the softcap), the chunks the fold's (after it).
@@ -488,11 +490,13 @@ void product_to_bf16_rounded_once(int m, int n, int k, const void* a, int lda, c
 
 }  // namespace
 
+int64_t slab_columns_within(const Problem& p, size_t logit_bytes) {
+  const int64_t fit = static_cast<int64_t>(logit_bytes / (4 * static_cast<size_t>(std::max<int64_t>(p.n, 1))));
+  return std::max(kSlabColumnMultiple, fit / kSlabColumnMultiple * kSlabColumnMultiple);
+}
+
 DenseSlabs plan_dense_slabs(const Problem& p, int64_t columns) {
-  if (columns <= 0) {
-    const int64_t fit = static_cast<int64_t>(kDefaultDenseSlabBytes / (4 * static_cast<size_t>(std::max<int64_t>(p.n, 1))));
-    columns = std::max(kSlabColumnMultiple, fit / kSlabColumnMultiple * kSlabColumnMultiple);
-  }
+  if (columns <= 0) columns = slab_columns_within(p, kDefaultDenseSlabBytes);
   DenseSlabs slabs;
   slabs.columns = std::min(p.v, columns);
   slabs.pitch = (slabs.columns + kSlabPitchMultiple - 1) / kSlabPitchMultiple * kSlabPitchMultiple;
