@@ -1048,6 +1048,28 @@ TEST(PlanPerBatch, DenseHeadTakesTheLeadingTilesWhole) {
   }
 }
 
+// A head wider than one slab (kHeadSlabBytes of logits hold 2560 columns at
+// N = 12000; the flat softmax of random inputs keeps every tile): each slab
+// adds its share of dE to the slabs' before it. The reference's result
+// within the sparse plan's bound; the same bits twice.
+TEST(PlanPerBatch, DenseHeadOverSeveralSlabs) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(12000, 100, 3011);
+  GeneratorOptions gen;
+  gen.mode = DataMode::kRandom;
+  gen.seed = 22;
+  const HostInputs in = generate_inputs(p, gen);
+  const std::vector<float> upstream = default_upstream(p, 6);
+  const DropRun head = run_stage10(p, in, upstream, {"--plan", "sparse", "--dense-head", "0.0001"});
+  ASSERT_EQ(head.stats.plan.plan, s10::BackwardPlan::kSparse);
+  const int64_t head_columns = std::min(head.stats.plan.head_tiles * 128, p.v);
+  ASSERT_GT(head_columns, s10::dense_head_slabs(p).columns) << "the head fits in one slab: no test of the adding";
+  const CheckReport report = check_outputs(p, in, head.out, upstream, true, int64_t{1} << 30, 8, head.approximation);
+  for (const auto& cmp : report.comparisons) EXPECT_TRUE(cmp.passed()) << cmp.summary();
+  const DropRun again = run_stage10(p, in, upstream, {"--plan", "sparse", "--dense-head", "0.0001"});
+  EXPECT_TRUE(again.out.de == head.out.de && again.out.dc == head.out.dc) << "differs over two runs";
+}
+
 // The dense chunks add the target terms per run of equal targets
 // (add_target_terms_kernel), and a frequent token makes a run of hundreds of
 // rows. Runs longer than the kernel's 256-position search step, a D over one
