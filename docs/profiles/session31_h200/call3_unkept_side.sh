@@ -8,7 +8,7 @@ T0=$SECONDS
 R=$OUT/call3; mkdir -p $R
 nvidia-smi -L > $R/gpu.txt; git rev-parse HEAD > $R/commit.txt; git status --short > $R/status.txt
 (cmake -S . -B /tmp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build) > $R/build.log 2>&1 || { grep -B2 -A8 error $R/build.log | head -40; exit 1; }
-rm -rf /tmp/src-exp && mkdir /tmp/src-exp && git ls-files -z | xargs -0 cp --parents -t /tmp/src-exp && (cd /tmp/src-exp && patch -p1 < $OLDPWD/docs/profiles/session31_h200/unkept_side.patch) > $R/patch.log 2>&1 || { echo "patch failed"; cat $R/patch.log; exit 1; }
+rm -rf /tmp/src-exp && mkdir /tmp/src-exp && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t /tmp/src-exp && (cd /tmp/src-exp && patch -p1 < $OLDPWD/docs/profiles/session31_h200/unkept_side.patch) > $R/patch.log 2>&1 || { echo "patch failed"; cat $R/patch.log; exit 1; }
 (cmake -S /tmp/src-exp -B /tmp/build-exp -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build-exp stage10_plan_per_batch test_stages_gpu) > $R/build_exp.log 2>&1 || { grep -B2 -A8 error $R/build_exp.log | head -40; exit 1; }
 echo "builds $((SECONDS-T0)) s"
 (cd /tmp/build && timeout 120 ctest -R "PlanPerBatch.DenseHead" --timeout 100 > $R/ctest_head.log 2>&1); grep -E "tests passed|Failed" $R/ctest_head.log
