@@ -5,9 +5,10 @@
     /usr/bin/python3 bench/timeline_figure.py REPORT[:SHAPE] [REPORT[:SHAPE] ...] --out PNG
 
 Each REPORT is a file that stage_timeline.py wrote; SHAPE picks one of its shapes (default: every shape in it).
-A bar adds the durations of the operations of one traced call, step by step, then the idle time between them.
-dE's products run on a side stream beside dC's, so a bar can be a little longer than the call's span, which is
-printed at its end. Exit status 2 for bad arguments or a file that is not such a report, 1 without matplotlib."""
+A bar adds the time of the operations of one traced call, step by step, then the idle time between them, and
+is as long as the call's span, printed at its end: dE's products run on a side stream beside dC's, and time that
+two operations share counts once, for the one that started first. Exit status 2 for bad arguments or a file that
+is not such a report, 1 without matplotlib."""
 import argparse
 import collections
 import os
@@ -33,7 +34,7 @@ STEPS = (
     ("tail correction: cuBLAS GEMMs", ("nvjet", "cutlass", "sm90_xmma")),  # prefixes
 )
 OTHER, IDLE = "other (sorts, merges, memsets, copies, dE's finish)", "idle between operations"
-LINE = re.compile(r"^\+\s*\d+ idle\s+([\d.]+) dur\s+([\d.]+)\s+(.*)$")
+LINE = re.compile(r"^\+\s*(\d+) idle\s+([\d.]+) dur\s+([\d.]+)\s+(.*)$")
 TITLE = re.compile(r"^== (\S+): N=(\d+) D=(\d+) V=(\d+)")
 SPAN = re.compile(r"^span (\d+) us")
 
@@ -46,7 +47,7 @@ def step_of(family):
 
 
 def parse_reports(text):
-    """{shape: {"dims": (N, D, V), "span_us": float, "ops": [(idle, dur, name)]}} from a report's text."""
+    """{shape: {"dims": (N, D, V), "span_us": float, "ops": [(start, idle, dur, name)]}} from a report's text."""
     shapes, current = collections.OrderedDict(), None
     for line in text.splitlines():
         m = TITLE.match(line)
@@ -58,7 +59,7 @@ def parse_reports(text):
             continue
         m = LINE.match(line)
         if m:
-            current["ops"].append((float(m.group(1)), float(m.group(2)), m.group(3)))
+            current["ops"].append((float(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4)))
             continue
         m = SPAN.match(line)
         if m:
@@ -67,14 +68,18 @@ def parse_reports(text):
 
 
 def steps_us(ops):
-    """The durations summed per step (STEPS, then other), then the idle time, in µs."""
+    """The operations' time summed per step (STEPS, then other), then the idle time, in µs. An operation counts
+    only the part of it after every earlier one has ended (the report's starts are whole µs)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from stage_timeline import kernel_family
     out = collections.OrderedDict((name, 0.0) for name, _ in STEPS)
     out[OTHER] = 0.0
     out[IDLE] = 0.0
-    for idle, dur, name in ops:
-        out[step_of(kernel_family(name))] += dur
+    end = None
+    for start, idle, dur, name in ops:
+        own = dur if end is None else max(0.0, start + dur - max(start, end))
+        end = start + dur if end is None else max(end, start + dur)
+        out[step_of(kernel_family(name))] += own
         out[IDLE] += idle
     return out
 
@@ -141,8 +146,11 @@ def main(argv=None):
     order = [texts.index(t) for t in labels if t in texts]
     ax.legend([handles[i] for i in order], [texts[i] for i in order], loc="upper center",
               bbox_to_anchor=(0.5, -0.22 if len(bars) > 2 else -0.45), ncol=2, fontsize=8, frameon=False)
-    ax.set_title("Stage 10, sparse plan: where one call's GPU time goes (traces: docs/profiles/%s)"
-                 % ", ".join(sorted({os.path.basename(p) for _, p, _ in bars})), fontsize=8)
+    folders = sorted({os.path.dirname(os.path.relpath(p)) for _, p, _ in bars})
+    files = sorted({os.path.basename(p) for _, p, _ in bars})
+    where = ("in %s/: %s" % (folders[0], ", ".join(files)) if len(folders) == 1
+             else ", ".join(sorted({os.path.relpath(p) for _, p, _ in bars})))
+    ax.set_title("Stage 10, sparse plan: where one call's GPU time goes (traces %s)" % where, fontsize=8)
     fig.savefig(a.out, dpi=130, bbox_inches="tight")
     print("wrote %s (%d kB)" % (a.out, os.path.getsize(a.out) // 1024))
     return 0

@@ -6,7 +6,7 @@
   kernel family (arguments, template arguments and anonymous namespaces left out);
 - stage_timeline's host side: each API call with the host's own time before it; each GPU wait with when its next
   operation was queued (tied by the correlation id) and what the host did meanwhile;
-- timeline_figure: a report read back (its title, operations, span), each kernel family in its step of the plan
+- timeline_figure: a report read back (its title, operations, span), each kernel family in its step of the plan, time that two operations share counted once (a bar is the span)
   (the tail correction's cuBLAS kernels by prefix, an unknown kernel in "other"), the idle time apart; its command
   line's errors (exit 2), and with matplotlib the figure itself;
 - plan_series's summary: the calls after the two settling ones;
@@ -111,8 +111,11 @@ class Figure(unittest.TestCase):
         self.assertEqual(len(shapes["tiny"]["ops"]), 7)
 
     def test_steps(self):
-        steps = timeline_figure.steps_us(timeline_figure.parse_reports(REPORT)["tiny"]["ops"])
-        self.assertEqual(list(steps.values()), [100.0, 20.0, 7.0, 55.0, 0.0, 4.0, 3.0, 19.0])
+        shape = timeline_figure.parse_reports(REPORT)["tiny"]
+        steps = timeline_figure.steps_us(shape["ops"])
+        # dC's products [145, 170) lie inside dE's [140, 170): they count once, so the bar is the span
+        self.assertEqual(list(steps.values()), [100.0, 20.0, 7.0, 30.0, 0.0, 4.0, 3.0, 19.0])
+        self.assertEqual(sum(steps.values()), shape["span_us"])
         self.assertEqual(list(steps)[-2:], [timeline_figure.OTHER, timeline_figure.IDLE])
 
     def test_bad_arguments(self):
