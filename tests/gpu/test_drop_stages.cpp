@@ -1049,7 +1049,7 @@ TEST(PlanPerBatch, DenseHeadTakesTheLeadingTilesWhole) {
 }
 
 // A head wider than one slab (kHeadSlabBytes of logits hold 2560 columns at
-// N = 12000; the flat softmax of random inputs keeps every tile): each slab
+// N = 12000; the flat softmax of random inputs keeps nearly every tile): each slab
 // adds its share of dE to the slabs' before it. The reference's result
 // within the sparse plan's bound, and, closer than that bound (which at a
 // flat softmax's eps would pass a lost slab), the run without a head within
