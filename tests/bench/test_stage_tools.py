@@ -6,8 +6,9 @@
   kernel family (arguments, template arguments and anonymous namespaces left out);
 - stage_timeline's host side: each API call with the host's own time before it; each GPU wait with when its next
   operation was queued (tied by the correlation id) and what the host did meanwhile;
-- timeline_figure: a report read back (its title, operations, span), each kernel family in its step of the plan, time that two operations share counted once (a bar is the span)
-  (the tail correction's cuBLAS kernels by prefix, an unknown kernel in "other"), the idle time apart; its command
+- timeline_figure: a report read back (its title, operations, span), each kernel family in its step of the plan
+  (the tail correction's cuBLAS kernels by prefix, an unknown kernel in "other"), time that two operations share
+  counted once (a bar is the span), the idle time apart; its command
   line's errors (exit 2), and with matplotlib the figure itself;
 - plan_series's summary: the calls after the two settling ones;
 - both command lines: bad values -> exit status 2 with the reason; without PyTorch (a stand-in torch.py that
