@@ -211,6 +211,9 @@ def make_parser():
     p.add_argument("--out", default="docs/bench_peers.json", help="JSON output file (default %(default)s)")
     p.add_argument("--cce-python", default="build/python",
                    help="where the build put python/cce_stages (for stage10_plan_per_batch_op; default %(default)s)")
+    p.add_argument("--stage-flags", default="",
+                   help="flags for stage10_plan_per_batch_op, as on the stage's command line (e.g. \"--dense-head "
+                   "0.5\"); recorded in the JSON's context (default: none)")
     p.add_argument("--floor-json", default=None,
                    help="the C++ benchmark's JSON: adds floor_ratio = time / cublas_floor/<mode>/<shape> median")
     return p
@@ -578,11 +581,11 @@ def rel_l2(torch, x, ref_host, rows=8192):
     return math.sqrt(num / den) if den > 0 else float("nan")
 
 
-def peer_functions(torch, F, log, cce_python="build/python"):
+def peer_functions(torch, F, log, cce_python="build/python", stage_flags=""):
     """{impl: function(E, C, t, softcap) -> loss, or None} and {impl: reason it is skipped}. softcap: None or s;
     a function that cannot apply it raises Unsupported."""
     funcs, skipped = {}, {}
-    op, why = stage_op_function(cce_python)
+    op, why = stage_op_function(cce_python, stage_flags)
     if op is None:
         skipped["stage10_plan_per_batch_op"] = why
     else:
@@ -683,8 +686,9 @@ def quack_function():
     return quack, "chunked_linear_cross_entropy(chunk_size=4096, use_scaled_exp=False)"
 
 
-def stage_op_function(cce_python):
-    """The final stage through python/cce_stages as f(E, C, t) -> loss, or (None, why it is skipped)."""
+def stage_op_function(cce_python, flags=""):
+    """The final stage through python/cce_stages, with its flags, as f(E, C, t) -> loss, or (None, why it is
+    skipped)."""
     if not os.path.isdir(os.path.join(cce_python, "cce_stages")):
         return None, "no cce_stages package under --cce-python %s (build the repository first): skipped" % cce_python
     if cce_python not in sys.path:
@@ -694,7 +698,7 @@ def stage_op_function(cce_python):
     except Exception as exc:  # ImportError, or a library that does not load
         return None, "cce_stages failed to import (%s: %s): skipped" % (type(exc).__name__, exc)
     def op(e, c, t, softcap):
-        return cce_stages.linear_cross_entropy(e, c, t, stage="10_plan_per_batch", softcap=softcap)
+        return cce_stages.linear_cross_entropy(e, c, t, stage="10_plan_per_batch", softcap=softcap, flags=flags)
 
     op.release_scratch = cce_stages.release_scratch  # run_case counts the scratch the op keeps
     return op, ""
@@ -916,7 +920,7 @@ def main(argv=None):
     def log(msg):
         print(msg, flush=True)
 
-    funcs, skipped_impls = peer_functions(torch, F, log, args.cce_python)
+    funcs, skipped_impls = peer_functions(torch, F, log, args.cce_python, args.stage_flags)
     for impl in args.impls:
         if impl in skipped_impls:
             log("%s: %s" % (impl, skipped_impls[impl]))
@@ -941,6 +945,7 @@ def main(argv=None):
         "cce_shapes": ", ".join(shape_context(args, s, dims[s]) for s in shapes),
         "warmup_runs": WARMUP,
         "timed_in_turns": args.interleave,
+        "stage_flags": args.stage_flags,
         "skipped": skipped,
     }
     benchmarks = []
