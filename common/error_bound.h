@@ -34,8 +34,7 @@ constexpr double kBf16Unit = 0x1p-8;   // bf16 (8 significant bits), rounded onc
 // scaled_rows_rounding: the gradient is S_ij = α_i·q_ij, q rounded as S would
 // be and α_i = g_i·exp(R_i − LSE_i) made apart (one more exp, 2^-20 relative,
 // in dE and dC); dC's product takes the rows α_i·E_i rounded to this unit
-// (stage 10's bf16 chunks: kBf16Unit), and the target terms are added to dC
-// after the rest was rounded once; the check adds twice this unit to dC's κ.
+// (stage 10's bf16 chunks: kBf16Unit); the check adds this unit to dC's κ.
 struct GradientApproximation {
   double eps = 0.0;  // 0: the gradient is exact up to the arithmetic
   bool tail_corrected = false;

@@ -152,15 +152,13 @@ struct DenseChunks {
 constexpr size_t kDefaultDenseScratchBytes = size_t{9} << 29;  // 4.5 GiB
 constexpr const char* kDenseChunkItem = "dense plan: a chunk of q bf16 (bf16 inputs) or logits fp32 [chunk rows, pitch]";
 // The chunks keep bf16 inputs' logits as q_ij = exp(z_ij − R_i)·softcap'(z_ij)
-// in bf16, R_i the row's target logit (dense_backward.cu): S_ij = α_i·q_ij,
-// and dC's product takes the rows of E times α_i, rounded once more to bf16;
-// the target terms are added to dC after its product. The stage declares it
+// in bf16, R_i the row's target logit (dense_backward.cu): S_ij = α_i·q_ij
+// (the target's entry rewritten as S_it/α_i), and dC's product takes the rows
+// of E times α_i, rounded once more to bf16. The stage declares it
 // (GradientApproximation::scaled_rows_rounding = kBf16Unit). fp32 inputs keep
 // the logits in fp32 and make S in place.
 bool keeps_q(const Problem& problem);
-constexpr const char* kDenseRowScalesItem =
-    "dense plan: per chunk row R, alpha, the target term fp32 and the target sort int [7, chunk rows] (bf16)";
-constexpr const char* kDenseSortTempItem = "dense plan: the target terms' sort, cub's scratch (bf16)";
+constexpr const char* kDenseRowScalesItem = "dense plan: per chunk row R, alpha fp32 [2, chunk rows] (bf16)";
 constexpr const char* kDenseScaledRowsItem = "dense plan: a chunk's rows of E times alpha bf16 [chunk rows, D] (bf16)";
 constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf16, several chunks)";
 constexpr const char* kDenseDcWorkspaceItem = "dense plan: cuBLASLt workspace of dC's product (bf16, one chunk)";

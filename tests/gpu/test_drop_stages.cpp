@@ -1078,12 +1078,11 @@ TEST(PlanPerBatch, DenseHeadOverSeveralSlabs) {
   EXPECT_TRUE(again.out.de == head.out.de && again.out.dc == head.out.dc) << "differs over two runs";
 }
 
-// The dense chunks add the target terms per run of equal targets
-// (add_target_terms_kernel), and a frequent token makes a run of hundreds of
-// rows. Runs longer than the kernel's 256-position search step, a D over one
-// block's 256 columns (264) and one not a multiple of 8 (100), in one chunk
-// (dC rounded from cuBLASLt's bf16) and in chunks of 300 rows (dC's fp32
-// accumulator): the reference's result, the same bits twice.
+// A frequent token: hundreds of rows whose target entry of Q (S_it/α_i) goes
+// into one row of dC's product. A D over 256 columns (264) and one not a
+// multiple of 8 (100), in one chunk (dC rounded from cuBLASLt's bf16) and in
+// chunks of 300 rows (dC's fp32 accumulator): the reference's result, the
+// same bits twice.
 TEST(PlanPerBatch, LongRunsOfOneTargetInTheDenseChunks) {
   SKIP_WITHOUT_GPU();
   for (const int64_t d : {int64_t{264}, int64_t{100}}) {
@@ -1106,6 +1105,79 @@ TEST(PlanPerBatch, LongRunsOfOneTargetInTheDenseChunks) {
       EXPECT_TRUE(again.out.de == run.out.de && again.out.dc == run.out.dc) << what << ": differs over two runs";
     }
   }
+}
+
+// dC's row of a frequent token on a peaked softmax: every row gives the token
+// about half its softmax and half the rows have it as target, with rows of E
+// near one direction, so that Σ_i g_i·p_i7·E_i and the target terms
+// Σ_{t_i = 7} g_i·(−1)·E_i nearly cancel (asserted: the row is under a tenth
+// of its non-target part). The one chunk rounds dC once, the target terms
+// inside the product: the row's error stays near that of the sparse plan
+// keeping every pair (S rounded per entry, as eager PyTorch rounds its
+// gradient). Adding the target terms to a dC already rounded made it 10×.
+double dense_row_error(const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
+                       const std::vector<float>& dc, int64_t token, double* non_target_norm) {
+  const int64_t n_valid = count_valid_targets(p, in.targets);
+  std::vector<double> ref(static_cast<size_t>(p.d), 0.0), non_target(static_cast<size_t>(p.d), 0.0), z(p.v);
+  for (int64_t i = 0; i < p.n; ++i) {
+    const int64_t t = in.targets[i];
+    const double g = upstream_for_token(p, upstream, n_valid, i, t);
+    if (g == 0.0) continue;
+    double m = -INFINITY, sum = 0.0;
+    for (int64_t j = 0; j < p.v; ++j) {
+      z[j] = 0.0;
+      for (int64_t k = 0; k < p.d; ++k) z[j] += double(in.e[i * p.d + k]) * in.c[j * p.d + k];
+      m = std::max(m, z[j]);
+    }
+    for (int64_t j = 0; j < p.v; ++j) sum += std::exp(z[j] - m);
+    const double prob = std::exp(z[token] - m) / sum;
+    for (int64_t k = 0; k < p.d; ++k) {
+      ref[k] += g * (prob - (t == token ? 1.0 : 0.0)) * in.e[i * p.d + k];
+      if (t != token) non_target[k] += g * prob * in.e[i * p.d + k];
+    }
+  }
+  double diff = 0.0, norm = 0.0, part = 0.0;
+  for (int64_t k = 0; k < p.d; ++k) {
+    diff += std::pow(dc[token * p.d + k] - ref[k], 2);
+    norm += ref[k] * ref[k];
+    part += non_target[k] * non_target[k];
+  }
+  *non_target_norm = std::sqrt(part / norm);
+  return std::sqrt(diff / norm);
+}
+
+TEST(PlanPerBatch, DenseChunksRoundAFrequentTokensDcOnce) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(700, 128, 1129);
+  constexpr int64_t kToken = 7;
+  HostInputs in = seeded_inputs(p, 31);
+  std::vector<float> direction(static_cast<size_t>(p.d));
+  for (int64_t k = 0; k < p.d; ++k) direction[k] = k % 2 == 0 ? 1.0f : -1.0f;  // |direction|² = D
+  for (int64_t i = 0; i < p.n; ++i) {
+    for (int64_t k = 0; k < p.d; ++k) in.e[i * p.d + k] = direction[k] + 0.05f * in.e[i * p.d + k];
+    if (i % 2 == 0) in.targets[i] = kToken;
+  }
+  // z_i7 ≈ log(V − 1): the token holds about half of each row's softmax.
+  const float scale = static_cast<float>(std::log(static_cast<double>(p.v - 1)) / static_cast<double>(p.d));
+  for (int64_t k = 0; k < p.d; ++k) in.c[kToken * p.d + k] = scale * direction[k];
+  for (int64_t j = 0; j < p.v; ++j)
+    if (j != kToken)
+      for (int64_t k = 0; k < p.d; ++k) in.c[j * p.d + k] *= 0.05f;
+  round_to_bf16(in.e);
+  round_to_bf16(in.c);
+  const std::vector<float> upstream = default_upstream(p, 5);
+  const DropRun dense = run_stage10(p, in, upstream, {"--plan", "dense"});
+  ASSERT_TRUE(dense.stats.plan.before_forward);
+  ASSERT_EQ(dense.stats.plan.chunks.count, 1) << "one chunk: dC rounded by its product";
+  const DropRun exact = run_stage10(p, in, upstream, {"--plan", "sparse", "--keep-all"});
+  double cancel = 0.0;
+  const double dense_error = dense_row_error(p, in, upstream, dense.out.dc, kToken, &cancel);
+  const double exact_error = dense_row_error(p, in, upstream, exact.out.dc, kToken, &cancel);
+  ASSERT_GT(cancel, 10.0) << "the row's parts do not cancel: the test shows nothing";
+  EXPECT_LT(dense_error, 2.5 * exact_error + 1e-6)
+      << "dense chunk " << dense_error << ", sparse keeping all " << exact_error << " (cancellation " << cancel << "×)";
+  std::printf("frequent token's dC row: relative L2 error dense chunk %.3g, sparse keeping all %.3g; "
+              "the row is 1/%.0f of its non-target part\n", dense_error, exact_error, cancel);
 }
 
 // The chunks keep bf16 inputs' logits as q = exp(z − R_i)·softcap' against the

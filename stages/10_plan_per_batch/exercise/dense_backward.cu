@@ -19,16 +19,16 @@
 // For bf16 inputs it keeps q_ij = exp(z_ij − R_i)·softcap'(z_ij) in bf16, R_i
 // the row's target logit, found before the forward: then S_ij = α_i·q_ij with
 // a scale α_i per row that the LSE gives, and the products read q as it is:
-// dE's rows = α ∘ (Q·C) and dC += Qᵀ·(α ∘ E_rows), the target terms added
-// apart. Three GEMMs and no pass over the chunk between them. fp32 inputs keep
+// dE's rows = α ∘ (Q·C) and dC += Qᵀ·(α ∘ E_rows), the target's entry of Q
+// rewritten once the LSE is known. Three GEMMs and no pass over the chunk
+// between them. fp32 inputs keep
 // the logits in fp32 and make S in place. dC sums over the chunks (fp32 for
 // bf16), which the slabs avoid, and one chunk of every row avoids too.
 //
-// Every sum runs in a fixed order (cuBLAS's, stage 03's, the target terms'
-// sorted order): deterministic, and exact up to the arithmetic of stage 01's
-// backward (S rounded once), except that dC's product takes α_i·E_i rounded
-// to bf16 and the target terms join dC after its rounding, which the stage
-// declares (GradientApproximation::scaled_rows_rounding). A bf16 dE or dC is
+// Every sum runs in a fixed order (cuBLAS's, stage 03's): deterministic, and
+// exact up to the arithmetic of stage 01's backward (S rounded once), except
+// that dC's product takes α_i·E_i rounded to bf16, which the stage declares
+// (GradientApproximation::scaled_rows_rounding). A bf16 dE or dC is
 // rounded once from fp32: cuBLAS writes the products in fp32 and the plan
 // rounds them, except one chunk's dC, which cuBLASLt writes in bf16 from fp32
 // sums.
@@ -38,13 +38,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "common/check.h"
 #include "common/cublas_handle.h"
 #include "common/device_math.cuh"
 #include "common/mapped_value.h"
-#include "common/radix_sort.cuh"
 #include "common/tile/launch.cuh"
 #include "common/token_reduction.h"
 #include "stages/03_fused_gemm_ce/split_lse.cuh"
@@ -124,11 +122,16 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
 // in bf16, where R_i is fixed before the forward: the row's target logit
 // (stage 04's indexed dot, softcapped as the fold does; +inf for an ignored
 // row, whose q is then 0 and whose g is 0 anyway). Once the fold has the
-// LSE, S_ij = α_i·q_ij for j ≠ t_i with α_i = g_i·exp(R_i − LSE_i), so
-//   dE_i = α_i·(Q·C)_i + S_it·C_{t_i},   dC = Qᵀ·(α ∘ E) + the target terms S_it·E_i,
-// where the target's entry of Q is set to 0 and its term S_it = g_i·(p_it − 1)
-// ·softcap'(z_it) is added in fp32. No pass rewrites the chunk: the products
-// read q as the forward left it. R_i ≤ LSE_i, and LSE_i − R_i is the row's
+// LSE, S_ij = α_i·q_ij with α_i = g_i·exp(R_i − LSE_i), so
+//   dE_i = α_i·(Q·C)_i,   dC = Qᵀ·(α ∘ E),
+// once the target's entry of Q holds S_it/α_i: S_it = g_i·(p_it − 1)·softcap'(z_it)
+// made in fp32 from the fold's z_it and rounded once, as S would be (q_it
+// itself, 1 when R_i is z_it, would lose p_it − 1 in bf16 where p_it is near
+// 1). The target's term thus joins each product's fp32 sums, and dC is
+// rounded once: added after a rounded dC, it would cancel a frequent token's
+// rounded sum, which on a peaked softmax made dC's error twice eager's. No
+// pass rewrites the chunk: the products read q as the forward left it, but
+// for one entry per row. R_i ≤ LSE_i, and LSE_i − R_i is the row's
 // loss; beyond kMostReferenceGap nats the largest q would near fp32's range
 // (and α_i·E_i bf16's smallest normal), so the chunk runs again with R_i =
 // LSE_i, which the first run found (q_ij = p_ij·softcap'_ij ≤ 1 then).
@@ -150,16 +153,14 @@ __global__ void reference_gap_kernel(const float* __restrict__ lse, const float*
   if (row < n && targets[row] != ignore_index && lse[row] - reference[row] > kMostReferenceGap) *too_far = 1;
 }
 
-// One block per chunk row, after the fold: α_i, the target's term S_it (the
-// fold's z_it) and 0 in its entry of Q, and the row of E times α_i in bf16
-// for dC's product. The sort key of the target terms: t_i, or V when ignored.
+// One block per chunk row, after the fold: α_i, S_it/α_i in the target's
+// entry of Q (S_it from the fold's z_it), and the row of E times α_i in bf16
+// for dC's product.
 __global__ void row_scales_kernel(const float* __restrict__ lse, const float* __restrict__ reference,
                                   const float* __restrict__ target_logit, const int64_t* __restrict__ targets,
-                                  int64_t v, int64_t ignore_index, const float* __restrict__ grad_scale, float softcap,
+                                  int64_t ignore_index, const float* __restrict__ grad_scale, float softcap,
                                   __nv_bfloat16* __restrict__ q, int64_t pitch, const __nv_bfloat16* __restrict__ e,
-                                  int64_t d, __nv_bfloat16* __restrict__ e_scaled, float* __restrict__ alpha,
-                                  float* __restrict__ target_term, int* __restrict__ target_key,
-                                  int* __restrict__ target_row) {
+                                  int64_t d, __nv_bfloat16* __restrict__ e_scaled, float* __restrict__ alpha) {
   const int64_t row = blockIdx.x;
   const int64_t target = targets[row];
   const bool valid = target != ignore_index;
@@ -167,14 +168,10 @@ __global__ void row_scales_kernel(const float* __restrict__ lse, const float* __
   const float a = valid ? g * expf(reference[row] - row_lse) : 0.0f;
   if (threadIdx.x == 0) {
     alpha[row] = a;
-    target_key[row] = valid ? static_cast<int>(target) : static_cast<int>(v);
-    target_row[row] = static_cast<int>(row);
     if (valid) {
       const float zt = target_logit[row];
-      target_term[row] = g * expm1f(zt - row_lse) * softcap_derivative(zt, softcap);  // g·(p_it − 1)·softcap'
-      q[row * pitch + target] = __float2bfloat16(0.0f);
-    } else {
-      target_term[row] = 0.0f;
+      const float s_target = g * expm1f(zt - row_lse) * softcap_derivative(zt, softcap);  // g·(p_it − 1)·softcap'
+      q[row * pitch + target] = __float2bfloat16(a != 0.0f ? s_target / a : 0.0f);  // g = 0: S_it = 0 too
     }
   }
   const __nv_bfloat16* e_row = e + row * d;
@@ -182,91 +179,12 @@ __global__ void row_scales_kernel(const float* __restrict__ lse, const float* __
   for (int64_t k = threadIdx.x; k < d; k += blockDim.x) out[k] = __float2bfloat16(a * __bfloat162float(e_row[k]));
 }
 
-// dE's row: α_i·(Q·C)_i + S_it·C_{t_i} in fp32, rounded once to bf16. One block per row.
-__global__ void finish_de_rows_kernel(const float* __restrict__ product, const float* __restrict__ alpha,
-                                      const float* __restrict__ target_term, const int64_t* __restrict__ targets,
-                                      int64_t ignore_index, const __nv_bfloat16* __restrict__ c, int64_t d,
+// dE's row: α_i·(Q·C)_i from fp32, rounded once to bf16. One block per row.
+__global__ void finish_de_rows_kernel(const float* __restrict__ product, const float* __restrict__ alpha, int64_t d,
                                       __nv_bfloat16* __restrict__ de) {
   const int64_t row = blockIdx.x;
-  const int64_t target = targets[row];
-  const float a = alpha[row], s = target != ignore_index ? target_term[row] : 0.0f;
-  const __nv_bfloat16* c_row = c + (target != ignore_index ? target : 0) * d;
-  for (int64_t k = threadIdx.x; k < d; k += blockDim.x)
-    de[row * d + k] = __float2bfloat16(a * product[row * d + k] + s * __bfloat162float(c_row[k]));
-}
-
-// The target terms into dC's rows: the chunk's rows sorted by target (stable:
-// in row order within a target), one run of equal targets per block and 256
-// columns, summed in fp32 and added to dC's row, fp32 (the accumulator of
-// several chunks) or bf16 (one chunk: dC as cuBLASLt rounded it, rounded once
-// more). A run can hold thousands of rows (a frequent token), so its rows are
-// spread over the block's warps: warp w sums rows w, w + 8, ... in order, each
-// lane 8 columns, and the warps' sums are added in warp order. Deterministic:
-// one owner per element of dC, a fixed order.
-constexpr int kTargetLaneCols = 8;                             // columns per lane: one 16-byte load of E
-constexpr int kTargetBlockCols = 32 * kTargetLaneCols;         // columns per block
-static_assert(kSlabThreads == kTargetBlockCols, "one thread per column adds the warps' sums");
-
-template <typename Out>
-__global__ void __launch_bounds__(kSlabThreads)
-    add_target_terms_kernel(const int* __restrict__ sorted_key, const int* __restrict__ sorted_row, int64_t n,
-                            int64_t v, const float* __restrict__ target_term, const __nv_bfloat16* __restrict__ e,
-                            int64_t d, Out* __restrict__ dc) {
-  constexpr int kWarps = kSlabThreads / 32;
-  __shared__ float warp_sums[kWarps][kTargetBlockCols];
-  __shared__ int run_end;
-  const int64_t first = blockIdx.x;
-  const int key = sorted_key[first];
-  if (key >= v || (first > 0 && sorted_key[first - 1] == key)) return;  // not the start of a run
-  // The run's end: the first later position with another key, 256 positions a step.
-  if (threadIdx.x == 0) run_end = static_cast<int>(n);  // N < 2^31 (Problem::validate)
-  __syncthreads();
-  for (int64_t base = first + 1; base < n; base += blockDim.x) {
-    const int64_t at = base + threadIdx.x;
-    const bool other = at < n && sorted_key[at] != key;
-    if (other) atomicMin(&run_end, static_cast<int>(at));
-    if (__syncthreads_or(other)) break;
-  }
-  const int64_t end = run_end;
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t col = blockIdx.y * kTargetBlockCols + lane * kTargetLaneCols;  // this lane's first column
-  const bool vector = d % kTargetLaneCols == 0 && reinterpret_cast<uintptr_t>(e) % 16 == 0;
-  float sum[kTargetLaneCols] = {};
-  if (col < d) {
-#pragma unroll 4
-    for (int64_t at = first + warp; at < end; at += kWarps) {
-      const int row = sorted_row[at];
-      const float term = target_term[row];
-      const __nv_bfloat16* e_row = e + static_cast<int64_t>(row) * d + col;
-      if (vector) {  // col + 8 <= d: d and col are multiples of 8
-        const uint4 raw = *reinterpret_cast<const uint4*>(e_row);
-        const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-        for (int j = 0; j < kTargetLaneCols / 2; ++j) {
-          const float2 x = __bfloat1622float2(pairs[j]);
-          sum[2 * j] += term * x.x;
-          sum[2 * j + 1] += term * x.y;
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < kTargetLaneCols; ++j)
-          if (col + j < d) sum[j] += term * __bfloat162float(e_row[j]);
-      }
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kTargetLaneCols; ++j) warp_sums[warp][lane * kTargetLaneCols + j] = sum[j];
-  __syncthreads();
-  const int64_t k = blockIdx.y * kTargetBlockCols + threadIdx.x;
-  if (k >= d) return;
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) total += warp_sums[w][threadIdx.x];
-  Out* dc_row = dc + static_cast<int64_t>(key) * d;
-  if constexpr (std::is_same<Out, float>::value)
-    dc_row[k] += total;
-  else
-    dc_row[k] = __float2bfloat16(__bfloat162float(dc_row[k]) + total);
+  const float a = alpha[row];
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) de[row * d + k] = __float2bfloat16(a * product[row * d + k]);
 }
 
 // Stage 03's forward epilogue, then the tile kept: after the fold has
@@ -606,8 +524,8 @@ std::vector<MemoryItem> chunk_lse_items(const Problem& p, const DenseChunks& chu
   return items;
 }
 
-// A chunk row's fp32 R_i, α_i and target term, and the four ints of the target terms' sort.
-constexpr size_t kRowScaleBytes = 3 * 4 + 4 * 4;
+// A chunk row's fp32 R_i and α_i.
+constexpr size_t kRowScaleBytes = 2 * 4;
 
 // Whether a valid row of the chunk has LSE_i − R_i > kMostReferenceGap: read
 // back at once (the chunk's products wait for it), through a mapped int.
@@ -625,21 +543,14 @@ bool reference_too_far(const float* lse, const float* reference, const int64_t* 
 
 // The q path's buffers for one chunk, carved from its items.
 struct RowScales {
-  float *reference, *alpha, *target_term;
-  int *key, *row, *sorted_key, *sorted_row;
-  void* sort_temp;
-  size_t sort_temp_bytes;
+  float *reference, *alpha;
   __nv_bfloat16* e_scaled;
 };
 
 RowScales row_scales(const DenseChunks& chunks, const Scratch& scratch) {
   RowScales r{};
   float* f = scratch.get<float>(kDenseRowScalesItem);
-  r.reference = f, r.alpha = f + chunks.rows, r.target_term = f + 2 * chunks.rows;
-  int* k = reinterpret_cast<int*>(f + 3 * chunks.rows);
-  r.key = k, r.row = k + chunks.rows, r.sorted_key = k + 2 * chunks.rows, r.sorted_row = k + 3 * chunks.rows;
-  r.sort_temp = scratch.get<unsigned char>(kDenseSortTempItem);
-  r.sort_temp_bytes = scratch.bytes(kDenseSortTempItem);
+  r.reference = f, r.alpha = f + chunks.rows;
   r.e_scaled = scratch.get<__nv_bfloat16>(kDenseScaledRowsItem);
   return r;
 }
@@ -650,7 +561,6 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
   std::vector<MemoryItem> items = {{kDenseChunkItem, static_cast<size_t>(chunks.rows * chunks.pitch * chunks.logit_bytes)}};
   if (keeps_q(p)) {
     items.push_back({kDenseRowScalesItem, static_cast<size_t>(chunks.rows) * kRowScaleBytes});
-    items.push_back({kDenseSortTempItem, radix_sort_pairs_temp_bytes<int>(chunks.rows, false)});
     items.push_back({kDenseScaledRowsItem, static_cast<size_t>(chunks.rows * p.d) * 2});
   }
   items.push_back({kDenseGradScaleItem, static_cast<size_t>(p.n) * 4});
@@ -710,9 +620,9 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
         s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
       }
       row_scales_kernel<<<blocks, kSlabThreads, 0, stream>>>(
-          lse + first, scales.reference, params.lse.target_logit, targets, p.v, p.ignore_index, grad_scale + first,
+          lse + first, scales.reference, params.lse.target_logit, targets, p.ignore_index, grad_scale + first,
           p.softcap, static_cast<__nv_bfloat16*>(logits), chunks.pitch, static_cast<const __nv_bfloat16*>(e_rows), p.d,
-          scales.e_scaled, scales.alpha, scales.target_term, scales.key, scales.row);
+          scales.e_scaled, scales.alpha);
       CCE_CHECK_LAUNCH();
     } else {
       // S in place of the softcapped fp32 logits.
@@ -730,9 +640,8 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
                                   logits, type, s_pitch, &zero, bf16 ? static_cast<void*>(de_rows_fp32) : de_rows,
                                   CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (q) {
-      finish_de_rows_kernel<<<blocks, kSlabThreads, 0, stream>>>(
-          de_rows_fp32, scales.alpha, scales.target_term, targets, p.ignore_index,
-          reinterpret_cast<const __nv_bfloat16*>(in.c.get()), p.d, static_cast<__nv_bfloat16*>(de_rows));
+      finish_de_rows_kernel<<<blocks, kSlabThreads, 0, stream>>>(de_rows_fp32, scales.alpha, p.d,
+                                                                 static_cast<__nv_bfloat16*>(de_rows));
       CCE_CHECK_LAUNCH();
     }
     if (dc == nullptr) continue;  // a frozen classifier
@@ -745,22 +654,6 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
       CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, to_int(n_rows), &one, e_factor, type, d,
                                     logits, type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
                                     CUBLAS_GEMM_DEFAULT));
-    }
-    if (q) {  // the target terms, by target
-      size_t temp_bytes = scales.sort_temp_bytes;
-      CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scales.sort_temp, temp_bytes, scales.key, scales.sorted_key,
-                                                     scales.row, scales.sorted_row, static_cast<int>(n_rows), 0,
-                                                     radix_key_bits(p.v), stream));
-      const auto* e_bf16 = static_cast<const __nv_bfloat16*>(e_rows);
-      const dim3 runs(blocks, static_cast<unsigned>((p.d + kTargetBlockCols - 1) / kTargetBlockCols));
-      if (dc_acc != nullptr)
-        add_target_terms_kernel<float><<<runs, kSlabThreads, 0, stream>>>(
-            scales.sorted_key, scales.sorted_row, n_rows, p.v, scales.target_term, e_bf16, p.d, dc_acc);
-      else
-        add_target_terms_kernel<__nv_bfloat16><<<runs, kSlabThreads, 0, stream>>>(
-            scales.sorted_key, scales.sorted_row, n_rows, p.v, scales.target_term, e_bf16, p.d,
-            static_cast<__nv_bfloat16*>(dc));
-      CCE_CHECK_LAUNCH();
     }
   }
   finish_loss(p, per_token, in.targets.get(), loss, stream);
