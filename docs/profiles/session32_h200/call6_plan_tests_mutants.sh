@@ -11,8 +11,8 @@ echo "build $((SECONDS-T0)) s"
 grep -E "tests passed|\(Failed\)|Timeout|Total Test" $R/ctest_stage10.log | head; echo "tests $((SECONDS-T0)) s"
 /tmp/build/tests/gpu/test_stages_gpu --gtest_filter='PlanPerBatch.DenseChunksRoundAFrequentTokensDcOnce' 2>&1 | grep -E "frequent token|OK|FAILED" | head -3
 for m in g10_q_target_entry_zero g10_q_target_entry_unscaled; do
-  [ $((SECONDS-T0)) -gt 200 ] && continue
-  timeout 130 python3 scripts/mutants.py --gpu --only $m --build-dir /tmp/build > $R/mutant_$m.txt 2>&1
+  [ $((SECONDS-T0)) -gt 190 ] && continue
+  timeout 130 python3 scripts/mutants.py --gpu --only $m --build-dir /tmp/mut > $R/mutant_$m.txt 2>&1
   echo "mutant $m rc $?: $(grep -E 'caught|survived|SURVIVED|CAUGHT' $R/mutant_$m.txt | head -2 | tr '\n' ' ')"
 done
 echo "total $((SECONDS-T0)) s"
