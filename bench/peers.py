@@ -213,7 +213,7 @@ def make_parser():
                    help="where the build put python/cce_stages (for stage10_plan_per_batch_op; default %(default)s)")
     p.add_argument("--stage-flags", default="",
                    help="flags for stage10_plan_per_batch_op, as on the stage's command line (e.g. \"--dense-head "
-                   "0.5\"); recorded in the JSON's context (default: none)")
+                   "0.5\"; one flag alone as --stage-flags=--keep-all); recorded in the JSON's context (default: none)")
     p.add_argument("--floor-json", default=None,
                    help="the C++ benchmark's JSON: adds floor_ratio = time / cublas_floor/<mode>/<shape> median")
     return p

@@ -329,6 +329,36 @@ class QuackPeer(unittest.TestCase):
         self.assertEqual(peers.IMPLS[-1], "peer_quack")
 
 
+class StageFlags(unittest.TestCase):
+    """--stage-flags reaches the op's calls as its flags, and the JSON's context."""
+
+    def test_parsed_and_passed_to_the_op(self):
+        self.assertEqual(peers.make_parser().parse_args([]).stage_flags, "")
+        self.assertEqual(peers.make_parser().parse_args(["--stage-flags", "--dense-head 0.5"]).stage_flags,
+                         "--dense-head 0.5")
+        self.assertEqual(peers.make_parser().parse_args(["--stage-flags=--keep-all"]).stage_flags, "--keep-all")
+        with tempfile.TemporaryDirectory() as build:
+            os.makedirs(os.path.join(build, "cce_stages"))
+            with open(os.path.join(build, "cce_stages", "__init__.py"), "w") as f:
+                f.write("calls = []\n"
+                        "def linear_cross_entropy(e, c, t, **kwargs):\n"
+                        "    calls.append(kwargs)\n"
+                        "    return 0.0\n"
+                        "def release_scratch():\n"
+                        "    pass\n")
+            sys.modules.pop("cce_stages", None)
+            try:
+                op, why = peers.stage_op_function(build, "--plan dense")
+                self.assertEqual(why, "")
+                op("e", "c", "t", None)
+                import cce_stages
+                self.assertEqual(cce_stages.calls, [{"stage": "10_plan_per_batch", "softcap": None,
+                                                     "flags": "--plan dense"}])
+            finally:
+                sys.modules.pop("cce_stages", None)
+                sys.path.remove(build)
+
+
 class TimedInTurns(unittest.TestCase):
     """--interleave: run k of every case before run k + 1 of any; a case that fails leaves the rotation."""
 
