@@ -543,6 +543,18 @@ TEST(PlanPerBatch, SlotsInTheStatisticsRowsHoldTheirTiles) {
   expect_reference_check(p, in, run, upstream, "slots in the statistics");
 }
 
+// Row i's logits z_ij = E_i·C_j in double, into z [V]; returns the row's LSE.
+double row_logits(const Problem& p, const HostInputs& in, int64_t i, std::vector<double>& z) {
+  double m = -INFINITY, sum = 0.0;
+  for (int64_t j = 0; j < p.v; ++j) {
+    z[j] = 0.0;
+    for (int64_t k = 0; k < p.d; ++k) z[j] += double(in.e[i * p.d + k]) * in.c[j * p.d + k];
+    m = std::max(m, z[j]);
+  }
+  for (int64_t j = 0; j < p.v; ++j) sum += std::exp(z[j] - m);
+  return m + std::log(sum);
+}
+
 // Stage 08's algorithm in double, on a run's decisions: the kept pairs
 // exact; for a dropped pair (T, b), each row i of b with a gradient gets
 // g_i M_iT C̄_T in dE (M_iT: T's softmax mass without t_i, C̄_T: the mean of
@@ -575,14 +587,7 @@ Gradients corrected_model(const Problem& p, const HostInputs& in, const std::vec
     const int64_t target = in.targets[i];
     const double g = upstream_for_token(p, upstream, n_valid, i, target);
     if (g == 0.0) continue;
-    double m = -INFINITY, sum = 0.0;
-    for (int64_t j = 0; j < p.v; ++j) {
-      z[j] = 0.0;
-      for (int64_t k = 0; k < p.d; ++k) z[j] += double(in.e[i * p.d + k]) * in.c[j * p.d + k];
-      m = std::max(m, z[j]);
-    }
-    for (int64_t j = 0; j < p.v; ++j) sum += std::exp(z[j] - m);
-    const double lse = m + std::log(sum);
+    const double lse = row_logits(p, in, i, z);
     auto add = [&](int64_t j, double s_ij) {
       for (int64_t k = 0; k < p.d; ++k) {
         out.de[i * p.d + k] += s_ij * in.c[j * p.d + k];
@@ -1124,14 +1129,7 @@ double dense_row_error(const Problem& p, const HostInputs& in, const std::vector
     const int64_t t = in.targets[i];
     const double g = upstream_for_token(p, upstream, n_valid, i, t);
     if (g == 0.0) continue;
-    double m = -INFINITY, sum = 0.0;
-    for (int64_t j = 0; j < p.v; ++j) {
-      z[j] = 0.0;
-      for (int64_t k = 0; k < p.d; ++k) z[j] += double(in.e[i * p.d + k]) * in.c[j * p.d + k];
-      m = std::max(m, z[j]);
-    }
-    for (int64_t j = 0; j < p.v; ++j) sum += std::exp(z[j] - m);
-    const double prob = std::exp(z[token] - m) / sum;
+    const double prob = std::exp(z[token] - row_logits(p, in, i, z));
     for (int64_t k = 0; k < p.d; ++k) {
       ref[k] += g * (prob - (t == token ? 1.0 : 0.0)) * in.e[i * p.d + k];
       if (t != token) non_target[k] += g * prob * in.e[i * p.d + k];
