@@ -1019,10 +1019,7 @@ TEST(PlanPerBatch, DenseHeadTakesTheLeadingTilesWhole) {
       Problem p = bf16_problem(1100, 100, 3011);
       p.reduction = reduction;
       p.softcap = reduction == Reduction::kNone ? 30.0f : 0.0f;
-      GeneratorOptions gen;
-      gen.seed = 21;
-      gen.ignore_fraction = 0.05;
-      const HostInputs in = generate_inputs(p, gen);
+      const HostInputs in = seeded_inputs(p, 21, 0.05);
       const std::vector<float> upstream = default_upstream(p, 5);
       const std::string what = std::string(to_string(reduction)) + ", share " + share;
       const DropRun plain = run_stage10(p, in, upstream, {"--plan", "sparse"});
