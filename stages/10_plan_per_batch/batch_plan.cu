@@ -23,15 +23,17 @@ using s08::stats_sum;
 constexpr int kThreads = 256;
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
-// dropped_mass_kernel's grid: x a group of kMassTiles tiles, y token blocks
-// (at most 65535, each block looping over b = y, y + gridDim.y, ...).
+// dropped_mass_kernel's grid: x token blocks, y groups of kMassTiles tiles
+// (at most 65535, each block looping over groups y, y + gridDim.y, ...).
 // A group, not one tile: a block loads its rows' values once for all of them
 // and has kMassTiles gathered loads in flight, and the mass takes one atomic
-// per candidate and block instead of one per pair.
+// per candidate and block instead of one per pair. Token blocks along x: the
+// blocks dispatched together share their tiles, whose statistics, read at the
+// grouped rows' scattered places, then come from DRAM once and from L2 after.
 constexpr int kMassTiles = 16;
 dim3 pair_grid(const s09::DropPlan& plan) {
-  return dim3(static_cast<unsigned>((plan.tiles + kMassTiles - 1) / kMassTiles),
-              static_cast<unsigned>(std::min<int64_t>(plan.token_blocks, 65535)));
+  return dim3(static_cast<unsigned>(plan.token_blocks),
+              static_cast<unsigned>(std::min<int64_t>((plan.tiles + kMassTiles - 1) / kMassTiles, 65535)));
 }
 
 // The automatic eps's measure: for each (token block, tile), the largest
@@ -57,20 +59,21 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
   __shared__ float warp_max[kMassTiles][32], warp_mass[kMassTiles][32];
   __shared__ int warp_rows[32];
   __shared__ unsigned long long block_mass[kAutoExponents];
-  const int64_t tile0 = static_cast<int64_t>(blockIdx.x) * kMassTiles;
-  const int group = static_cast<int>(tiles - tile0 < kMassTiles ? tiles - tile0 : kMassTiles);
+  const int64_t b = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   if (threadIdx.x < kAutoExponents) block_mass[threadIdx.x] = 0;
-  for (int64_t b = blockIdx.y; b < token_blocks; b += gridDim.y) {
-    const int64_t place = b * blockDim.x + threadIdx.x;
-    const int64_t row = place >= n ? n : token_order != nullptr ? token_order[place] : place;
-    const bool with_gradient = row < n && grad_scale[row] != 0.0f;
+  const int64_t place = b * blockDim.x + threadIdx.x;
+  const int64_t row = place >= n ? n : token_order != nullptr ? token_order[place] : place;
+  const bool with_gradient = row < n && grad_scale[row] != 0.0f;
+  const float row_lse = with_gradient ? lse[row] : 0.0f;
+  const int64_t target_position = with_gradient ? position[row] : -1;
+  const float target_p = with_gradient ? __expf(target_logit[row] - row_lse) : 0.0f;
+  for (int64_t tile0 = static_cast<int64_t>(blockIdx.y) * kMassTiles; tile0 < tiles;
+       tile0 += static_cast<int64_t>(gridDim.y) * kMassTiles) {
+    const int group = static_cast<int>(tiles - tile0 < kMassTiles ? tiles - tile0 : kMassTiles);
     uint32_t packed[kMassTiles];
 #pragma unroll
     for (int t = 0; t < kMassTiles; ++t) packed[t] = with_gradient && t < group ? stats[(tile0 + t) * n + row] : 0u;
-    const float row_lse = with_gradient ? lse[row] : 0.0f;
-    const int64_t target_position = with_gradient ? position[row] : -1;
-    const float target_p = with_gradient ? __expf(target_logit[row] - row_lse) : 0.0f;
 #pragma unroll
     for (int t = 0; t < kMassTiles; ++t) {
       float log_p = -INFINITY, row_mass = 0.0f;
@@ -86,11 +89,6 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
       }
       if (lane == 0) warp_max[t][warp] = log_p, warp_mass[t][warp] = row_mass;
     }
-    if (tile0 == 0) {  // the rows with a gradient, counted once: by the blocks of the first group
-      int rows = with_gradient ? 1 : 0;
-      for (int offset = 16; offset > 0; offset /= 2) rows += __shfl_xor_sync(0xffffffffu, rows, offset);
-      if (lane == 0) warp_rows[warp] = rows;
-    }
     __syncthreads();
     if (threadIdx.x < group) {  // a thread per tile of the group
       const int t = threadIdx.x;
@@ -102,13 +100,20 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
       if (k >= 0 && pair_mass > 0.0f)  // integers: the block's sum is the same in any order
         atomicAdd(block_mass + k, static_cast<unsigned long long>(llrint(static_cast<double>(pair_mass) * kMassUnit)));
     }
-    if (threadIdx.x == 0 && tile0 == 0) {
+    __syncthreads();
+  }
+  if (blockIdx.y == 0) {  // the rows with a gradient, counted once: by the blocks of the first group
+    int rows = with_gradient ? 1 : 0;
+    for (int offset = 16; offset > 0; offset /= 2) rows += __shfl_xor_sync(0xffffffffu, rows, offset);
+    if (lane == 0) warp_rows[warp] = rows;
+    __syncthreads();
+    if (threadIdx.x == 0) {
       int block_rows = 0;
       for (int w = 0; w < warps; ++w) block_rows += warp_rows[w];
       if (block_rows > 0) atomicAdd(mass + kAutoExponents, static_cast<unsigned long long>(block_rows));
     }
-    __syncthreads();
   }
+  __syncthreads();
   if (threadIdx.x < kAutoExponents && block_mass[threadIdx.x] != 0) atomicAdd(mass + threadIdx.x, block_mass[threadIdx.x]);
 }
 
@@ -220,7 +225,7 @@ int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget)
   return first_within_budget(dropped, budget);
 }
 
-// The statistics' dropped mass at each candidate (one pass, a few µs).
+// The statistics' dropped mass at each candidate (one pass over them).
 void measure_dropped_mass(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
                           const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
                           cudaStream_t stream) {
