@@ -203,6 +203,7 @@ void DeterministicProductsStage::forward(const DeviceInputs& in, float* loss, fl
   const Problem& p = in.problem;
   last_problem_ = p;
   stats_ready_ = false;
+  forward_chunk_rows_ = 0;
   if (!backward_follows_) {
     scratch_.allocate(s08::loss_only_items(p));
     s08::loss_only_forward(in, scratch_, loss, lse, stream);
@@ -212,6 +213,7 @@ void DeterministicProductsStage::forward(const DeviceInputs& in, float* loss, fl
   scratch_.allocate(s08::sorted_forward_items(p, forward_plan(plan)));
   s08::sorted_forward(in, forward_plan(plan), s08::sorted_forward_buffers(scratch_), loss, lse, scratch_, stream);
   stats_ready_ = true;
+  forward_chunk_rows_ = plan.chunk_rows;
 }
 
 void compute_grad_scale(const DeviceInputs& in, const float* upstream, const BackwardBuffers& buffers,
@@ -304,7 +306,8 @@ std::vector<std::string> DeterministicProductsStage::report_lines() const {
                 "plan         %lld sorted tiles of %lld x %lld token blocks; forward chunks of %lld rows of C; "
                 "%lld S tiles per backward chunk (work buffer %lld, dE output %lld, statistics %lld)",
                 static_cast<long long>(plan.tiles), static_cast<long long>(plan.tile_cols),
-                static_cast<long long>(plan.token_blocks), static_cast<long long>(plan.chunk_rows),
+                static_cast<long long>(plan.token_blocks),
+                static_cast<long long>(forward_chunk_rows_ > 0 ? forward_chunk_rows_ : plan.chunk_rows),
                 static_cast<long long>(plan.chunk_slots()), static_cast<long long>(plan.slot_capacity),
                 static_cast<long long>(plan.spill_slot_capacity), static_cast<long long>(plan.stats_slot_capacity));
   lines.push_back(buf);

@@ -175,6 +175,7 @@ class DeterministicProductsStage : public Stage {
   bool keep_all_ = false, no_correction_ = false, no_dc_correction_ = false;
   bool backward_follows_ = false;
   bool stats_ready_ = false;
+  int64_t forward_chunk_rows_ = 0;  // rows of sorted C the last forward gathered at once (0: it gathered none)
   Problem last_problem_;
   DropStats stats_;
   SideStream side_;

@@ -263,13 +263,16 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   // is the larger plan's, not both.
   if (!dense_before_forward(flag, history_)) {
     if (scratch_.has(kDenseChunkItem)) scratch_.release();
-    Stage::loss_and_gradient(in, loss, lse, upstream, de, dc, stream);  // backward() records its decision
+    expect_backward(true);
+    forward_into_dc(in, dc, loss, lse, stream);
+    backward(in, lse, upstream, de, dc, stream);  // records its decision
     return;
   }
   if (!scratch_.has(kDenseChunkItem)) scratch_.release();  // the sparse plan's and the slabs', from a decision
   const DenseChunks chunks = plan_dense_chunks(p, chunk_rows_flag_);
   scratch_.allocate(dense_chunk_items(p, chunks, dc != nullptr));
   dense_loss_and_gradient(in, chunks, scratch_, loss, lse, upstream, de, dc, stream);
+  forward_chunk_rows_ = 0, sorted_c_in_dc_ = false;  // no sorted forward ran
   ++history_.dense_since;
   last_problem_ = p;
   stats_ready_ = false;
@@ -278,6 +281,32 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   choice_ = EpsChoice{0.0f, -1.0, {}};
   ran_ = PlanChoice{BackwardPlan::kDense, flag == BackwardPlan::kDense ? -1.0 : history_.kept_fraction, {}, true, chunks,
                     sample_rows};
+}
+
+void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float* loss, float* lse,
+                                        cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const s08::SortedForwardPlan chunks = forward_plan(plan_for(p));
+  const s08::SortedForwardPlan whole = s08::plan_sorted_forward(p, p.v);
+  // The work buffer, idle while dC holds sorted C, takes the ranges' states
+  // (the chunks' item is sized for a chunk's ranges, the whole V may need more).
+  const bool fits = dc != nullptr && DeterministicProductsStage::chunk_rows_flag_ == 0 && chunks.chunk_rows < p.v &&
+                    reinterpret_cast<uintptr_t>(dc) % 256 == 0 &&
+                    whole.work_bytes <= static_cast<size_t>(p.v) * p.d * p.element_bytes() &&
+                    static_cast<size_t>(whole.ranges * p.n) * sizeof(float2) <= chunks.work_bytes;
+  sorted_c_in_dc_ = fits;
+  if (!fits) {
+    forward(in, loss, lse, stream);
+    return;
+  }
+  scratch_.allocate(s08::sorted_forward_items(p, chunks));
+  s08::SortedForwardBuffers buffers = s08::sorted_forward_buffers(scratch_);
+  buffers.range_states = reinterpret_cast<float2*>(buffers.work);
+  buffers.work = static_cast<unsigned char*>(dc);  // the sort's temporaries, then sorted C
+  s08::sorted_forward(in, whole, buffers, loss, lse, scratch_, stream);
+  last_problem_ = p;
+  stats_ready_ = true;
+  forward_chunk_rows_ = p.v;
 }
 
 void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
@@ -408,6 +437,7 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
 std::vector<std::string> PlanPerBatchStage::report_lines() const {
   std::vector<std::string> lines = DeterministicProductsStage::report_lines();  // plan, drop, kept tiles
   if (lines.size() < 2) return lines;
+  if (sorted_c_in_dc_ && forward_chunk_rows_ == last_problem_.v) lines[0] += "; sorted C in dC's output";
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
   std::string rule = s08::describe_eps(eps);
   if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, dropped_mass_budget());

@@ -352,7 +352,8 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   void release_workspace() override { scratch_.release(), sample_scratch_.release(); }
   void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                 cudaStream_t stream) override;
-  // The dense plan before the forward when dense_before_forward says so; else forward() and backward().
+  // The dense plan before the forward when dense_before_forward says so; else
+  // forward_into_dc() and backward().
   void loss_and_gradient(const DeviceInputs& in, float* loss, float* lse, const float* upstream, void* de, void* dc,
                          cudaStream_t stream) override;
   void add_options(OptionParser& parser) override;
@@ -378,6 +379,11 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   bool dropped_mass_flag_set() const { return mass_flag_ > 0.0; }
 
  private:
+  // forward() with all of sorted C gathered into dC's output (V × D, which
+  // nothing writes before the backward): one forward kernel instead of one per
+  // chunk of the work buffer. As forward() where dc cannot take it.
+  void forward_into_dc(const DeviceInputs& in, void* dc, float* loss, float* lse, cudaStream_t stream);
+
   double mass_flag_ = 0.0;  // --dropped-mass; 0 = kDefaultDroppedMass
   bool no_grouping_ = false;
   std::string plan_flag_ = "auto";  // --plan
@@ -386,6 +392,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   double head_share_flag_ = 0.0;     // --dense-head
   EpsChoice choice_;
   PlanChoice ran_;
+  bool sorted_c_in_dc_ = false;  // the last forward's sorted C was in dC's output
   PlanHistory history_;
   Problem history_problem_;  // the problem history_ is of (another one starts a new history)
   Scratch sample_scratch_;   // the sample's decision's (sample_items)

@@ -65,6 +65,7 @@ struct DropRun {
   std::vector<int> order;
   std::vector<int> token_order;  // token block b holds rows token_order[128b .. 128b + 127] (64 in fp32)
   GradientApproximation approximation;  // what the backward declares it left out
+  std::vector<std::string> report;      // the stage's report lines after the run
 };
 
 // Whether the last run sorted the vocabulary (stage 10's dense plan before
@@ -97,6 +98,7 @@ DropRun run_with(S& stage, const Problem& p, const HostInputs& in, const std::ve
   run.out = runner.download();
   if (sorted_forward_ran(stage)) run.order = stage.vocabulary_order();
   run.approximation = stage.gradient_approximation();
+  run.report = stage.report_lines();
   return run;
 }
 
@@ -505,6 +507,40 @@ TEST(PlanPerBatch, BitwiseEqualOverTwoRunsAtTheAutomaticEps) {
   EXPECT_TRUE(a.out.de == b.out.de) << "dE differs between two runs";
   EXPECT_TRUE(a.out.dc == b.out.dc) << "dC differs between two runs";
   expect_reference_check(p, in, a, upstream, "automatic eps, several chunks");
+}
+
+// With loss and gradient in one call, dC's output (V × D) holds all of sorted
+// C and the forward runs in one chunk where the work buffer holds fewer rows
+// (here 1 MiB of slots); --chunk-rows keeps the chunks. Both match the
+// reference, and the one chunk gives the same bits twice.
+TEST(PlanPerBatch, ForwardGathersSortedCIntoDc) {
+  SKIP_WITHOUT_GPU();
+  for (const Dtype dtype : {Dtype::kBFloat16, Dtype::kFloat32}) {
+    Problem p = bf16_problem(300, 200, 30011);
+    p.dtype = dtype;
+    p.softcap = dtype == Dtype::kBFloat16 ? 30.0f : 0.0f;
+    const HostInputs in = seeded_inputs(p, 12, 0.05);
+    const std::vector<float> upstream = default_upstream(p, 4);
+    const std::string what = to_string(dtype);
+    const s10::DropPlan plan = s10::plan_drop(p, 0, size_t{1} << 20);
+    ASSERT_LT(plan.chunk_rows, p.v) << what << ": the work buffer holds every row of C";
+    const DropRun one = run_stage10(p, in, upstream, {"--slot-mb", "1"});
+    ASSERT_FALSE(one.report.empty());
+    EXPECT_NE(one.report[0].find("forward chunks of 30011 rows of C; "), std::string::npos) << one.report[0];
+    EXPECT_NE(one.report[0].find("sorted C in dC's output"), std::string::npos) << one.report[0];
+    expect_reference_check(p, in, one, upstream, (what + ", one chunk in dC").c_str());
+    const DropRun again = run_stage10(p, in, upstream, {"--slot-mb", "1"});
+    EXPECT_TRUE(again.out.loss == one.out.loss && again.out.lse == one.out.lse && again.out.de == one.out.de &&
+                again.out.dc == one.out.dc)
+        << what << ": one chunk in dC differs over two runs";
+    const std::string rows = std::to_string(plan.chunk_rows);
+    const DropRun chunks = run_stage10(p, in, upstream, {"--slot-mb", "1", "--chunk-rows", rows.c_str()});
+    EXPECT_NE(chunks.report[0].find("forward chunks of " + rows + " rows of C; "), std::string::npos) << chunks.report[0];
+    EXPECT_EQ(chunks.report[0].find("dC's output"), std::string::npos) << chunks.report[0];
+    expect_reference_check(p, in, chunks, upstream, (what + ", chunks").c_str());
+    const DropRun apart = run_stage10(p, in, upstream, {"--slot-mb", "1"}, Calls::kApart);
+    EXPECT_EQ(apart.report[0].find("dC's output"), std::string::npos) << what << ": a forward alone has no dC";
+  }
 }
 
 TEST(PlanPerBatch, SlotsInTheStatisticsRowsHoldTheirTiles) {
