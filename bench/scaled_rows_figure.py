@@ -10,18 +10,19 @@ stages/10_plan_per_batch/dense_backward.cu computes them:
   - the forward keeps q_ij = exp(z_ij − R_i), rounded to bf16;
   - α_i = g_i·exp(R_i − LSE_i) once the fold has LSE_i; a row with LSE_i − R_i > 40 (kMostReferenceGap) runs the
     forward again with R_i = LSE_i;
-  - the target's entry becomes q_it = S_it/α_i, S_it = g_i·(p_it − 1) made in fp32 and rounded once (q_it = 1
-    itself would lose p_it − 1 in bf16 where p_it is near 1);
-  - dE's rows = α ∘ (Q·C) and dC = Qᵀ·(α ∘ E).
+  - the target's entry of Q becomes 0 and its term S_it = g_i·(p_it − 1), made in fp32, is added apart (q_it = 1
+    would lose p_it − 1 in bf16 where p_it is near 1; S_it/α_i, about −V on a flat row, would round the term that
+    dominates that row);
+  - dE's rows = α ∘ (Q·C) + S_it·C_t and dC = Qᵀ·(α ∘ E) + Σ_{t_i = t} S_it·E_i.
 No softcap here (softcap' multiplies q and changes nothing below).
 
 The figure shows (a) one row's logits, R_i and LSE_i; (b) the same row's q (kept) and g·p (exact) on a log scale:
-parallel, one factor α apart, the target's entry S_it/α_i; (c) each row's LSE_i − R_i (its loss) against the 40
+parallel, one factor α apart, and S_it, added apart; (c) each row's LSE_i − R_i (its loss) against the 40
 nats above which the row runs again with R_i = LSE_i.
 
-The script asserts what the figure shows: with q unrounded, α_i·q_ij = S_ij (1e-12), and the two products equal
-S·C and Sᵀ·E (1e-12); every q_ij ≤ exp(LSE_i − R_i), so a row within 40 nats keeps q below e^40,
-far inside bf16's range; q rounded to bf16 moves each S_ij by at most 2^-8 of itself; a far row is found and, run
+The script asserts what the figure shows: with q unrounded, α_i·q_ij = S_ij off the target (1e-12), and the two
+products with the target's terms equal S·C and Sᵀ·E (1e-12); every q_ij ≤ exp(LSE_i − R_i), so a row within 40 nats keeps q below e^40,
+far inside bf16's range; q rounded to bf16 moves each S_ij off the target by at most 2^-8 of itself; a far row is found and, run
 with R_i = LSE_i, keeps q ≤ 1. Exit 1 (DOES NOT HOLD) when one fails; 2 on a bad flag. Needs numpy and matplotlib.
 """
 
@@ -73,7 +74,7 @@ def lse_rows(z):
 
 
 def plan(e, c, targets, rounded=True):
-    """What the dense chunk computes: R, LSE, α, Q (bf16 when rounded, its target entries S_it/α_i), dE, dC, and
+    """What the dense chunk computes: R, LSE, α, Q (bf16 when rounded, its target entries 0), S_it, dE, dC, and
     which rows ran again with R = LSE."""
     import numpy as np
     z = e @ c.T
@@ -86,11 +87,12 @@ def plan(e, c, targets, rounded=True):
     q = np.exp(z - reference[:, None])
     alpha = g * np.exp(reference - lse)
     target_term = g * np.expm1(z[rows, targets] - lse)
-    q[rows, targets] = target_term / alpha
+    q[rows, targets] = 0.0
     if rounded:
         q = to_bf16(q)
-    de = alpha[:, None] * (q @ c)
+    de = alpha[:, None] * (q @ c) + target_term[:, None] * c[targets]
     dc = q.T @ (alpha[:, None] * e)
+    np.add.at(dc, targets, target_term[:, None] * e)
     return {"z": z, "lse": lse, "reference": reference, "again": again, "q": q, "alpha": alpha, "g": g,
             "target_term": target_term, "de": de, "dc": dc}
 
@@ -128,15 +130,16 @@ def claims(e, c, targets):
     return [
         (np.allclose(scaled[off_target], s[off_target], rtol=1e-12, atol=0.0),
          "off the target, α_i·q_ij = S_ij = g_i·p_ij (q unrounded, 1e-12)"),
-        (np.allclose(scaled[~off_target], s[~off_target], rtol=1e-12, atol=0.0),
-         "on the target, α_i·q_it = S_it = g_i·(p_it − 1) (q unrounded, 1e-12)"),
-        (rel(unrounded["de"], de) <= 1e-12, "dE's rows = α ∘ (Q·C) equal S·C (q unrounded, 1e-12)"),
-        (rel(unrounded["dc"], dc) <= 1e-12, "dC = Qᵀ·(α ∘ E) equals Sᵀ·E (q unrounded, 1e-12)"),
+        (bool(np.all(unrounded["q"][~off_target] == 0.0))
+         and np.allclose(unrounded["target_term"], s[~off_target], rtol=1e-12, atol=0.0),
+         "on the target, Q holds 0 and S_it = g_i·(p_it − 1) comes apart (1e-12)"),
+        (rel(unrounded["de"], de) <= 1e-12, "dE's rows = α ∘ (Q·C) + S_it·C_t equal S·C (q unrounded, 1e-12)"),
+        (rel(unrounded["dc"], dc) <= 1e-12, "dC = Qᵀ·(α ∘ E) + Σ S_it·E_i equals Sᵀ·E (q unrounded, 1e-12)"),
         (bool(np.all(q_first <= np.exp(unrounded["lse"] - first_reference)[:, None] * (1 + 1e-12))),
          "every q_ij = exp(z_ij − R_i) is at most exp(LSE_i − R_i)"),
         (bool(np.all(q_first[within] <= math.exp(MOST_REFERENCE_GAP))) and math.exp(MOST_REFERENCE_GAP) < 3.0e38,
          "a row within 40 nats of its target keeps every q below e^40, far inside bf16's range (3.4e38)"),
-        (bool(np.all(moved)), "q rounded to bf16 moves each S_ij by at most 2^-8 of itself"),
+        (bool(np.all(moved[off_target])), "q rounded to bf16 moves each S_ij off the target by at most 2^-8 of itself"),
         (bool(unrounded["again"][FAR_ROW]) and int(unrounded["again"].sum()) == 1,
          f"row {FAR_ROW}, its target planted about 46 nats down, is the one row run again with R = LSE"),
         (bool(np.all(unrounded["q"][FAR_ROW] <= 1.0 + 1e-12)), "run with R_i = LSE_i, the far row keeps q ≤ 1"),
@@ -195,10 +198,10 @@ def draw(out, e, c, targets):
         ("$q_{ij} = e^{z_{ij} - R_i}$ · softcap'$(z_{ij})$", q_color, "normal"),
         ("once the fold has $LSE_i$", "#222222", "bold"),
         ("$α_i = g_i\\, e^{R_i - LSE_i}$,   $S_{ij} = α_i\\, q_{ij}$", "#222222", "normal"),
-        ("$q_{it} = S_{it} / α_i$,  $S_{it} = g_i\\,(p_{it} - 1)$ in fp32", ref_color, "normal"),
+        ("$q_{it} = 0$;  $S_{it} = g_i\\,(p_{it} - 1)$ in fp32, apart", ref_color, "normal"),
         ("the products read q as it was kept", "#222222", "bold"),
-        ("dE rows = α ∘ (Q·C)", "#222222", "normal"),
-        ("dC = $Q^T$·(α ∘ E)", "#222222", "normal"),
+        ("dE rows = α ∘ (Q·C) + $S_{it}\\, C_t$", "#222222", "normal"),
+        ("dC = $Q^T$·(α ∘ E) + $Σ_i\\, S_{it}\\, E_i$", "#222222", "normal"),
         ("$LSE_i - R_i$ > 40: forward again, $R_i = LSE_i$", far_color, "normal"),
     ]
     y = 0.98
@@ -215,7 +218,7 @@ def draw(out, e, c, targets):
     bx.semilogy(cols[others], q[others], "o", color=q_color, ms=4.5, label="$q_{ij}$ kept (bf16)")
     bx.semilogy(cols[others], gp[others], "s", mfc="none", mec=p_color, ms=5,
                 label="$g_i\\,p_{ij}$ = $S_{ij}$, computed directly")
-    bx.semilogy([t], [abs(s[i, t])], "*", color=ref_color, ms=14, label="$|S_{it}| = g_i(1 - p_{it})$: in Q as $S_{it}/α_i$")
+    bx.semilogy([t], [abs(s[i, t])], "*", color=ref_color, ms=14, label="$|S_{it}| = g_i(1 - p_{it})$: apart, in fp32")
     j = int(np.argmax(np.where(others, q, -1)))
     bx.annotate("", xy=(j + 0.6, gp[j]), xytext=(j + 0.6, q[j]),
                 arrowprops=dict(arrowstyle="-|>", color="#444444", lw=1.5))

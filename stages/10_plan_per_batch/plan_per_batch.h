@@ -164,6 +164,14 @@ constexpr const char* kDenseDcItem = "dense plan: dC accumulator fp32 [V, D] (bf
 constexpr const char* kDenseDcWorkspaceItem = "dense plan: cuBLASLt workspace of dC's product (bf16, one chunk)";
 constexpr const char* kDenseDeRowsItem = "dense plan: dE of a chunk fp32 [chunk rows, D] (bf16)";
 constexpr const char* kDenseGradScaleItem = "dense plan: per-token grad scale [N]";
+// The target's term apart (bf16): S_it of each row; with dC, the rows sorted by
+// target and the runs; for one chunk, Q's columns of the targets and dC's rows
+// of the targets in fp32 (dense_backward.cu, target_rows_kernel).
+constexpr const char* kDenseTargetTermItem = "dense plan: S_it of each row fp32 [N] (bf16)";
+constexpr const char* kDenseTargetSortItem = "dense plan: rows sorted by target, runs [6][N] (bf16, dC)";
+constexpr const char* kDenseTargetTempItem = "dense plan: the target sort's and scan's scratch (bf16, dC)";
+constexpr const char* kDenseTargetColumnsItem = "dense plan: Q's columns of the targets bf16 [chunk rows, N] (bf16, dC, one chunk)";
+constexpr const char* kDenseTargetSumsItem = "dense plan: dC's rows of the targets fp32 [N, D] (bf16, dC, one chunk)";
 // `rows` per chunk (at most N); 0: all N if their q (or fp32 logits) and the rows of E times alpha fit
 // kDefaultDenseScratchBytes, else as many as fit beside dC's fp32
 // accumulator (bf16), a multiple of 128, at least 128.

@@ -327,7 +327,7 @@ TEST(CheckOutputsApproximation, LeftOutTermsPassOnlyWithinWhatTheStageDeclares) 
 }
 
 // A stage that makes S_ij = α_i·q_ij (stage 10's bf16 chunks: q = exp(z − z_t)
-// rounded to bf16, the target's entry S_it/α_i rounded to bf16, α_i =
+// rounded to bf16, the target's entry 0 and its term S_it added apart, α_i =
 // g_i·exp(z_t − LSE_i)) declares that dC's product takes α_i·E_i rounded to
 // bf16 (GradientApproximation::scaled_rows_rounding): the gradient made that
 // way passes the check with the declaration, and the same with α_i·E_i
@@ -355,11 +355,15 @@ std::vector<std::vector<double>> gradient_from_scaled_rows(const Fixture& f, int
     const double alpha = g * std::exp(z[t] - f.ref.lse[i]), target_term = g * std::expm1(z[t] - f.ref.lse[i]);
     for (int64_t k = 0; k < p.d; ++k) scaled_row[k] = round_to_bits(alpha * f.in.e[i * p.d + k], scaled_row_bits);
     for (int64_t j = 0; j < p.v; ++j) {
-      const double q = round_to_bits(j == t ? target_term / alpha : std::exp(z[j] - z[t]), 8);
+      const double q = j == t ? 0.0 : round_to_bits(std::exp(z[j] - z[t]), 8);
       for (int64_t k = 0; k < p.d; ++k) {
         de[i * p.d + k] += alpha * q * f.in.c[j * p.d + k];
         dc[j * p.d + k] += q * scaled_row[k];
       }
+    }
+    for (int64_t k = 0; k < p.d; ++k) {  // the target's term, apart
+      de[i * p.d + k] += target_term * f.in.c[t * p.d + k];
+      dc[t * p.d + k] += target_term * f.in.e[i * p.d + k];
     }
   }
   return {de, dc};

@@ -1116,11 +1116,11 @@ TEST(PlanPerBatch, DenseHeadOverSeveralSlabs) {
   EXPECT_TRUE(again.out.de == head.out.de && again.out.dc == head.out.dc) << "differs over two runs";
 }
 
-// A frequent token: hundreds of rows whose target entry of Q (S_it/α_i) goes
-// into one row of dC's product. A D over 256 columns (264) and one not a
-// multiple of 8 (100), in one chunk (dC rounded from cuBLASLt's bf16) and in
-// chunks of 300 rows (dC's fp32 accumulator): the reference's result, the
-// same bits twice.
+// A frequent token: hundreds of rows whose target terms S_it·E_i go into one
+// run of target_rows_kernel (its warps over the rows). A D over 256 columns
+// (264) and one not a multiple of 8 (100), in one chunk (the targets' rows from
+// their own fp32 product) and in chunks of 300 rows (dC's fp32 accumulator):
+// the reference's result, the same bits twice.
 TEST(PlanPerBatch, LongRunsOfOneTargetInTheDenseChunks) {
   SKIP_WITHOUT_GPU();
   for (const int64_t d : {int64_t{264}, int64_t{100}}) {
@@ -1149,11 +1149,12 @@ TEST(PlanPerBatch, LongRunsOfOneTargetInTheDenseChunks) {
 // about half its softmax and half the rows have it as target, with rows of E
 // near one direction, so that Σ_i g_i·p_i7·E_i and the target terms
 // Σ_{t_i = 7} g_i·(−1)·E_i nearly cancel (asserted: the row is under a tenth
-// of its non-target part). The one chunk rounds dC once, the target terms
-// inside the product: the row's error stays within 4× that of the sparse
+// of its non-target part). The one chunk sums the targets' rows whole in fp32
+// and rounds them once: the row's error stays within 4× that of the sparse
 // plan keeping every pair (S rounded per entry, as eager PyTorch rounds its
-// gradient; 3.0× on an H200, where α_i·E_i's rounding adds up over rows this
-// alike). Adding the target terms to a dC already rounded made it 33×.
+// gradient; 3.0× on an H200 with the target's term inside Q's product, where
+// α_i·E_i's rounding adds up over rows this alike). Adding the target terms to
+// a dC already rounded made it 33×.
 double dense_row_error(const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
                        const std::vector<float>& dc, int64_t token, double* non_target_norm) {
   const int64_t n_valid = count_valid_targets(p, in.targets);
@@ -1219,6 +1220,39 @@ TEST(PlanPerBatch, DenseChunksRoundAFrequentTokensDcOnce) {
 // stays finite and the gradient agrees with the reference (at 1000) and with
 // the slabs' (fp32 logits by cuBLAS, themselves off by a few hundredths at
 // 2^17).
+// On a flat softmax (random inputs: p_it near 1/V) the target's term dominates
+// its rows of dE and dC; the dense chunks must not round it beyond S's own
+// rounding: their relative L2 errors within 1.3× those of the dense plan after a
+// forward, which makes S in fp32 and rounds it once (eager's arithmetic).
+// Rounded through Q's target entry (about −V) and α_i·E_i they were 1.4× (dE) and
+// 3.5× (dC) eager's at gemma2_flat on an H200.
+double relative_l2(const std::vector<float>& x, const std::vector<double>& ref) {
+  double diff = 0.0, norm = 0.0;
+  for (size_t k = 0; k < ref.size(); ++k) diff += std::pow(x[k] - ref[k], 2), norm += ref[k] * ref[k];
+  return std::sqrt(diff / norm);
+}
+
+TEST(PlanPerBatch, DenseChunksKeepAFlatRowsTargetTermExact) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(512, 128, 8003);
+  const HostInputs in = random_inputs(p, 41);
+  const std::vector<float> upstream = default_upstream(p, 7);
+  ReferenceOptions options;
+  options.backward = true;
+  options.upstream = upstream;
+  const ReferenceResult ref = reference_cross_entropy(p, in, options);
+  const DropRun chunks = run_stage10(p, in, upstream, {"--plan", "dense"});
+  ASSERT_TRUE(chunks.stats.plan.before_forward);
+  const DropRun slabs = run_stage10(p, in, upstream, {"--plan", "dense"}, Calls::kApart);
+  ASSERT_FALSE(slabs.stats.plan.before_forward);
+  const double de_chunks = relative_l2(chunks.out.de, ref.de), de_slabs = relative_l2(slabs.out.de, ref.de);
+  const double dc_chunks = relative_l2(chunks.out.dc, ref.dc), dc_slabs = relative_l2(slabs.out.dc, ref.dc);
+  EXPECT_LT(de_chunks, 1.3 * de_slabs) << "dE: chunks " << de_chunks << ", slabs " << de_slabs;
+  EXPECT_LT(dc_chunks, 1.3 * dc_slabs) << "dC: chunks " << dc_chunks << ", slabs " << dc_slabs;
+  std::printf("flat softmax, relative L2: dE chunks %.3g slabs %.3g; dC chunks %.3g slabs %.3g\n", de_chunks, de_slabs,
+              dc_chunks, dc_slabs);
+}
+
 TEST(PlanPerBatch, ScaledLogitsHoldLargeLogits) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(77, 128, 1129);  // D % 8 == 0: the H100's pipeline (D = 100 above: mma.sync)

@@ -20,8 +20,9 @@
 // the row's target logit, found before the forward: then S_ij = α_i·q_ij with
 // a scale α_i per row that the LSE gives, and the products read q as it is:
 // dE's rows = α ∘ (Q·C) and dC += Qᵀ·(α ∘ E_rows), the target's entry of Q
-// rewritten once the LSE is known. Three GEMMs and no pass over the chunk
-// between them. fp32 inputs keep
+// set to 0 and its term S_it added apart. Three GEMMs and no pass over the
+// chunk between them (and one small GEMM for the targets' rows of dC).
+// fp32 inputs keep
 // the logits in fp32 and make S in place. dC sums over the chunks (fp32 for
 // bf16), which the slabs avoid, and one chunk of every row avoids too.
 //
@@ -32,6 +33,7 @@
 // rounded once from fp32: cuBLAS writes the products in fp32 and the plan
 // rounds them, except one chunk's dC, which cuBLASLt writes in bf16 from fp32
 // sums.
+#include <cub/device/device_scan.cuh>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -43,6 +45,7 @@
 #include "common/cublas_handle.h"
 #include "common/device_math.cuh"
 #include "common/mapped_value.h"
+#include "common/radix_sort.cuh"
 #include "common/tile/launch.cuh"
 #include "common/token_reduction.h"
 #include "stages/03_fused_gemm_ce/split_lse.cuh"
@@ -123,15 +126,17 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
 // (stage 04's indexed dot, softcapped as the fold does; +inf for an ignored
 // row, whose q is then 0 and whose g is 0 anyway). Once the fold has the
 // LSE, S_ij = α_i·q_ij with α_i = g_i·exp(R_i − LSE_i), so
-//   dE_i = α_i·(Q·C)_i,   dC = Qᵀ·(α ∘ E),
-// once the target's entry of Q holds S_it/α_i: S_it = g_i·(p_it − 1)·softcap'(z_it)
-// made in fp32 from the fold's z_it and rounded once, as S would be (q_it
-// itself, 1 when R_i is z_it, would lose p_it − 1 in bf16 where p_it is near
-// 1). The target's term thus joins each product's fp32 sums, and dC is
-// rounded once: added after a rounded dC, it would cancel a frequent token's
-// rounded sum, which on a peaked softmax made dC's error twice eager's. No
-// pass rewrites the chunk: the products read q as the forward left it, but
-// for one entry per row. R_i ≤ LSE_i, and LSE_i − R_i is the row's
+//   dE_i = α_i·(Q·C)_i + S_it·C_{t_i},   dC = Qᵀ·(α ∘ E) + Σ_{t_i = t} S_it·E_i,
+// with the target's entry of Q at 0 and S_it = g_i·(p_it − 1)·softcap'(z_it)
+// made in fp32 from the fold's z_it (q_it, 1 when R_i is z_it, would lose
+// p_it − 1 in bf16 where p_it is near 1; S_it/α_i in Q's entry, about −V on a
+// flat row, would round the term that dominates that row). dE adds it to its
+// fp32 row. dC's rows of the batch's target tokens are summed whole before
+// their one rounding (target_rows_kernel): added to a dC already rounded, a
+// frequent token's target terms would cancel its rounded p part, which on a
+// peaked softmax made dC's error twice eager's. No pass rewrites the chunk:
+// the products read q as the forward left it, but for one entry per row.
+// R_i ≤ LSE_i, and LSE_i − R_i is the row's
 // loss; beyond kMostReferenceGap nats the largest q would near fp32's range
 // (and α_i·E_i bf16's smallest normal), so the chunk runs again with R_i =
 // LSE_i, which the first run found (q_ij = p_ij·softcap'_ij ≤ 1 then).
@@ -153,14 +158,15 @@ __global__ void reference_gap_kernel(const float* __restrict__ lse, const float*
   if (row < n && targets[row] != ignore_index && lse[row] - reference[row] > kMostReferenceGap) *too_far = 1;
 }
 
-// One block per chunk row, after the fold: α_i, S_it/α_i in the target's
-// entry of Q (S_it from the fold's z_it), and the row of E times α_i in bf16
-// for dC's product.
+// One block per chunk row, after the fold: α_i; S_it in fp32 (the target's
+// term, added apart) and 0 in the target's entry of Q; the row of E times α_i
+// in bf16 for dC's product.
 __global__ void row_scales_kernel(const float* __restrict__ lse, const float* __restrict__ reference,
                                   const float* __restrict__ target_logit, const int64_t* __restrict__ targets,
                                   int64_t ignore_index, const float* __restrict__ grad_scale, float softcap,
                                   __nv_bfloat16* __restrict__ q, int64_t pitch, const __nv_bfloat16* __restrict__ e,
-                                  int64_t d, __nv_bfloat16* __restrict__ e_scaled, float* __restrict__ alpha) {
+                                  int64_t d, __nv_bfloat16* __restrict__ e_scaled, float* __restrict__ alpha,
+                                  float* __restrict__ target_term) {
   const int64_t row = blockIdx.x;
   const int64_t target = targets[row];
   const bool valid = target != ignore_index;
@@ -168,23 +174,118 @@ __global__ void row_scales_kernel(const float* __restrict__ lse, const float* __
   const float a = valid ? g * expf(reference[row] - row_lse) : 0.0f;
   if (threadIdx.x == 0) {
     alpha[row] = a;
+    float s_target = 0.0f;
     if (valid) {
       const float zt = target_logit[row];
-      const float s_target = g * expm1f(zt - row_lse) * softcap_derivative(zt, softcap);  // g·(p_it − 1)·softcap'
-      q[row * pitch + target] = __float2bfloat16(a != 0.0f ? s_target / a : 0.0f);  // g = 0: S_it = 0 too
+      s_target = g * expm1f(zt - row_lse) * softcap_derivative(zt, softcap);  // g·(p_it − 1)·softcap'
+      q[row * pitch + target] = __float2bfloat16(0.0f);
     }
+    target_term[row] = s_target;
   }
   const __nv_bfloat16* e_row = e + row * d;
   __nv_bfloat16* out = e_scaled + row * d;
   for (int64_t k = threadIdx.x; k < d; k += blockDim.x) out[k] = __float2bfloat16(a * __bfloat162float(e_row[k]));
 }
 
-// dE's row: α_i·(Q·C)_i from fp32, rounded once to bf16. One block per row.
-__global__ void finish_de_rows_kernel(const float* __restrict__ product, const float* __restrict__ alpha, int64_t d,
+// dE's row: α_i·(Q·C)_i + S_it·C_{t_i} from fp32, rounded once to bf16. One block per row.
+__global__ void finish_de_rows_kernel(const float* __restrict__ product, const float* __restrict__ alpha,
+                                      const float* __restrict__ target_term, const int64_t* __restrict__ targets,
+                                      int64_t ignore_index, const __nv_bfloat16* __restrict__ c, int64_t d,
                                       __nv_bfloat16* __restrict__ de) {
   const int64_t row = blockIdx.x;
-  const float a = alpha[row];
-  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) de[row * d + k] = __float2bfloat16(a * product[row * d + k]);
+  const float a = alpha[row], s = target_term[row];
+  const int64_t target = targets[row];
+  const __nv_bfloat16* c_row = target != ignore_index ? c + target * d : nullptr;
+  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+    float x = a * product[row * d + k];
+    if (c_row != nullptr) x += s * __bfloat162float(c_row[k]);
+    de[row * d + k] = __float2bfloat16(x);
+  }
+}
+
+// dC's rows of the batch's target tokens, summed whole before their one
+// rounding. The rows are sorted by target (t_i, or V when ignored; stable: in
+// row order within a token); run_of[k] numbers the runs of sorted position k
+// from 1. Each chunk gathers Q's columns of the targets (their entries in the
+// targets' own rows are 0) for one fp32 product with α ∘ E (one chunk), or dC's
+// fp32 accumulator has those sums (several chunks); then each run adds its
+// S_it·E_i and writes its token's row of dC. A frequent token's two parts, p's
+// over every row and the target's, meet in fp32; on a flat softmax the
+// target's, which dominates, is exact up to that one rounding.
+__global__ void target_key_kernel(const int64_t* __restrict__ targets, int64_t n, int64_t ignore_index, int64_t v,
+                                  int* __restrict__ key, int* __restrict__ row_index) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= n) return;
+  key[row] = targets[row] == ignore_index ? static_cast<int>(v) : static_cast<int>(targets[row]);
+  row_index[row] = static_cast<int>(row);
+}
+__global__ void run_head_kernel(const int* __restrict__ sorted_key, int64_t n, int64_t v, int* __restrict__ head) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k < n) head[k] = sorted_key[k] < v && (k == 0 || sorted_key[k - 1] != sorted_key[k]) ? 1 : 0;
+}
+// The runs' tokens, in run order, and their count (a mapped int read by the host).
+__global__ void run_tokens_kernel(const int* __restrict__ sorted_key, const int* __restrict__ run_of, int64_t n,
+                                  int64_t v, int* __restrict__ run_token, int* __restrict__ runs) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n || sorted_key[k] >= v) return;
+  if (k == 0 || sorted_key[k - 1] != sorted_key[k]) run_token[run_of[k] - 1] = sorted_key[k];
+  if (k == n - 1 || sorted_key[k + 1] >= v) *runs = run_of[k];  // the last valid position
+}
+// Q's columns of the targets for one chunk: out [rows, runs], one block per row.
+__global__ void gather_target_columns_kernel(const __nv_bfloat16* __restrict__ q, int64_t pitch,
+                                             const int* __restrict__ run_token, int64_t runs,
+                                             __nv_bfloat16* __restrict__ out) {
+  const int64_t row = blockIdx.x;
+  for (int64_t u = threadIdx.x; u < runs; u += blockDim.x) out[row * runs + u] = q[row * pitch + run_token[u]];
+}
+// One block per sorted position and kTargetBlockCols columns; a run's first
+// position writes its token's row: sums' row (the token's, or the run's) plus
+// the run's S_it·E_i, its warps taking the rows in turn and their sums added
+// in warp order (deterministic), rounded once.
+constexpr int kTargetLaneCols = 8, kTargetBlockCols = 32 * kTargetLaneCols;
+__global__ void __launch_bounds__(kSlabThreads)
+    target_rows_kernel(const int* __restrict__ sorted_key, const int* __restrict__ sorted_row,
+                       const int* __restrict__ run_of, int64_t n, int64_t v, const float* __restrict__ target_term,
+                       const __nv_bfloat16* __restrict__ e, int64_t d, const float* __restrict__ sums,
+                       bool sums_by_token, __nv_bfloat16* __restrict__ dc) {
+  constexpr int kWarps = kSlabThreads / 32;
+  __shared__ float warp_sums[kWarps][kTargetBlockCols];
+  __shared__ int run_end;
+  const int64_t first = blockIdx.x;
+  const int key = sorted_key[first];
+  if (key >= v || (first > 0 && sorted_key[first - 1] == key)) return;  // not the start of a run
+  // The run's end: the first later position with another key, 256 positions a step.
+  if (threadIdx.x == 0) run_end = static_cast<int>(n);  // N < 2^31 (Problem::validate)
+  __syncthreads();
+  for (int64_t base = first + 1; base < n; base += blockDim.x) {
+    const int64_t at = base + threadIdx.x;
+    const bool other = at < n && sorted_key[at] != key;
+    if (other) atomicMin(&run_end, static_cast<int>(at));
+    if (__syncthreads_or(other)) break;
+  }
+  const int64_t end = run_end;
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t col = blockIdx.y * kTargetBlockCols + lane * kTargetLaneCols;  // this lane's first column
+  float sum[kTargetLaneCols] = {};
+  if (col < d) {
+    for (int64_t at = first + warp; at < end; at += kWarps) {
+      const int row = sorted_row[at];
+      const float term = target_term[row];
+      const __nv_bfloat16* e_row = e + static_cast<int64_t>(row) * d + col;
+#pragma unroll
+      for (int j = 0; j < kTargetLaneCols; ++j)
+        if (col + j < d) sum[j] += term * __bfloat162float(e_row[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kTargetLaneCols; ++j) warp_sums[warp][lane * kTargetLaneCols + j] = sum[j];
+  __syncthreads();
+  const int64_t k = blockIdx.y * kTargetBlockCols + threadIdx.x;
+  if (k >= d) return;
+  float total = sums[(sums_by_token ? static_cast<int64_t>(key) : static_cast<int64_t>(run_of[first] - 1)) * d + k];
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += warp_sums[w][threadIdx.x];
+  dc[static_cast<int64_t>(key) * d + k] = __float2bfloat16(total);
 }
 
 // Stage 03's forward epilogue, then the tile kept: after the fold has
@@ -541,9 +642,10 @@ bool reference_too_far(const float* lse, const float* reference, const int64_t* 
   return *too_far != 0;
 }
 
-// The q path's buffers for one chunk, carved from its items.
+// The q path's buffers, carved from its items: per chunk row R_i and α_i, the
+// rows of E times α; per row of the batch S_it.
 struct RowScales {
-  float *reference, *alpha;
+  float *reference, *alpha, *target_term;
   __nv_bfloat16* e_scaled;
 };
 
@@ -551,8 +653,65 @@ RowScales row_scales(const DenseChunks& chunks, const Scratch& scratch) {
   RowScales r{};
   float* f = scratch.get<float>(kDenseRowScalesItem);
   r.reference = f, r.alpha = f + chunks.rows;
+  r.target_term = scratch.get<float>(kDenseTargetTermItem);
   r.e_scaled = scratch.get<__nv_bfloat16>(kDenseScaledRowsItem);
   return r;
+}
+
+// The target rows' buffers (q path with dC): the sort [6][N] ints (keys, rows,
+// sorted keys, sorted rows, the run of each sorted position, the runs' tokens),
+// cub's scratch; for one chunk, Q's target columns and their fp32 product.
+struct TargetRows {
+  int *key, *row, *sorted_key, *sorted_row, *run_of, *run_token;
+  void* temp;
+  size_t temp_bytes;
+  __nv_bfloat16* columns;  // one chunk: [rows, runs]
+  float* sums;             // one chunk: [runs, D]
+};
+
+size_t target_sort_temp_bytes(int64_t n) {
+  size_t scan = 0;
+  if (cuda_device_available())
+    CCE_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, scan, static_cast<const int*>(nullptr),
+                                                 static_cast<int*>(nullptr), static_cast<int>(n)));
+  else
+    scan = static_cast<size_t>(n) * 4 + (size_t{1} << 20);
+  return std::max(radix_sort_pairs_temp_bytes<int>(n, false), scan);
+}
+
+TargetRows target_rows(const Problem& p, bool one_chunk, const Scratch& scratch) {
+  TargetRows t{};
+  int* k = scratch.get<int>(kDenseTargetSortItem);
+  t.key = k, t.row = k + p.n, t.sorted_key = k + 2 * p.n, t.sorted_row = k + 3 * p.n, t.run_of = k + 4 * p.n;
+  t.run_token = k + 5 * p.n;
+  t.temp = scratch.get<unsigned char>(kDenseTargetTempItem);
+  t.temp_bytes = scratch.bytes(kDenseTargetTempItem);
+  if (one_chunk) {
+    t.columns = scratch.get<__nv_bfloat16>(kDenseTargetColumnsItem);
+    t.sums = scratch.get<float>(kDenseTargetSumsItem);
+  }
+  return t;
+}
+
+// The rows sorted by target and the runs numbered; returns the runs' count
+// (a read-back: the products' sizes need it).
+int64_t sort_rows_by_target(const Problem& p, const int64_t* targets, const TargetRows& t, cudaStream_t stream) {
+  static int* runs = new_mapped_host_value<int>();
+  *runs = 0;
+  const unsigned blocks = static_cast<unsigned>((p.n + kSlabThreads - 1) / kSlabThreads);
+  target_key_kernel<<<blocks, kSlabThreads, 0, stream>>>(targets, p.n, p.ignore_index, p.v, t.key, t.row);
+  CCE_CHECK_LAUNCH();
+  size_t bytes = t.temp_bytes;
+  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(t.temp, bytes, t.key, t.sorted_key, t.row, t.sorted_row,
+                                                 static_cast<int>(p.n), 0, radix_key_bits(p.v), stream));
+  run_head_kernel<<<blocks, kSlabThreads, 0, stream>>>(t.sorted_key, p.n, p.v, t.key);  // the keys are free now
+  CCE_CHECK_LAUNCH();
+  bytes = t.temp_bytes;
+  CCE_CUDA_CHECK(cub::DeviceScan::InclusiveSum(t.temp, bytes, t.key, t.run_of, static_cast<int>(p.n), stream));
+  run_tokens_kernel<<<blocks, kSlabThreads, 0, stream>>>(t.sorted_key, t.run_of, p.n, p.v, t.run_token, runs);
+  CCE_CHECK_LAUNCH();
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return *runs;
 }
 
 }  // namespace
@@ -562,6 +721,15 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
   if (keeps_q(p)) {
     items.push_back({kDenseRowScalesItem, static_cast<size_t>(chunks.rows) * kRowScaleBytes});
     items.push_back({kDenseScaledRowsItem, static_cast<size_t>(chunks.rows * p.d) * 2});
+    items.push_back({kDenseTargetTermItem, static_cast<size_t>(p.n) * 4});
+    if (with_dc) {
+      items.push_back({kDenseTargetSortItem, static_cast<size_t>(p.n) * 6 * 4});
+      items.push_back({kDenseTargetTempItem, target_sort_temp_bytes(p.n)});
+      if (chunks.count == 1) {
+        items.push_back({kDenseTargetColumnsItem, static_cast<size_t>(chunks.rows * p.n) * 2});
+        items.push_back({kDenseTargetSumsItem, static_cast<size_t>(p.n * p.d) * 4});
+      }
+    }
   }
   items.push_back({kDenseGradScaleItem, static_cast<size_t>(p.n) * 4});
   items = concat(items, per_token_loss_scratch(p));
@@ -590,6 +758,9 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
       rounds_dc_in_its_product(p, chunks, dc != nullptr) ? scratch.get<unsigned char>(kDenseDcWorkspaceItem) : nullptr;
   float* de_rows_fp32 = bf16 ? scratch.get<float>(kDenseDeRowsItem) : nullptr;
   compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
+  const bool target_rows_apart = q && dc != nullptr;
+  const TargetRows targets_sorted = target_rows_apart ? target_rows(p, chunks.count == 1, scratch) : TargetRows{};
+  const int64_t runs = target_rows_apart ? sort_rows_by_target(p, in.targets.get(), targets_sorted, stream) : 0;
   const int s_pitch = to_int(chunks.pitch);  // S in place of fp32 logits, or q in bf16
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t handle = cublas_handle_on(stream);
@@ -622,7 +793,7 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
       row_scales_kernel<<<blocks, kSlabThreads, 0, stream>>>(
           lse + first, scales.reference, params.lse.target_logit, targets, p.ignore_index, grad_scale + first,
           p.softcap, static_cast<__nv_bfloat16*>(logits), chunks.pitch, static_cast<const __nv_bfloat16*>(e_rows), p.d,
-          scales.e_scaled, scales.alpha);
+          scales.e_scaled, scales.alpha, scales.target_term + first);
       CCE_CHECK_LAUNCH();
     } else {
       // S in place of the softcapped fp32 logits.
@@ -640,8 +811,9 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
                                   logits, type, s_pitch, &zero, bf16 ? static_cast<void*>(de_rows_fp32) : de_rows,
                                   CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (q) {
-      finish_de_rows_kernel<<<blocks, kSlabThreads, 0, stream>>>(de_rows_fp32, scales.alpha, p.d,
-                                                                 static_cast<__nv_bfloat16*>(de_rows));
+      finish_de_rows_kernel<<<blocks, kSlabThreads, 0, stream>>>(
+          de_rows_fp32, scales.alpha, scales.target_term + first, targets, p.ignore_index,
+          reinterpret_cast<const __nv_bfloat16*>(in.c.get()), p.d, static_cast<__nv_bfloat16*>(de_rows));
       CCE_CHECK_LAUNCH();
     }
     if (dc == nullptr) continue;  // a frozen classifier
@@ -649,6 +821,15 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
     const void* e_factor = q ? static_cast<const void*>(scales.e_scaled) : e_rows;
     if (dc_workspace != nullptr) {
       product_to_bf16_rounded_once(d, v, to_int(n_rows), e_factor, d, logits, s_pitch, dc, d, dc_workspace, stream);
+      if (runs > 0) {  // the targets' rows in fp32: [runs, D] (column-major [D, runs]) = (α ∘ E_rows)ᵀ · Q_targets
+        gather_target_columns_kernel<<<blocks, kSlabThreads, 0, stream>>>(
+            static_cast<const __nv_bfloat16*>(logits), chunks.pitch, targets_sorted.run_token, runs,
+            targets_sorted.columns);
+        CCE_CHECK_LAUNCH();
+        CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, to_int(runs), to_int(n_rows), &one, e_factor,
+                                      type, d, targets_sorted.columns, type, to_int(runs), &zero, targets_sorted.sums,
+                                      CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      }
     } else {
       const float* beta = first == 0 ? &zero : &one;
       CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, to_int(n_rows), &one, e_factor, type, d,
@@ -658,6 +839,16 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
   }
   finish_loss(p, per_token, in.targets.get(), loss, stream);
   if (dc_acc != nullptr) s06::cast_to_bf16(dc_acc, dc, p.v * p.d, stream);
+  if (runs > 0) {  // the targets' rows of dC, over what the product or the cast wrote
+    const TargetRows& t = targets_sorted;
+    target_rows_kernel<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((p.d + kTargetBlockCols - 1) /
+                                                                                 kTargetBlockCols)),
+                         kSlabThreads, 0, stream>>>(t.sorted_key, t.sorted_row, t.run_of, p.n, p.v, scales.target_term,
+                                                    reinterpret_cast<const __nv_bfloat16*>(in.e.get()), p.d,
+                                                    dc_acc != nullptr ? dc_acc : t.sums, dc_acc != nullptr,
+                                                    static_cast<__nv_bfloat16*>(dc));
+    CCE_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace cce::s10
