@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 34, call 4 (a fresh machine; carries QuACK's wheel parts 00 and 01): build; lm128k's trained data; the
+# Session 34, call 4 (a fresh machine; carries QuACK's wheel part 00; 01 follows in a call of its own, as the tree and a part fill the 64 MiB): build; lm128k's trained data; the
 # inputs of gemma2_flat; the floor and stage 10 by cce_bench at gemma2_flat and lm128k_s0 (the floor JSON for call 5).
 set -o pipefail
 T0=$SECONDS
 R=$OUT/call4; mkdir -p $R /tmp/q /tmp/s34
-cp .quack-wheels/part.00 .quack-wheels/part.01 /tmp/q/
+cp .quack-wheels/part.0* /tmp/q/  # part.00 here; part.01 comes with a one-line call between this one and call 5
 nvidia-smi -L > $R/gpu.txt; git rev-parse HEAD > $R/commit.txt; git status --short > $R/status.txt
 (cmake -S . -B /tmp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build) > $R/build.log 2>&1 || { grep -B2 -A8 error $R/build.log | head -40; exit 1; }
 echo "build $((SECONDS-T0)) s"

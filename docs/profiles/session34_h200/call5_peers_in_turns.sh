@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 34, call 5 (right after call 4 on the warm machine; carries QuACK's part 02 and the other wheels): eager
+# Session 34, call 5 (on call 4's warm machine after two one-line calls that copied QuACK's part.01 and rest/ into
+# /tmp/q; this one carries part.02: the tree and a part fill the 64 MiB a call carries): eager
 # PyTorch, torch.compile, stage 10's op and QuACK in turns (peers.py --interleave, the order reversed every other
 # round) at gemma2_flat and lm128k_s0, with call 4's floor JSON: the README's claim that the op beats QuACK's
 # chunked plan there, on the code with the dense chunks' target rows.
@@ -8,7 +9,7 @@ T0=$SECONDS
 R=$OUT/call5; mkdir -p $R
 if [ ! -d /tmp/qsite/quack ]; then
   cat /tmp/q/part.00 /tmp/q/part.01 .quack-wheels/part.02 > /tmp/q/cu13.whl
-  for w in /tmp/q/cu13.whl .quack-wheels/rest/*.whl; do python3 -m zipfile -e "$w" /tmp/qsite; done
+  for w in /tmp/q/cu13.whl /tmp/q/rest/*.whl; do python3 -m zipfile -e "$w" /tmp/qsite; done
 fi
 export PYTHONPATH=/tmp/qsite:/tmp/qsite/nvidia_cutlass_dsl/dsl_packages
 nvidia-smi -L > $R/gpu.txt; git rev-parse HEAD > $R/commit.txt; git status --short > $R/status.txt
