@@ -78,7 +78,8 @@ OTHER_GPU_BLOCKS = {"h200_summary": ("bench_peers_h200_3a72614.json", "bench_h20
                                      "bench_peers_h200_7d25ee1.json", "bench_h200_69ee916.json",
                                      "bench_peers_h200_69ee916.json", "bench_h200_34ce4ac.json",
                                      "bench_peers_h200_34ce4ac.json", "bench_h200_6e85887.json",
-                                     "bench_h200_87e2595.json", "bench_peers_h200_87e2595.json")}
+                                     "bench_h200_87e2595.json", "bench_peers_h200_87e2595.json",
+                                     "bench_h200_47387b7.json", "bench_peers_h200_47387b7.json")}
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(OTHER_GPU_BLOCKS)}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
 BEGIN, END = MARKERS["appendix"]

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 34, call 6 (the session's last device seconds): each kernel's time in one loss + gradient call of stage 10's
+# For the next session (session 34 had too little device time left to start a machine): each kernel's time in one loss + gradient call of stage 10's
 # dense chunks at gemma2_flat's shape (flat random data, --plan dense), under ncu (--clock-control none, one pass):
 # where the target rows' 1.6 ms go (the sort, the gather of Q's target columns, the third product, target_rows_kernel).
 set -o pipefail
 T0=$SECONDS
-R=$OUT/call6; mkdir -p $R
+R=$OUT/next; mkdir -p $R
 nvidia-smi -L > $R/gpu.txt; git rev-parse HEAD > $R/commit.txt
 (cmake -S . -B /tmp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build stage10_plan_per_batch) > $R/build.log 2>&1 || { grep -B2 -A8 error $R/build.log | head -40; exit 1; }
 echo "build $((SECONDS-T0)) s"
