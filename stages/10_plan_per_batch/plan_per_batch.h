@@ -153,7 +153,7 @@ constexpr size_t kDefaultDenseScratchBytes = size_t{9} << 29;  // 4.5 GiB
 constexpr const char* kDenseChunkItem = "dense plan: a chunk of q bf16 (bf16 inputs) or logits fp32 [chunk rows, pitch]";
 // The chunks keep bf16 inputs' logits as q_ij = exp(z_ij − R_i)·softcap'(z_ij)
 // in bf16, R_i the row's target logit (dense_backward.cu): S_ij = α_i·q_ij
-// (the target's entry rewritten as S_it/α_i), and dC's product takes the rows
+// (the target's entry 0, its term S_it added apart), and dC's product takes the rows
 // of E times α_i, rounded once more to bf16. The stage declares it
 // (GradientApproximation::scaled_rows_rounding = kBf16Unit). fp32 inputs keep
 // the logits in fp32 and make S in place.
