@@ -34,7 +34,9 @@ constexpr double kBf16Unit = 0x1p-8;   // bf16 (8 significant bits), rounded onc
 // scaled_rows_rounding: the gradient is S_ij = α_i·q_ij, q rounded as S would
 // be and α_i = g_i·exp(R_i − LSE_i) made apart (one more exp, 2^-20 relative,
 // in dE and dC); dC's product takes the rows α_i·E_i rounded to this unit
-// (stage 10's bf16 chunks: kBf16Unit); the check adds this unit to dC's κ.
+// (stage 10's bf16 chunks: kBf16Unit), and a target token's row may have its
+// product part rounded before the target terms join it (one chunk, a row whose
+// product part is at most a quarter of it); the check adds twice this unit to dC's κ.
 struct GradientApproximation {
   double eps = 0.0;  // 0: the gradient is exact up to the arithmetic
   bool tail_corrected = false;

@@ -115,11 +115,12 @@ ReferenceResult reference_cross_entropy(const Problem& p, const HostInputs& in, 
     g[k] = upstream_for_token(p, opt.upstream, n_valid, i, in.targets[i]);
     if (!opt.bounds) continue;
     const double eta = dz[k] + r.lse_bound[k] + 0x1p-20;
-    // Scaled rows: α's own exp in both; in dC, α_i·E_i rounded.
+    // Scaled rows: α's own exp in both; in dC, α_i·E_i rounded and a target row's product part rounded before
+    // its target terms join it.
     const double scaled = opt.approximation.scaled_rows_rounding;
     const double alpha_exp = scaled > 0.0 ? 0x1p-20 : 0.0;
     kappa_e[k] = rounding + 2.0 * V * u + eta + 4.0 * u + alpha_exp;
-    kappa_c[k] = rounding + 2.0 * p.n * u + eta + 4.0 * u + alpha_exp + scaled;
+    kappa_c[k] = rounding + 2.0 * p.n * u + eta + 4.0 * u + alpha_exp + 2.0 * scaled;
     sigma[k] = p.has_softcap() ? 2.0 * dz[k] / s : 0.0;
     eps_plus[k] = eps * std::exp(2.0 * eta);
   }

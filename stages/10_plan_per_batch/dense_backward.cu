@@ -128,10 +128,12 @@ __global__ void slab_gradient_kernel(float* __restrict__ slab, int64_t pitch, in
 // made in fp32 from the fold's z_it (q_it, 1 when R_i is z_it, would lose
 // p_it − 1 in bf16 where p_it is near 1; S_it/α_i in Q's entry, about −V on a
 // flat row, would round the term that dominates that row). dE adds it to its
-// fp32 row. dC's rows of the batch's target tokens are summed whole before
-// their one rounding (target_rows_kernel): added to a dC already rounded, a
-// frequent token's target terms would cancel its rounded p part, which on a
-// peaked softmax made dC's error twice eager's. No pass rewrites the chunk:
+// fp32 row. dC's rows of the batch's target tokens get their target terms
+// after the product: added to a row already rounded, a frequent token's would
+// cancel its rounded p part (on a peaked softmax dC's error twice eager's), so
+// such a row is summed whole before its one rounding (target_rows_kernel);
+// one chunk does so only where the p part is over a quarter of the row
+// (write_target_rows_of_one_chunk). No pass rewrites the chunk:
 // the products read q as the forward left it, but for one entry per row.
 // R_i ≤ LSE_i, and LSE_i − R_i is the row's
 // loss; beyond kMostReferenceGap nats the largest q would near fp32's range
@@ -228,30 +230,26 @@ __global__ void run_tokens_kernel(const int* __restrict__ sorted_key, const int*
   if (k == 0 || sorted_key[k - 1] != sorted_key[k]) run_token[run_of[k] - 1] = sorted_key[k];
   if (k == n - 1 || sorted_key[k + 1] >= v) *runs = run_of[k];  // the last valid position
 }
-// Q's columns of the targets for one chunk: out [rows, runs], one block per row.
+// Q's columns of the given tokens for one chunk: out [rows, tokens], one block per row.
 __global__ void gather_target_columns_kernel(const __nv_bfloat16* __restrict__ q, int64_t pitch,
-                                             const int* __restrict__ run_token, int64_t runs,
+                                             const int* __restrict__ tokens, int64_t count,
                                              __nv_bfloat16* __restrict__ out) {
   const int64_t row = blockIdx.x;
-  for (int64_t u = threadIdx.x; u < runs; u += blockDim.x) out[row * runs + u] = q[row * pitch + run_token[u]];
+  for (int64_t u = threadIdx.x; u < count; u += blockDim.x) out[row * count + u] = q[row * pitch + tokens[u]];
 }
-// One block per sorted position and kTargetBlockCols columns; a run's first
-// position writes its token's row: sums' row (the token's, or the run's) plus
-// the run's S_it·E_i, its warps taking the rows in turn and their sums added
-// in warp order (deterministic), rounded once.
+// A run's target terms over one block of kTargetBlockCols columns: the run
+// starts at sorted position `first` (key `key`) and ends at the first later
+// position with another key (found 256 positions a step); its warps take the
+// rows in turn and their sums are added in warp order (deterministic). Returns
+// this thread's column's Σ S_it·E_i (column blockIdx.y·kTargetBlockCols +
+// threadIdx.x; 0 past D). Called by every thread of the block.
 constexpr int kTargetLaneCols = 8, kTargetBlockCols = 32 * kTargetLaneCols;
-__global__ void __launch_bounds__(kSlabThreads)
-    target_rows_kernel(const int* __restrict__ sorted_key, const int* __restrict__ sorted_row,
-                       const int* __restrict__ run_of, int64_t n, int64_t v, const float* __restrict__ target_term,
-                       const __nv_bfloat16* __restrict__ e, int64_t d, const float* __restrict__ sums,
-                       bool sums_by_token, __nv_bfloat16* __restrict__ dc) {
+__device__ float run_target_terms(const int* __restrict__ sorted_key, const int* __restrict__ sorted_row,
+                                  int64_t first, int key, int64_t n, const float* __restrict__ target_term,
+                                  const __nv_bfloat16* __restrict__ e, int64_t d) {
   constexpr int kWarps = kSlabThreads / 32;
   __shared__ float warp_sums[kWarps][kTargetBlockCols];
   __shared__ int run_end;
-  const int64_t first = blockIdx.x;
-  const int key = sorted_key[first];
-  if (key >= v || (first > 0 && sorted_key[first - 1] == key)) return;  // not the start of a run
-  // The run's end: the first later position with another key, 256 positions a step.
   if (threadIdx.x == 0) run_end = static_cast<int>(n);  // N < 2^31 (Problem::validate)
   __syncthreads();
   for (int64_t base = first + 1; base < n; base += blockDim.x) {
@@ -277,12 +275,94 @@ __global__ void __launch_bounds__(kSlabThreads)
 #pragma unroll
   for (int j = 0; j < kTargetLaneCols; ++j) warp_sums[warp][lane * kTargetLaneCols + j] = sum[j];
   __syncthreads();
-  const int64_t k = blockIdx.y * kTargetBlockCols + threadIdx.x;
-  if (k >= d) return;
-  float total = sums[(sums_by_token ? static_cast<int64_t>(key) : static_cast<int64_t>(run_of[first] - 1)) * d + k];
+  float total = 0.0f;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) total += warp_sums[w][threadIdx.x];
-  dc[static_cast<int64_t>(key) * d + k] = __float2bfloat16(total);
+  return total;
+}
+__device__ bool starts_a_run(const int* __restrict__ sorted_key, int64_t first, int64_t v) {
+  const int key = sorted_key[first];
+  return key < v && (first == 0 || sorted_key[first - 1] != key);
+}
+// One block per sorted position and kTargetBlockCols columns; a run's first
+// position writes its token's row, rounded once: the run's target terms plus
+// the row of `sums` that sums_row_of_run names for the run (null: the token's
+// row); a run named −1 has its row written already (rounded_target_rows_kernel).
+__global__ void __launch_bounds__(kSlabThreads)
+    target_rows_kernel(const int* __restrict__ sorted_key, const int* __restrict__ sorted_row,
+                       const int* __restrict__ run_of, int64_t n, int64_t v, const float* __restrict__ target_term,
+                       const __nv_bfloat16* __restrict__ e, int64_t d, const float* __restrict__ sums,
+                       const int* __restrict__ sums_row_of_run, __nv_bfloat16* __restrict__ dc) {
+  const int64_t first = blockIdx.x;
+  if (!starts_a_run(sorted_key, first, v)) return;
+  const int key = sorted_key[first];
+  const int64_t sums_row = sums_row_of_run == nullptr ? key : sums_row_of_run[run_of[first] - 1];
+  if (sums_row < 0) return;
+  const float terms = run_target_terms(sorted_key, sorted_row, first, key, n, target_term, e, d);
+  const int64_t k = blockIdx.y * kTargetBlockCols + threadIdx.x;
+  if (k < d) dc[static_cast<int64_t>(key) * d + k] = __float2bfloat16(sums[sums_row * d + k] + terms);
+}
+// One chunk: each run's target terms added to its token's row as the product
+// wrote it (bf16, rounded once), and the row rounded again, the same grid as
+// target_rows_kernel. Per run and block of columns, the squared norms of the
+// product's part P and of the row P + T (fp32, reduced in a fixed order) go to
+// norms[run][blockIdx.y][2], for whole_runs_kernel.
+__global__ void __launch_bounds__(kSlabThreads)
+    rounded_target_rows_kernel(const int* __restrict__ sorted_key, const int* __restrict__ sorted_row,
+                               const int* __restrict__ run_of, int64_t n, int64_t v,
+                               const float* __restrict__ target_term, const __nv_bfloat16* __restrict__ e, int64_t d,
+                               __nv_bfloat16* __restrict__ dc, float* __restrict__ norms) {
+  __shared__ float part_sq[kSlabThreads], row_sq[kSlabThreads];
+  const int64_t first = blockIdx.x;
+  if (!starts_a_run(sorted_key, first, v)) return;
+  const int key = sorted_key[first];
+  const float terms = run_target_terms(sorted_key, sorted_row, first, key, n, target_term, e, d);
+  const int64_t k = blockIdx.y * kTargetBlockCols + threadIdx.x;
+  float part = 0.0f, row = 0.0f;
+  if (k < d) {
+    __nv_bfloat16* out = dc + static_cast<int64_t>(key) * d + k;
+    part = __bfloat162float(*out);
+    row = part + terms;
+    *out = __float2bfloat16(row);
+  }
+  part_sq[threadIdx.x] = part * part, row_sq[threadIdx.x] = row * row;
+  __syncthreads();
+  for (int half = kSlabThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      part_sq[threadIdx.x] += part_sq[threadIdx.x + half];
+      row_sq[threadIdx.x] += row_sq[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    float* out = norms + (static_cast<int64_t>(run_of[first] - 1) * gridDim.y + blockIdx.y) * 2;
+    out[0] = part_sq[0], out[1] = row_sq[0];
+  }
+}
+// A row whose product part is at most this share of it keeps the rounded
+// part: rounding P added at most u_b·‖P‖ ≤ u_b·‖row‖/4 to a row that its own
+// rounding moves by up to u_b·‖row‖. A larger part may cancel against the
+// target terms (a frequent token), so its row is summed whole in fp32.
+constexpr float kRoundedPartShare = 0.25f;
+// One thread per run: whether its row is summed whole (1) or keeps the rounded part (0).
+__global__ void whole_runs_kernel(const float* __restrict__ norms, int64_t runs, int groups, int* __restrict__ whole) {
+  const int64_t run = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (run >= runs) return;
+  float part = 0.0f, row = 0.0f;
+  for (int g = 0; g < groups; ++g) part += norms[(run * groups + g) * 2], row += norms[(run * groups + g) * 2 + 1];
+  whole[run] = part > kRoundedPartShare * kRoundedPartShare * row ? 1 : 0;
+}
+// The runs summed whole, in run order (position: the inclusive scan of
+// `whole`): their tokens, each run's row among them (−1: rounded), their count
+// (a mapped int read by the host).
+__global__ void whole_run_list_kernel(const int* __restrict__ whole, const int* __restrict__ position,
+                                      const int* __restrict__ run_token, int64_t runs, int* __restrict__ whole_token,
+                                      int* __restrict__ row_of_run, int* __restrict__ count) {
+  const int64_t run = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (run >= runs) return;
+  row_of_run[run] = whole[run] != 0 ? position[run] - 1 : -1;
+  if (whole[run] != 0) whole_token[position[run] - 1] = run_token[run];
+  if (run == runs - 1) *count = position[run];
 }
 
 // Stage 03's forward epilogue, then the tile kept: after the fold has
@@ -663,15 +743,20 @@ RowScales row_scales(const DenseChunks& chunks, const Scratch& scratch) {
   return r;
 }
 
-// The target rows' buffers (q path with dC): the sort [6][N] ints (keys, rows,
-// sorted keys, sorted rows, the run of each sorted position, the runs' tokens),
-// cub's scratch; for one chunk, Q's target columns and their fp32 product.
+// The target rows' buffers (q path with dC): the sort [8][N] ints (keys, rows,
+// sorted keys, sorted rows, the run of each sorted position, the runs' tokens;
+// for one chunk the tokens of the runs summed whole and each run's row among
+// them), cub's scratch; for one chunk, the rows' norms, Q's columns of the
+// tokens summed whole and their fp32 product.
 struct TargetRows {
   int *key, *row, *sorted_key, *sorted_row, *run_of, *run_token;
+  int *whole, *position;          // one chunk, after the sort: in key's and row's place
+  int *whole_token, *row_of_run;  // one chunk
   void* temp;
   size_t temp_bytes;
-  __nv_bfloat16* columns;  // one chunk: [rows, runs]
-  float* sums;             // one chunk: [runs, D]
+  float* norms;            // one chunk: [runs, column blocks, 2]
+  __nv_bfloat16* columns;  // one chunk: [rows, runs summed whole]
+  float* sums;             // one chunk: [runs summed whole, D]
 };
 
 size_t target_sort_temp_bytes(int64_t n) {
@@ -692,6 +777,8 @@ TargetRows target_rows(const Problem& p, bool one_chunk, const Scratch& scratch)
   t.temp = scratch.get<unsigned char>(kDenseTargetTempItem);
   t.temp_bytes = scratch.bytes(kDenseTargetTempItem);
   if (one_chunk) {
+    t.whole = t.key, t.position = t.row, t.whole_token = k + 6 * p.n, t.row_of_run = k + 7 * p.n;
+    t.norms = scratch.get<float>(kDenseTargetNormsItem);
     t.columns = scratch.get<__nv_bfloat16>(kDenseTargetColumnsItem);
     t.sums = scratch.get<float>(kDenseTargetSumsItem);
   }
@@ -719,6 +806,48 @@ int64_t sort_rows_by_target(const Problem& p, const int64_t* targets, const Targ
   return *runs;
 }
 
+int target_column_blocks(int64_t d) { return static_cast<int>((d + kTargetBlockCols - 1) / kTargetBlockCols); }
+
+// One chunk, after its product wrote dC in bf16: the targets' rows rounded
+// again with their target terms, then those whose product part is large
+// (whole_runs_kernel) summed whole: Q's columns of their tokens gathered, one
+// fp32 product with α ∘ E, the terms added, rounded once. Returns how many
+// runs were summed whole (a read-back: the product's size).
+int64_t write_target_rows_of_one_chunk(const Problem& p, const TargetRows& t, int64_t runs, const float* target_term,
+                                       const __nv_bfloat16* e, const __nv_bfloat16* q, int64_t pitch,
+                                       const __nv_bfloat16* e_scaled, __nv_bfloat16* dc, cudaStream_t stream) {
+  static int* count = new_mapped_host_value<int>();
+  *count = 0;
+  const int groups = target_column_blocks(p.d);
+  const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>(groups));
+  rounded_target_rows_kernel<<<grid, kSlabThreads, 0, stream>>>(t.sorted_key, t.sorted_row, t.run_of, p.n, p.v,
+                                                                 target_term, e, p.d, dc, t.norms);
+  CCE_CHECK_LAUNCH();
+  const unsigned run_blocks = static_cast<unsigned>((runs + kSlabThreads - 1) / kSlabThreads);
+  whole_runs_kernel<<<run_blocks, kSlabThreads, 0, stream>>>(t.norms, runs, groups, t.whole);
+  CCE_CHECK_LAUNCH();
+  size_t bytes = t.temp_bytes;
+  CCE_CUDA_CHECK(cub::DeviceScan::InclusiveSum(t.temp, bytes, t.whole, t.position, static_cast<int>(runs), stream));
+  whole_run_list_kernel<<<run_blocks, kSlabThreads, 0, stream>>>(t.whole, t.position, t.run_token, runs,
+                                                                 t.whole_token, t.row_of_run, count);
+  CCE_CHECK_LAUNCH();
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const int whole = *count;
+  if (whole == 0) return 0;
+  // Their rows in fp32: [whole, D] (column-major [D, whole]) = (α ∘ E)ᵀ · Q_whole
+  gather_target_columns_kernel<<<static_cast<unsigned>(p.n), kSlabThreads, 0, stream>>>(q, pitch, t.whole_token,
+                                                                                        whole, t.columns);
+  CCE_CHECK_LAUNCH();
+  const float one = 1.0f, zero = 0.0f;
+  CCE_CUBLAS_CHECK(cublasGemmEx(cublas_handle_on(stream), CUBLAS_OP_N, CUBLAS_OP_T, to_int(p.d), whole, to_int(p.n),
+                                &one, e_scaled, CUDA_R_16BF, to_int(p.d), t.columns, CUDA_R_16BF, whole, &zero, t.sums,
+                                CUDA_R_32F, to_int(p.d), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  target_rows_kernel<<<grid, kSlabThreads, 0, stream>>>(t.sorted_key, t.sorted_row, t.run_of, p.n, p.v, target_term,
+                                                        e, p.d, t.sums, t.row_of_run, dc);
+  CCE_CHECK_LAUNCH();
+  return whole;
+}
+
 }  // namespace
 
 std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& chunks, bool with_dc) {
@@ -728,9 +857,10 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
     items.push_back({kDenseScaledRowsItem, static_cast<size_t>(chunks.rows * p.d) * 2});
     items.push_back({kDenseTargetTermItem, static_cast<size_t>(p.n) * 4});
     if (with_dc) {
-      items.push_back({kDenseTargetSortItem, static_cast<size_t>(p.n) * 6 * 4});
+      items.push_back({kDenseTargetSortItem, static_cast<size_t>(p.n) * 8 * 4});
       items.push_back({kDenseTargetTempItem, target_sort_temp_bytes(p.n)});
       if (chunks.count == 1) {
+        items.push_back({kDenseTargetNormsItem, static_cast<size_t>(p.n * target_column_blocks(p.d)) * 2 * 4});
         items.push_back({kDenseTargetColumnsItem, static_cast<size_t>(chunks.rows * p.n) * 2});
         items.push_back({kDenseTargetSumsItem, static_cast<size_t>(p.n * p.d) * 4});
       }
@@ -745,8 +875,9 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
   return items;
 }
 
-void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
-                             float* lse, const float* upstream, void* de, void* dc, cudaStream_t stream) {
+DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch,
+                                        float* loss, float* lse, const float* upstream, void* de, void* dc,
+                                        cudaStream_t stream) {
   const Problem& p = in.problem;
   const bool bf16 = p.dtype == Dtype::kBFloat16, q = keeps_q(p);
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -826,15 +957,6 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
     const void* e_factor = q ? static_cast<const void*>(scales.e_scaled) : e_rows;
     if (dc_workspace != nullptr) {
       product_to_bf16_rounded_once(d, v, to_int(n_rows), e_factor, d, logits, s_pitch, dc, d, dc_workspace, stream);
-      if (runs > 0) {  // the targets' rows in fp32: [runs, D] (column-major [D, runs]) = (α ∘ E_rows)ᵀ · Q_targets
-        gather_target_columns_kernel<<<blocks, kSlabThreads, 0, stream>>>(
-            static_cast<const __nv_bfloat16*>(logits), chunks.pitch, targets_sorted.run_token, runs,
-            targets_sorted.columns);
-        CCE_CHECK_LAUNCH();
-        CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, to_int(runs), to_int(n_rows), &one, e_factor,
-                                      type, d, targets_sorted.columns, type, to_int(runs), &zero, targets_sorted.sums,
-                                      CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-      }
     } else {
       const float* beta = first == 0 ? &zero : &one;
       CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, to_int(n_rows), &one, e_factor, type, d,
@@ -844,16 +966,23 @@ void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, 
   }
   finish_loss(p, per_token, in.targets.get(), loss, stream);
   if (dc_acc != nullptr) s06::cast_to_bf16(dc_acc, dc, p.v * p.d, stream);
-  if (runs > 0) {  // the targets' rows of dC, over what the product or the cast wrote
-    const TargetRows& t = targets_sorted;
-    target_rows_kernel<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((p.d + kTargetBlockCols - 1) /
-                                                                                 kTargetBlockCols)),
-                         kSlabThreads, 0, stream>>>(t.sorted_key, t.sorted_row, t.run_of, p.n, p.v, scales.target_term,
-                                                    reinterpret_cast<const __nv_bfloat16*>(in.e.get()), p.d,
-                                                    dc_acc != nullptr ? dc_acc : t.sums, dc_acc != nullptr,
-                                                    static_cast<__nv_bfloat16*>(dc));
-    CCE_CHECK_LAUNCH();
+  DenseTargetRows rows_written{runs, runs};
+  if (runs == 0) return rows_written;
+  // The targets' rows of dC, over what the product or the cast wrote.
+  const TargetRows& t = targets_sorted;
+  const auto* e = reinterpret_cast<const __nv_bfloat16*>(in.e.get());
+  if (dc_acc == nullptr) {
+    rows_written.whole = write_target_rows_of_one_chunk(p, t, runs, scales.target_term, e,
+                                                        static_cast<const __nv_bfloat16*>(logits), chunks.pitch,
+                                                        scales.e_scaled, static_cast<__nv_bfloat16*>(dc), stream);
+    return rows_written;
   }
+  const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>(target_column_blocks(p.d)));
+  target_rows_kernel<<<grid, kSlabThreads, 0, stream>>>(t.sorted_key, t.sorted_row, t.run_of, p.n, p.v,
+                                                        scales.target_term, e, p.d, dc_acc, nullptr,
+                                                        static_cast<__nv_bfloat16*>(dc));
+  CCE_CHECK_LAUNCH();
+  return rows_written;
 }
 
 }  // namespace cce::s10

@@ -271,7 +271,7 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   if (!scratch_.has(kDenseChunkItem)) scratch_.release();  // the sparse plan's and the slabs', from a decision
   const DenseChunks chunks = plan_dense_chunks(p, chunk_rows_flag_);
   scratch_.allocate(dense_chunk_items(p, chunks, dc != nullptr));
-  dense_loss_and_gradient(in, chunks, scratch_, loss, lse, upstream, de, dc, stream);
+  const DenseTargetRows target_rows = dense_loss_and_gradient(in, chunks, scratch_, loss, lse, upstream, de, dc, stream);
   forward_chunk_rows_ = 0, sorted_c_in_dc_ = false;  // no sorted forward ran
   ++history_.dense_since;
   last_problem_ = p;
@@ -280,7 +280,12 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   stats_ = DropStats{pairs, pairs, chunks.count, 0.0f};
   choice_ = EpsChoice{0.0f, -1.0, {}};
   ran_ = PlanChoice{BackwardPlan::kDense, flag == BackwardPlan::kDense ? -1.0 : history_.kept_fraction, {}, true, chunks,
-                    sample_rows};
+                    target_rows, sample_rows};
+}
+
+void PlanPerBatchStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
+  sorted_c_in_dc_ = false;
+  DeterministicProductsStage::forward(in, loss, lse, stream);
 }
 
 void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float* loss, float* lse,
@@ -294,7 +299,6 @@ void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float*
                     reinterpret_cast<uintptr_t>(dc) % 256 == 0 &&
                     whole.work_bytes <= static_cast<size_t>(p.v) * p.d * p.element_bytes() &&
                     static_cast<size_t>(whole.ranges * p.n) * sizeof(float2) <= chunks.work_bytes;
-  sorted_c_in_dc_ = fits;
   if (!fits) {
     forward(in, loss, lse, stream);
     return;
@@ -307,6 +311,7 @@ void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float*
   last_problem_ = p;
   stats_ready_ = true;
   forward_chunk_rows_ = p.v;
+  sorted_c_in_dc_ = true;
 }
 
 void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
@@ -419,7 +424,11 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
                   "chunk of %lld rows (%lld chunks, %s logits) (%s)", static_cast<long long>(ran.chunks.rows),
                   static_cast<long long>(ran.chunks.count), ran.chunks.logit_bytes == 2 ? "q bf16" : "fp32",
                   before_why.c_str());
-    return buf;
+    std::string line = buf;
+    if (ran.target_rows.runs > 0)
+      line += "; dC's rows of " + std::to_string(ran.target_rows.runs) + " target tokens, " +
+              std::to_string(ran.target_rows.whole) + " summed whole in fp32";
+    return line;
   }
   if (ran.plan == BackwardPlan::kDense)
     std::snprintf(buf, sizeof buf, "backward     dense: every pair, 3 cuBLAS GEMMs per slab of %lld columns (%lld "
@@ -437,7 +446,7 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
 std::vector<std::string> PlanPerBatchStage::report_lines() const {
   std::vector<std::string> lines = DeterministicProductsStage::report_lines();  // plan, drop, kept tiles
   if (lines.size() < 2) return lines;
-  if (sorted_c_in_dc_ && forward_chunk_rows_ == last_problem_.v) lines[0] += "; sorted C in dC's output";
+  if (sorted_c_in_dc_) lines[0] += "; sorted C in dC's output";
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
   std::string rule = s08::describe_eps(eps);
   if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, dropped_mass_budget());

@@ -165,10 +165,12 @@ constexpr const char* kDenseDcWorkspaceItem = "dense plan: cuBLASLt workspace of
 constexpr const char* kDenseDeRowsItem = "dense plan: dE of a chunk fp32 [chunk rows, D] (bf16)";
 constexpr const char* kDenseGradScaleItem = "dense plan: per-token grad scale [N]";
 // The target's term apart (bf16): S_it of each row; with dC, the rows sorted by
-// target and the runs; for one chunk, Q's columns of the targets and dC's rows
-// of the targets in fp32 (dense_backward.cu, target_rows_kernel).
+// target and the runs; for one chunk, the norms that choose the rows summed
+// whole, Q's columns of their tokens and their rows of dC in fp32
+// (dense_backward.cu, write_target_rows_of_one_chunk).
 constexpr const char* kDenseTargetTermItem = "dense plan: S_it of each row fp32 [N] (bf16)";
-constexpr const char* kDenseTargetSortItem = "dense plan: rows sorted by target, runs [6][N] (bf16, dC)";
+constexpr const char* kDenseTargetSortItem = "dense plan: rows sorted by target, runs [8][N] (bf16, dC)";
+constexpr const char* kDenseTargetNormsItem = "dense plan: target rows' norms fp32 [N, D/256, 2] (bf16, dC, one chunk)";
 constexpr const char* kDenseTargetTempItem = "dense plan: the target sort's and scan's scratch (bf16, dC)";
 constexpr const char* kDenseTargetColumnsItem = "dense plan: Q's columns of the targets bf16 [chunk rows, N] (bf16, dC, one chunk)";
 constexpr const char* kDenseTargetSumsItem = "dense plan: dC's rows of the targets fp32 [N, D] (bf16, dC, one chunk)";
@@ -180,9 +182,17 @@ DenseChunks plan_dense_chunks(const Problem& problem, int64_t rows = 0);
 // scratch for a chunk and, for bf16, a chunk's dE rows in fp32 and (with a
 // dC) dC's fp32 accumulator (several chunks) or its product's workspace (one).
 std::vector<MemoryItem> dense_chunk_items(const Problem& problem, const DenseChunks& chunks, bool with_dc);
+// dC's rows of the batch's target tokens (bf16 inputs, with dC): how many, and
+// how many were summed whole in fp32 before their one rounding (several
+// chunks: all; one chunk: those whose product part is over a quarter of the
+// row, the others the product's rounded row plus the target terms).
+struct DenseTargetRows {
+  int64_t runs = 0, whole = 0;
+};
 // loss, LSE, dE and dC (unless null) completely, from dense_chunk_items's scratch.
-void dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
-                             float* lse, const float* upstream, void* de, void* dc, cudaStream_t stream);
+DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch,
+                                        float* loss, float* lse, const float* upstream, void* de, void* dc,
+                                        cudaStream_t stream);
 
 // What plans the next batch before its forward: the last decision of this
 // problem, and how many batches ran dense since it without deciding.
@@ -278,6 +288,7 @@ struct PlanChoice {
   DenseSlabs slabs;             // the dense plan's after a forward
   bool before_forward = false;  // the dense plan before the forward (loss_and_gradient): kept_fraction is the last decision's
   DenseChunks chunks;           // its chunks
+  DenseTargetRows target_rows;  // its target rows of dC
   int64_t sample_rows = 0;      // > 0: this batch decided on a sample of that many rows
   int64_t head_tiles = 0;       // the sparse plan's dense head (0: none)
 };
@@ -358,6 +369,8 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   }
   std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
   void release_workspace() override { scratch_.release(), sample_scratch_.release(); }
+  // Stage 09's forward, sorted C in the work buffer (forward_into_dc puts it in dC's output).
+  void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override;
   void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                 cudaStream_t stream) override;
   // The dense plan before the forward when dense_before_forward says so; else

@@ -329,9 +329,11 @@ TEST(CheckOutputsApproximation, LeftOutTermsPassOnlyWithinWhatTheStageDeclares) 
 // A stage that makes S_ij = α_i·q_ij (stage 10's bf16 chunks: q = exp(z − z_t)
 // rounded to bf16, the target's entry 0 and its term S_it added apart, α_i =
 // g_i·exp(z_t − LSE_i)) declares that dC's product takes α_i·E_i rounded to
-// bf16 (GradientApproximation::scaled_rows_rounding): the gradient made that
-// way passes the check with the declaration, and the same with α_i·E_i
-// rounded to 4 significant bits fails it.
+// bf16 and that a target token's row may have its product part rounded before
+// the target terms join it (GradientApproximation::scaled_rows_rounding): the
+// gradient made that way, every row's product part rounded first (the most the
+// declaration allows), passes the check with the declaration, and the same
+// with α_i·E_i rounded to 4 significant bits fails it.
 double round_to_bits(double x, int bits) {  // to nearest (no subnormals at these sizes)
   if (x == 0.0 || !std::isfinite(x)) return x;
   int exponent = 0;
@@ -342,8 +344,8 @@ double round_to_bits(double x, int bits) {  // to nearest (no subnormals at thes
 std::vector<std::vector<double>> gradient_from_scaled_rows(const Fixture& f, int scaled_row_bits) {
   const Problem& p = f.p;
   const int64_t n_valid = count_valid_targets(p, f.in.targets);
-  std::vector<double> de(static_cast<size_t>(p.n * p.d), 0.0), dc(static_cast<size_t>(p.v * p.d), 0.0);
-  std::vector<double> z(p.v), scaled_row(p.d);
+  std::vector<double> de(static_cast<size_t>(p.n * p.d), 0.0), product(static_cast<size_t>(p.v * p.d), 0.0);
+  std::vector<double> target_part(static_cast<size_t>(p.v * p.d), 0.0), z(p.v), scaled_row(p.d);
   for (int64_t i = 0; i < p.n; ++i) {
     const int64_t t = f.in.targets[i];
     const double g = upstream_for_token(p, f.upstream, n_valid, i, t);
@@ -358,14 +360,16 @@ std::vector<std::vector<double>> gradient_from_scaled_rows(const Fixture& f, int
       const double q = j == t ? 0.0 : round_to_bits(std::exp(z[j] - z[t]), 8);
       for (int64_t k = 0; k < p.d; ++k) {
         de[i * p.d + k] += alpha * q * f.in.c[j * p.d + k];
-        dc[j * p.d + k] += q * scaled_row[k];
+        product[j * p.d + k] += q * scaled_row[k];
       }
     }
     for (int64_t k = 0; k < p.d; ++k) {  // the target's term, apart
       de[i * p.d + k] += target_term * f.in.c[t * p.d + k];
-      dc[t * p.d + k] += target_term * f.in.e[i * p.d + k];
+      target_part[t * p.d + k] += target_term * f.in.e[i * p.d + k];
     }
   }
+  std::vector<double> dc(product.size());
+  for (size_t x = 0; x < dc.size(); ++x) dc[x] = round_to_bits(product[x], 8) + target_part[x];
   return {de, dc};
 }
 

@@ -1138,6 +1138,10 @@ TEST(PlanPerBatch, LongRunsOfOneTargetInTheDenseChunks) {
       const std::string what = "D = " + std::to_string(d) + (chunked ? ", chunks of 300 rows" : ", one chunk");
       const DropRun run = run_stage10(p, in, upstream, flags);
       EXPECT_EQ(run.stats.plan.plan, s10::BackwardPlan::kDense) << what;
+      EXPECT_EQ(run.stats.plan.target_rows.runs, 2) << what;
+      if (chunked) {
+        EXPECT_EQ(run.stats.plan.target_rows.whole, 2) << what << ": dC's fp32 accumulator sums them whole";
+      }
       expect_exact_reference_check(p, in, run, upstream, what);
       const DropRun again = run_stage10(p, in, upstream, flags);
       EXPECT_TRUE(again.out.de == run.out.de && again.out.dc == run.out.dc) << what << ": differs over two runs";
@@ -1149,8 +1153,8 @@ TEST(PlanPerBatch, LongRunsOfOneTargetInTheDenseChunks) {
 // about half its softmax and half the rows have it as target, with rows of E
 // near one direction, so that Σ_i g_i·p_i7·E_i and the target terms
 // Σ_{t_i = 7} g_i·(−1)·E_i nearly cancel (asserted: the row is under a tenth
-// of its non-target part). The one chunk sums the targets' rows whole in fp32
-// and rounds them once: the row's error stays within 4× that of the sparse
+// of its non-target part). The one chunk sums such a row whole in fp32 (its
+// product part is over a quarter of it) and rounds it once: the row's error stays within 4× that of the sparse
 // plan keeping every pair (S rounded per entry, as eager PyTorch rounds its
 // gradient; 3.0× on an H200 with the target's term inside Q's product, where
 // α_i·E_i's rounding adds up over rows this alike). Adding the target terms to
@@ -1202,6 +1206,7 @@ TEST(PlanPerBatch, DenseChunksRoundAFrequentTokensDcOnce) {
   const DropRun dense = run_stage10(p, in, upstream, {"--plan", "dense"});
   ASSERT_TRUE(dense.stats.plan.before_forward);
   ASSERT_EQ(dense.stats.plan.chunks.count, 1) << "one chunk: dC rounded by its product";
+  EXPECT_GE(dense.stats.plan.target_rows.whole, 1) << "no target row summed whole";
   const DropRun exact = run_stage10(p, in, upstream, {"--plan", "sparse", "--keep-all"});
   double cancel = 0.0;
   const double dense_error = dense_row_error(p, in, upstream, dense.out.dc, kToken, &cancel);
@@ -1210,7 +1215,9 @@ TEST(PlanPerBatch, DenseChunksRoundAFrequentTokensDcOnce) {
   EXPECT_LT(dense_error, 4.0 * exact_error + 1e-6)
       << "dense chunk " << dense_error << ", sparse keeping all " << exact_error << " (cancellation " << cancel << "×)";
   std::printf("frequent token's dC row: relative L2 error dense chunk %.3g, sparse keeping all %.3g; "
-              "the row is 1/%.0f of its non-target part\n", dense_error, exact_error, cancel);
+              "the row is 1/%.0f of its non-target part; %lld of %lld target rows summed whole\n", dense_error,
+              exact_error, cancel, static_cast<long long>(dense.stats.plan.target_rows.whole),
+              static_cast<long long>(dense.stats.plan.target_rows.runs));
 }
 
 // The chunks keep bf16 inputs' logits as q = exp(z − R_i)·softcap' against the
@@ -1223,7 +1230,8 @@ TEST(PlanPerBatch, DenseChunksRoundAFrequentTokensDcOnce) {
 // On a flat softmax (random inputs: p_it near 1/V) the target's term dominates
 // its rows of dE and dC; the dense chunks must not round it beyond S's own
 // rounding: their relative L2 errors within 1.3× those of the dense plan after a
-// forward, which makes S in fp32 and rounds it once (eager's arithmetic).
+// forward, which makes S in fp32 and rounds it once (eager's arithmetic). No
+// target row's product part is a quarter of it: none is summed whole.
 // Rounded through Q's target entry (about −V) and α_i·E_i they were 1.4× (dE) and
 // 3.5× (dC) eager's at gemma2_flat on an H200.
 double relative_l2(const std::vector<float>& x, const std::vector<double>& ref) {
@@ -1243,6 +1251,8 @@ TEST(PlanPerBatch, DenseChunksKeepAFlatRowsTargetTermExact) {
   const ReferenceResult ref = reference_cross_entropy(p, in, options);
   const DropRun chunks = run_stage10(p, in, upstream, {"--plan", "dense"});
   ASSERT_TRUE(chunks.stats.plan.before_forward);
+  EXPECT_GT(chunks.stats.plan.target_rows.runs, 400) << "random targets: about 500 tokens";
+  EXPECT_EQ(chunks.stats.plan.target_rows.whole, 0) << "a flat row's product part is far below its target terms";
   const DropRun slabs = run_stage10(p, in, upstream, {"--plan", "dense"}, Calls::kApart);
   ASSERT_FALSE(slabs.stats.plan.before_forward);
   const double de_chunks = relative_l2(chunks.out.de, ref.de), de_slabs = relative_l2(slabs.out.de, ref.de);
