@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# For the next session, on branch wip/last-wait-before-de (or main with `git apply docs/wip/last_wait_before_de.patch`):
+# For the next session, on branch wip/last-wait-before-de (or main with `git apply docs/wip/last_wait_before_de.patch`),
+# best merged with wip/plan-line-in-stage-10 (docs/wip/plan_line_in_stage_10.patch), whose tests are among stage 10's:
 # one dense chunk queues dC's product and its target rows (the call's last wait) before dE's product. Build; stage
 # 10's tests; memcheck of a dense chunk with dC; the
 # inputs of gemma2_flat and lm128k's trained data; bench/stage_timeline.py through the op with the host's calls at
