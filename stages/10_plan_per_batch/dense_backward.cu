@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kSlabThreads)
                                const int* __restrict__ run_of, int64_t n, int64_t v,
                                const float* __restrict__ target_term, const __nv_bfloat16* __restrict__ e, int64_t d,
                                __nv_bfloat16* __restrict__ dc, float* __restrict__ norms) {
-  __shared__ float part_sq[kSlabThreads], row_sq[kSlabThreads];
+  __shared__ float scratch[32];
   const int64_t first = blockIdx.x;
   if (!starts_a_run(sorted_key, first, v)) return;
   const int key = sorted_key[first];
@@ -325,18 +325,11 @@ __global__ void __launch_bounds__(kSlabThreads)
     row = part + terms;
     *out = __float2bfloat16(row);
   }
-  part_sq[threadIdx.x] = part * part, row_sq[threadIdx.x] = row * row;
-  __syncthreads();
-  for (int half = kSlabThreads / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) {
-      part_sq[threadIdx.x] += part_sq[threadIdx.x + half];
-      row_sq[threadIdx.x] += row_sq[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
+  const float part_sq = block_reduce_sum(part * part, scratch);
+  const float row_sq = block_reduce_sum(row * row, scratch);
   if (threadIdx.x == 0) {
     float* out = norms + (static_cast<int64_t>(run_of[first] - 1) * gridDim.y + blockIdx.y) * 2;
-    out[0] = part_sq[0], out[1] = row_sq[0];
+    out[0] = part_sq, out[1] = row_sq;
   }
 }
 // A row whose product part is at most this share of it keeps the rounded
