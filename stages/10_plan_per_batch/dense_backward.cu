@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kSlabThreads)
                                const int* __restrict__ run_of, int64_t n, int64_t v,
                                const float* __restrict__ target_term, const __nv_bfloat16* __restrict__ e, int64_t d,
                                __nv_bfloat16* __restrict__ dc, float* __restrict__ norms) {
-  __shared__ float part_sq[kSlabThreads], row_sq[kSlabThreads];
+  __shared__ float scratch[32];
   const int64_t first = blockIdx.x;
   if (!starts_a_run(sorted_key, first, v)) return;
   const int key = sorted_key[first];
@@ -325,18 +325,11 @@ __global__ void __launch_bounds__(kSlabThreads)
     row = part + terms;
     *out = __float2bfloat16(row);
   }
-  part_sq[threadIdx.x] = part * part, row_sq[threadIdx.x] = row * row;
-  __syncthreads();
-  for (int half = kSlabThreads / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) {
-      part_sq[threadIdx.x] += part_sq[threadIdx.x + half];
-      row_sq[threadIdx.x] += row_sq[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
+  const float part_sq = block_reduce_sum(part * part, scratch);
+  const float row_sq = block_reduce_sum(row * row, scratch);
   if (threadIdx.x == 0) {
     float* out = norms + (static_cast<int64_t>(run_of[first] - 1) * gridDim.y + blockIdx.y) * 2;
-    out[0] = part_sq[0], out[1] = row_sq[0];
+    out[0] = part_sq, out[1] = row_sq;
   }
 }
 // A row whose product part is at most this share of it keeps the rounded
@@ -897,6 +890,7 @@ DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunk
   const bool target_rows_apart = q && dc != nullptr;
   const TargetRows targets_sorted = target_rows_apart ? target_rows(p, chunks.count == 1, scratch) : TargetRows{};
   const int64_t runs = target_rows_apart ? sort_rows_by_target(p, in.targets.get(), targets_sorted, stream) : 0;
+  DenseTargetRows rows_written{runs, runs};  // one chunk: whole set by its target rows below
   const int s_pitch = to_int(chunks.pitch);  // S in place of fp32 logits, or q in bf16
   const float one = 1.0f, zero = 0.0f;
   cublasHandle_t handle = cublas_handle_on(stream);
@@ -941,6 +935,25 @@ DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunk
       });
       CCE_CHECK_LAUNCH();
     }
+    // dC before dE: one chunk's target rows end in a wait for a count, and dE's product, queued after it, keeps
+    // the GPU busy while the host returns to the caller.
+    if (dc != nullptr) {
+      // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V] (q: (α ∘ E_rows)ᵀ · Q).
+      const void* e_factor = q ? static_cast<const void*>(scales.e_scaled) : e_rows;
+      if (dc_workspace != nullptr) {
+        product_to_bf16_rounded_once(d, v, to_int(n_rows), e_factor, d, logits, s_pitch, dc, d, dc_workspace, stream);
+      } else {
+        const float* beta = first == 0 ? &zero : &one;
+        CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, to_int(n_rows), &one, e_factor, type, d,
+                                      logits, type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT));
+      }
+      if (dc_acc == nullptr && runs > 0)  // one chunk: the targets' rows of dC, over what the product wrote
+        rows_written.whole = write_target_rows_of_one_chunk(
+            p, targets_sorted, runs, scales.target_term, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
+            static_cast<const __nv_bfloat16*>(logits), chunks.pitch, scales.e_scaled,
+            static_cast<__nv_bfloat16*>(dc), stream);
+    }
     // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows] (q: Qᵀ), written once.
     void* de_rows = static_cast<unsigned char*>(de) + first * p.d * element;
     CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, to_int(n_rows), v, &one, in.c.get(), type, d,
@@ -952,35 +965,18 @@ DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunk
           reinterpret_cast<const __nv_bfloat16*>(in.c.get()), p.d, static_cast<__nv_bfloat16*>(de_rows));
       CCE_CHECK_LAUNCH();
     }
-    if (dc == nullptr) continue;  // a frozen classifier
-    // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V] (q: (α ∘ E_rows)ᵀ · Q).
-    const void* e_factor = q ? static_cast<const void*>(scales.e_scaled) : e_rows;
-    if (dc_workspace != nullptr) {
-      product_to_bf16_rounded_once(d, v, to_int(n_rows), e_factor, d, logits, s_pitch, dc, d, dc_workspace, stream);
-    } else {
-      const float* beta = first == 0 ? &zero : &one;
-      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, to_int(n_rows), &one, e_factor, type, d,
-                                    logits, type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
-    }
   }
   finish_loss(p, per_token, in.targets.get(), loss, stream);
-  if (dc_acc != nullptr) s06::cast_to_bf16(dc_acc, dc, p.v * p.d, stream);
-  DenseTargetRows rows_written{runs, runs};
+  if (dc_acc == nullptr) return rows_written;
+  s06::cast_to_bf16(dc_acc, dc, p.v * p.d, stream);
   if (runs == 0) return rows_written;
-  // The targets' rows of dC, over what the product or the cast wrote.
+  // Several chunks: the targets' rows of dC from the fp32 sums, over what the cast wrote.
   const TargetRows& t = targets_sorted;
-  const auto* e = reinterpret_cast<const __nv_bfloat16*>(in.e.get());
-  if (dc_acc == nullptr) {
-    rows_written.whole = write_target_rows_of_one_chunk(p, t, runs, scales.target_term, e,
-                                                        static_cast<const __nv_bfloat16*>(logits), chunks.pitch,
-                                                        scales.e_scaled, static_cast<__nv_bfloat16*>(dc), stream);
-    return rows_written;
-  }
   const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>(target_column_blocks(p.d)));
   target_rows_kernel<<<grid, kSlabThreads, 0, stream>>>(t.sorted_key, t.sorted_row, t.run_of, p.n, p.v,
-                                                        scales.target_term, e, p.d, dc_acc, nullptr,
-                                                        static_cast<__nv_bfloat16*>(dc));
+                                                        scales.target_term,
+                                                        reinterpret_cast<const __nv_bfloat16*>(in.e.get()), p.d,
+                                                        dc_acc, nullptr, static_cast<__nv_bfloat16*>(dc));
   CCE_CHECK_LAUNCH();
   return rows_written;
 }
