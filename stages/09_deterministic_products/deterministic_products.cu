@@ -203,7 +203,6 @@ void DeterministicProductsStage::forward(const DeviceInputs& in, float* loss, fl
   const Problem& p = in.problem;
   last_problem_ = p;
   stats_ready_ = false;
-  forward_chunk_rows_ = 0;
   if (!backward_follows_) {
     scratch_.allocate(s08::loss_only_items(p));
     s08::loss_only_forward(in, scratch_, loss, lse, stream);
@@ -213,7 +212,6 @@ void DeterministicProductsStage::forward(const DeviceInputs& in, float* loss, fl
   scratch_.allocate(s08::sorted_forward_items(p, forward_plan(plan)));
   s08::sorted_forward(in, forward_plan(plan), s08::sorted_forward_buffers(scratch_), loss, lse, scratch_, stream);
   stats_ready_ = true;
-  forward_chunk_rows_ = plan.chunk_rows;
 }
 
 void compute_grad_scale(const DeviceInputs& in, const float* upstream, const BackwardBuffers& buffers,
@@ -297,20 +295,24 @@ std::vector<int> DeterministicProductsStage::vocabulary_order() const {
   return order;
 }
 
-std::vector<std::string> DeterministicProductsStage::report_lines() const {
-  std::vector<std::string> lines;
-  if (last_problem_.n == 0) return lines;
-  const DropPlan plan = plan_for(last_problem_);
+std::string describe_drop_plan(const DropPlan& plan, int64_t forward_chunk_rows) {
   char buf[384];
   std::snprintf(buf, sizeof buf,
                 "plan         %lld sorted tiles of %lld x %lld token blocks; forward chunks of %lld rows of C; "
                 "%lld S tiles per backward chunk (work buffer %lld, dE output %lld, statistics %lld)",
                 static_cast<long long>(plan.tiles), static_cast<long long>(plan.tile_cols),
-                static_cast<long long>(plan.token_blocks),
-                static_cast<long long>(forward_chunk_rows_ > 0 ? forward_chunk_rows_ : plan.chunk_rows),
+                static_cast<long long>(plan.token_blocks), static_cast<long long>(forward_chunk_rows),
                 static_cast<long long>(plan.chunk_slots()), static_cast<long long>(plan.slot_capacity),
                 static_cast<long long>(plan.spill_slot_capacity), static_cast<long long>(plan.stats_slot_capacity));
-  lines.push_back(buf);
+  return buf;
+}
+
+std::vector<std::string> DeterministicProductsStage::report_lines() const {
+  std::vector<std::string> lines;
+  if (last_problem_.n == 0) return lines;
+  const DropPlan plan = plan_for(last_problem_);
+  lines.push_back(describe_drop_plan(plan, plan.chunk_rows));
+  char buf[384];
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
   std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s", s08::describe_eps(eps).c_str(),
                 no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC");

@@ -126,6 +126,10 @@ struct DropStats {
   float eps = 0.0f;                   // the eps the last backward decided with
 };
 
+// The report's plan line: tiles, token blocks, the forward's chunk of sorted C
+// (forward_chunk_rows), the backward's chunks and buffers.
+std::string describe_drop_plan(const DropPlan& plan, int64_t forward_chunk_rows);
+
 class DeterministicProductsStage : public Stage {
  public:
   std::string name() const override { return "09_deterministic_products"; }
@@ -175,7 +179,6 @@ class DeterministicProductsStage : public Stage {
   bool keep_all_ = false, no_correction_ = false, no_dc_correction_ = false;
   bool backward_follows_ = false;
   bool stats_ready_ = false;
-  int64_t forward_chunk_rows_ = 0;  // rows of sorted C the last forward gathered at once (0: it gathered none)
   Problem last_problem_;
   DropStats stats_;
   SideStream side_;

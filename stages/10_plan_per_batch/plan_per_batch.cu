@@ -272,7 +272,7 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   const DenseChunks chunks = plan_dense_chunks(p, chunk_rows_flag_);
   scratch_.allocate(dense_chunk_items(p, chunks, dc != nullptr));
   const DenseTargetRows target_rows = dense_loss_and_gradient(in, chunks, scratch_, loss, lse, upstream, de, dc, stream);
-  forward_chunk_rows_ = 0, sorted_c_in_dc_ = false;  // no sorted forward ran
+  sorted_c_in_dc_ = false;  // no sorted forward ran
   ++history_.dense_since;
   last_problem_ = p;
   stats_ready_ = false;
@@ -310,7 +310,6 @@ void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float*
   s08::sorted_forward(in, whole, buffers, loss, lse, scratch_, stream);
   last_problem_ = p;
   stats_ready_ = true;
-  forward_chunk_rows_ = p.v;
   sorted_c_in_dc_ = true;
 }
 
@@ -446,7 +445,8 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
 std::vector<std::string> PlanPerBatchStage::report_lines() const {
   std::vector<std::string> lines = DeterministicProductsStage::report_lines();  // plan, drop, kept tiles
   if (lines.size() < 2) return lines;
-  if (sorted_c_in_dc_) lines[0] += "; sorted C in dC's output";
+  if (sorted_c_in_dc_)  // forward_into_dc: one chunk of all V rows, in dC's output
+    lines[0] = s09::describe_drop_plan(plan_for(last_problem_), last_problem_.v) + "; sorted C in dC's output";
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
   std::string rule = s08::describe_eps(eps);
   if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, dropped_mass_budget());
