@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 36, call 1 (a fresh machine; carries QuACK's wheel part.00 and rest/ for call 3): branch wip/s36 = main +
+# Session 36, call 1 (a fresh machine; carries the first third of a tar of QuACK's wheels, .quack-wheels/s36/q.00): branch wip/s36 = main +
 # wip/last-wait-before-de (one dense chunk queues dC's product and its target rows, the call's last wait, before dE's
 # product) + wip/plan-line-in-stage-10 (stage 09 without stage 10's hook). Build; stage 10's tests; memcheck of a dense
 # chunk with dC; the inputs of gemma2_flat and lm128k's trained data; bench/stage_timeline.py through the op with the
@@ -8,7 +8,7 @@
 set -o pipefail
 T0=$SECONDS
 R=$OUT/call1; mkdir -p $R /tmp/q /tmp/s36
-cp -r .quack-wheels/part.00 .quack-wheels/rest /tmp/q/ 2>/dev/null
+cp .quack-wheels/s36/q.00 /tmp/q/ 2>/dev/null
 nvidia-smi -L > $R/gpu.txt; git rev-parse HEAD > $R/commit.txt; git status --short > $R/status.txt
 (cmake -S . -B /tmp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build) > $R/build.log 2>&1 || { grep -B2 -A8 error $R/build.log | head -40; exit 1; }
 echo "build $((SECONDS-T0)) s"
