@@ -26,7 +26,7 @@ for round in 1 2 3; do
     CCE_COMMIT=$(git rev-parse --short HEAD) timeout 100 $S $a --dtype bf16 --backward --gpus 1 --iters 20 \
       --json $R/${shape}_p1_r$round.json > $R/${shape}_p1_r$round.txt 2>&1
     echo "r$round $shape P=1 rc $?: $(grep -E '^  time' $R/${shape}_p1_r$round.txt | tr -s ' ' | cut -c1-160)"
-    [ $((SECONDS-T0)) -gt 470 ] && break 2
+    [ $((SECONDS-T0)) -gt 380 ] && break 2
   done
 done
 grep -h -E "^  (plan|joined|memory)" $R/*_r1.txt | cut -c1-200 | head -20
