@@ -13,12 +13,19 @@ kernel, torch.cuda._sleep), as a training step queues the loss behind the model'
 the stage's first kernel then runs while the GPU is busy. The events enclose the spin and the call; "ahead_alone"
 times the spin by itself, so that call = case − ahead_alone.
 
+Then "split": c_call and op_with_backward again, with cce_run wrapped so that two more CUDA events and host clocks
+mark the C call: before (its start) and after (its return). The GPU, idle at the start, reaches `before` when the
+host does, so before − start is the host's time before the stage (the prefix); after − before is the stage until its
+last kernel ends or the host returns, whichever is later; end − after is the GPU time the host's work after the C
+call adds (autograd's backward, when it outlasts the stage's queued work). host_*: the same three spans on the host's
+clock. The wrapper's own cost (two event records) falls on both cases.
+
     python3 python/op_overhead_probe.py build/python OUT.json
 
 The inputs are the files peers.py reads: /tmp/cce-inputs/gemma2, /tmp/cce-inputs/gemma2_flat (when there) and
 /tmp/lm-gen/lm32k, {e,c,targets}.npy, written by stage 01's --save (bench/peers.py's save_command; lm32k at its
 dims with the realistic generator: --n 8192 --d 768 --v 32000)."""
-import ctypes, json, os, statistics, sys, time
+import collections, ctypes, json, os, statistics, sys, time
 import numpy as np
 import torch
 sys.path.insert(0, sys.argv[1])
@@ -47,6 +54,46 @@ def sleep_cycles(ms, probe=1_000_000):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record(); torch.cuda._sleep(probe); end.record(); end.synchronize()
     return int(probe * ms / start.elapsed_time(end))
+
+class MarkedLib:
+    """cs._lib with cce_run between two CUDA events and two host clocks (the split's marks)."""
+    def __init__(self, real):
+        self.real = real
+        self.before, self.after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.host_before = self.host_after = 0.0
+    def cce_run(self, *args):
+        self.host_before = time.perf_counter(); self.before.record()
+        status = self.real.cce_run(*args)
+        self.after.record(); self.host_after = time.perf_counter()
+        return status
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+def split_timed(cases, reps=30, warm=3):
+    """Each case timed as timed_together does, its C call marked (the docstring's "split"); medians."""
+    real = cs._lib
+    marked = cs._lib = MarkedLib(real)
+    try:
+        for fn, clear in cases.values():
+            for _ in range(warm):
+                clear(); fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        spans = {k: collections.defaultdict(list) for k in cases}
+        for _ in range(reps):
+            for name, (fn, clear) in cases.items():
+                clear(); torch.cuda.synchronize()
+                h0 = time.perf_counter(); start.record(); fn(); end.record(); h1 = time.perf_counter()
+                end.synchronize()
+                got = spans[name]
+                got["prefix_ms"].append(start.elapsed_time(marked.before))
+                got["stage_ms"].append(marked.before.elapsed_time(marked.after))
+                got["after_call_ms"].append(marked.after.elapsed_time(end))
+                got["host_prefix_ms"].append((marked.host_before - h0) * 1e3)
+                got["host_call_ms"].append((marked.host_after - marked.host_before) * 1e3)
+                got["host_after_call_ms"].append((h1 - marked.host_after) * 1e3)
+        return {k: {span: statistics.median(v) for span, v in got.items()} for k, got in spans.items()}
+    finally:
+        cs._lib = real
 
 QUEUED_MS = 0.5
 SLEEP_CYCLES = sleep_cycles(QUEUED_MS)
@@ -81,5 +128,6 @@ for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("gemma2_flat", "/tm
     behind = lambda fn: (lambda: (ahead(), fn()))
     out["shapes"][shape]["queued"] = timed_together(
         {"ahead_alone": (ahead, nothing), "c_call": (behind(raw), nothing), "op_with_backward": (behind(full), clear)})
+    out["shapes"][shape]["split"] = split_timed({"c_call": (raw, nothing), "op_with_backward": (full, clear)})
     print(shape, json.dumps(out["shapes"][shape]))
 json.dump(out, open(sys.argv[2], "w"), indent=1)
