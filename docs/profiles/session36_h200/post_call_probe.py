@@ -1,7 +1,9 @@
 """Session 36, call 7: where the op's host time after the C call goes (call 6's split: 0.56 ms at lm32k's shape,
 0.93 at gemma2's). Host clocks, a synchronization before each call as the probe's cases: linear_cross_entropy(E, C,
 t).backward() with marks at cce_run's start and return, the op's return (after the Function's apply), the Function's
-backward entered and left, and .backward()'s return. Medians of 30 after 3 warm-ups.
+backward entered and left, and .backward()'s return. Medians of 30 after 3 warm-ups. Each shape twice: autograd's
+engine as by default (a CUDA graph's backward on the engine's thread for that device, the caller waiting), then under
+torch.autograd.set_multithreading_enabled(False) (on the caller's thread): the part of the time that is the hand-over.
 
     python3 post_call_probe.py BUILD/python OUT.json"""
 import json, statistics, sys, time
@@ -27,12 +29,7 @@ def marked_backward(ctx, g):
     return out
 cs._EagerLossAndGrad.backward = staticmethod(marked_backward)
 
-out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "shapes": {}}
-for shape, folder in (("lm32k", "/tmp/lm-gen/lm32k"), ("gemma2", "/tmp/cce-inputs/gemma2")):
-    e = torch.from_numpy(np.load(folder + "/e.npy")).cuda().bfloat16()
-    c = torch.from_numpy(np.load(folder + "/c.npy")).cuda().bfloat16()
-    t = torch.from_numpy(np.load(folder + "/targets.npy")).cuda().long()
-    E, C = e.detach().requires_grad_(True), c.detach().requires_grad_(True)
+def timed_spans(E, C, t):
     spans = {}
     for rep in range(33):
         E.grad = None; C.grad = None; marks.clear(); torch.cuda.synchronize()
@@ -46,7 +43,18 @@ for shape, folder in (("lm32k", "/tmp/lm-gen/lm32k"), ("gemma2", "/tmp/cce-input
                            ("scalings", m["scale_start"], m["scale_end"]),
                            ("backward_left_to_return", m["bw_exit"], h2)):
             spans.setdefault(name, []).append((b - a) * 1e6)
-    out["shapes"][shape] = {k: statistics.median(v) for k, v in spans.items()}
-    print(shape, " ".join("%s %.1f us" % kv for kv in out["shapes"][shape].items()))
+    return {k: statistics.median(v) for k, v in spans.items()}
+
+out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "shapes": {}}
+for shape, folder in (("lm32k", "/tmp/lm-gen/lm32k"), ("gemma2", "/tmp/cce-inputs/gemma2")):
+    e = torch.from_numpy(np.load(folder + "/e.npy")).cuda().bfloat16()
+    c = torch.from_numpy(np.load(folder + "/c.npy")).cuda().bfloat16()
+    t = torch.from_numpy(np.load(folder + "/targets.npy")).cuda().long()
+    E, C = e.detach().requires_grad_(True), c.detach().requires_grad_(True)
+    out["shapes"][shape] = {"engine_thread": timed_spans(E, C, t)}
+    with torch.autograd.set_multithreading_enabled(False):
+        out["shapes"][shape]["caller_thread"] = timed_spans(E, C, t)
+    for how, spans in out["shapes"][shape].items():
+        print(shape, how, " ".join("%s %.1f us" % kv for kv in spans.items()))
     del e, c, E, C
 json.dump(out, open(sys.argv[2], "w"), indent=1)
