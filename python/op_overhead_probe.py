@@ -31,22 +31,30 @@ import torch
 sys.path.insert(0, sys.argv[1])
 import cce_stages as cs
 
-def timed_together(cases, reps=30, warm=3):
+def in_turns(cases, spans, reps=30, warm=3):
     """Each case is (fn, clear); the repetitions take the cases in turn, so that a drift of the GPU's clocks
-    falls on all of them alike."""
+    falls on all of them alike. spans(start, end, h0, h1) names what one repetition measured (the CUDA events
+    and host clocks around the call); returns each case's lists of them."""
     for fn, clear in cases.values():
         for _ in range(warm):
             clear(); fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    gpu, host = {k: [] for k in cases}, {k: [] for k in cases}
+    got = {k: collections.defaultdict(list) for k in cases}
     for _ in range(reps):
         for name, (fn, clear) in cases.items():
             clear(); torch.cuda.synchronize()
             h0 = time.perf_counter(); start.record(); fn(); end.record(); h1 = time.perf_counter()
             end.synchronize()
-            gpu[name].append(start.elapsed_time(end)); host[name].append((h1 - h0) * 1e3)
-    return {k: {"gpu_ms_median": statistics.median(gpu[k]), "gpu_ms_min": min(gpu[k]), "gpu_ms_max": max(gpu[k]),
-                "host_ms_median": statistics.median(host[k])} for k in cases}
+            for span, value in spans(start, end, h0, h1).items():
+                got[name][span].append(value)
+    return got
+
+def timed_together(cases, reps=30, warm=3):
+    """The GPU's time of each case (median, min, max) and the host's time to return from it (median)."""
+    got = in_turns(cases, lambda start, end, h0, h1: {"gpu": start.elapsed_time(end), "host": (h1 - h0) * 1e3},
+                   reps, warm)
+    return {k: {"gpu_ms_median": statistics.median(g["gpu"]), "gpu_ms_min": min(g["gpu"]),
+                "gpu_ms_max": max(g["gpu"]), "host_ms_median": statistics.median(g["host"])} for k, g in got.items()}
 
 def sleep_cycles(ms, probe=1_000_000):
     """torch.cuda._sleep's argument for about `ms` of spinning, from one timed spin of `probe` cycles."""
@@ -73,27 +81,16 @@ def split_timed(cases, reps=30, warm=3):
     """Each case timed as timed_together does, its C call marked (the docstring's "split"); medians."""
     real = cs._lib
     marked = cs._lib = MarkedLib(real)
+    def spans(start, end, h0, h1):
+        return {"prefix_ms": start.elapsed_time(marked.before), "stage_ms": marked.before.elapsed_time(marked.after),
+                "after_call_ms": marked.after.elapsed_time(end), "host_prefix_ms": (marked.host_before - h0) * 1e3,
+                "host_call_ms": (marked.host_after - marked.host_before) * 1e3,
+                "host_after_call_ms": (h1 - marked.host_after) * 1e3}
     try:
-        for fn, clear in cases.values():
-            for _ in range(warm):
-                clear(); fn()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        spans = {k: collections.defaultdict(list) for k in cases}
-        for _ in range(reps):
-            for name, (fn, clear) in cases.items():
-                clear(); torch.cuda.synchronize()
-                h0 = time.perf_counter(); start.record(); fn(); end.record(); h1 = time.perf_counter()
-                end.synchronize()
-                got = spans[name]
-                got["prefix_ms"].append(start.elapsed_time(marked.before))
-                got["stage_ms"].append(marked.before.elapsed_time(marked.after))
-                got["after_call_ms"].append(marked.after.elapsed_time(end))
-                got["host_prefix_ms"].append((marked.host_before - h0) * 1e3)
-                got["host_call_ms"].append((marked.host_after - marked.host_before) * 1e3)
-                got["host_after_call_ms"].append((h1 - marked.host_after) * 1e3)
-        return {k: {span: statistics.median(v) for span, v in got.items()} for k, got in spans.items()}
+        got = in_turns(cases, spans, reps, warm)
     finally:
         cs._lib = real
+    return {k: {span: statistics.median(v) for span, v in g.items()} for k, g in got.items()}
 
 QUEUED_MS = 0.5
 SLEEP_CYCLES = sleep_cycles(QUEUED_MS)
