@@ -179,13 +179,18 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
   });
 }
 
-// x [count] (dtype 0 fp32, 1 bf16) *= g, g one float on the device: the op's
-// backward scales the gradient made for an upstream gradient of 1 by autograd's,
-// in place, with no pass over x when g is 1.
-int cce_scale(void* x, int64_t count, int32_t dtype, const float* g, void* stream, char* error, int error_len) {
+// de [de_count] and dc [dc_count] (dtype 0 fp32, 1 bf16; dc NULL: none) *= g,
+// g one float on the device: the op's backward scales the gradient made for
+// an upstream gradient of 1 by autograd's, in place, with no pass over them
+// when g is 1. One call for both: the backward's host path is short.
+int cce_scale(void* de, int64_t de_count, void* dc, int64_t dc_count, int32_t dtype, const float* g, void* stream,
+              char* error, int error_len) {
   return guarded(error, error_len, [&] {
     if (dtype != 0 && dtype != 1) throw InputError("dtype must be 0 (fp32) or 1 (bf16)");
-    scale_in_place(x, count, dtype == 1 ? Dtype::kBFloat16 : Dtype::kFloat32, g, static_cast<cudaStream_t>(stream));
+    const Dtype type = dtype == 1 ? Dtype::kBFloat16 : Dtype::kFloat32;
+    const auto s = static_cast<cudaStream_t>(stream);
+    scale_in_place(de, de_count, type, g, s);
+    if (dc != nullptr) scale_in_place(dc, dc_count, type, g, s);
   });
 }
 

@@ -90,7 +90,7 @@ def _load_library():
     lib.cce_run.argtypes = [p, ctypes.POINTER(_Problem), p, p, p, p, p, p, p, p, p, ctypes.c_char_p, ctypes.c_int]
     lib.cce_set_allocator.argtypes = [_ALLOCATE, _RELEASE, ctypes.c_char_p, ctypes.c_int]
     lib.cce_last_stats.argtypes = [p, p, ctypes.POINTER(_Stats), ctypes.c_char_p, ctypes.c_int]
-    lib.cce_scale.argtypes = [p, ctypes.c_int64, ctypes.c_int32, p, p, ctypes.c_char_p, ctypes.c_int]
+    lib.cce_scale.argtypes = [p, ctypes.c_int64, p, ctypes.c_int64, ctypes.c_int32, p, p, ctypes.c_char_p, ctypes.c_int]
     return lib
 
 
@@ -191,7 +191,8 @@ def _check(e, c, targets, reduction):
         raise TypeError("cce_stages: e and c must both be bfloat16 or both float32; got %s and %s" % (e.dtype, c.dtype))
     if targets.dtype != torch.int64:
         raise TypeError("cce_stages: targets must be int64, got %s" % targets.dtype)
-    if not (e.is_cuda and c.device == e.device and targets.device == e.device):
+    index = e.get_device()  # -1 on the CPU
+    if index < 0 or c.get_device() != index or targets.get_device() != index:
         raise ValueError("cce_stages: e, c and targets must be on one CUDA device; got %s, %s, %s"
                          % (e.device, c.device, targets.device))
     if reduction not in _REDUCTIONS:
@@ -236,7 +237,8 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
     """One call of the stage: the loss; with_grad: then dE and (with_dc) dC for `upstream`. The C interface
     checks the targets (a synchronization, last before the stage runs). Written for the host time before the
     stage's first kernel, which the GPU waits for when nothing else is queued (python/WORKLOG.md)."""
-    e, c, targets = e.contiguous(), c.contiguous(), targets.contiguous()
+    if not (e.is_contiguous() and c.is_contiguous() and targets.is_contiguous()):
+        e, c, targets = e.contiguous(), c.contiguous(), targets.contiguous()
     n, v = e.shape[0], c.shape[0]
     loss = e.new_empty((n,) if reduction == "none" else (), dtype=torch.float32)
     de = torch.empty_like(e) if with_grad else None
@@ -248,7 +250,7 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
                 t.zero_()
         return loss, de, dc
     problem = _problem(n, e.shape[1], v, e.dtype, reduction, softcap, ignore_index)
-    index = e.device.index
+    index = e.get_device()
     if with_grad and upstream is not _ones.get(index):  # the ones of mean and sum are float32 there already
         upstream = upstream.to(device=e.device, dtype=torch.float32).contiguous()
     with _on_device(index):
@@ -268,13 +270,13 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
 @torch.library.custom_op("cce_stages::loss_and_grad", mutates_args=())
 def _loss_and_grad(e: torch.Tensor, c: torch.Tensor, targets: torch.Tensor, stage: str, flags: str, reduction: str,
                    ignore_index: int, softcap: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _run(e, c, targets, _one(e.device), stage, flags, reduction, ignore_index, softcap, True)
+    return _run(e, c, targets, _one(e.get_device()), stage, flags, reduction, ignore_index, softcap, True)
 
 
-def _one(device):
-    if device.index not in _ones:
-        _ones[device.index] = torch.ones((), device=device, dtype=torch.float32)
-    return _ones[device.index]
+def _one(index):
+    if index not in _ones:
+        _ones[index] = torch.ones((), device=torch.device("cuda", index), dtype=torch.float32)
+    return _ones[index]
 
 
 @_loss_and_grad.register_fake
@@ -309,7 +311,7 @@ def _(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap):
 @torch.library.custom_op("cce_stages::loss_and_grad_e", mutates_args=())
 def _loss_and_grad_e(e: torch.Tensor, c: torch.Tensor, targets: torch.Tensor, stage: str, flags: str,
                      reduction: str, ignore_index: int, softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
-    loss, de, _ = _run(e, c, targets, _one(e.device), stage, flags, reduction, ignore_index, softcap, True,
+    loss, de, _ = _run(e, c, targets, _one(e.get_device()), stage, flags, reduction, ignore_index, softcap, True,
                        with_dc=False)
     return loss, de
 
@@ -331,19 +333,22 @@ def _(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap):
 
 
 # The backward of mean and sum: the forward's dE and dC (made for an upstream gradient of 1) times autograd's
-# upstream gradient g. In eager mode they are scaled in place by a kernel that reads g on the device and returns
-# at once when it is 1, as for loss.backward(): no pass over dC's V*D values, no synchronization
+# upstream gradient g. In eager mode they are scaled in place, both in one C call, by a kernel that reads g on the
+# device and returns at once when it is 1, as for loss.backward(): no pass over dC's V*D values, no synchronization
 # (capi_kernels.cu); they are the op's own outputs, which nothing else holds. Traced (torch.compile, opcheck,
-# a tensor subclass), a plain multiplication that the compiler fuses.
-def _scaled(x, g):
-    if type(x) is not torch.Tensor or torch.compiler.is_compiling() or _dispatch_mode() is not None:
-        return x * g.to(torch.float32)  # a 0-dim float32 factor keeps x's dtype (one rounding)
-    g = g.to(device=x.device, dtype=torch.float32).contiguous()
-    index = x.device.index
+# a tensor subclass), a plain multiplication that the compiler fuses. dc may be None (a frozen classifier).
+def _scaled(g, de, dc):
+    if type(de) is not torch.Tensor or torch.compiler.is_compiling() or _dispatch_mode() is not None:
+        g = g.to(torch.float32)  # a 0-dim float32 factor keeps the gradients' dtype (one rounding)
+        return de * g, dc * g if dc is not None else None
+    index = de.get_device()
+    if g.dtype is not torch.float32 or g.get_device() != index:  # loss.backward()'s g is float32 there already
+        g = g.to(device=de.device, dtype=torch.float32)
     with _on_device(index):
-        _raise(_lib.cce_scale(x.data_ptr(), x.numel(), _DTYPES[x.dtype], g.data_ptr(), _raw_stream(index), _error,
-                              _ERROR_BYTES))
-    return x
+        _raise(_lib.cce_scale(de.data_ptr(), de.numel(), dc.data_ptr() if dc is not None else None,
+                              dc.numel() if dc is not None else 0, _DTYPES[de.dtype], g.data_ptr(), _raw_stream(index),
+                              _error, _ERROR_BYTES))
+    return de, dc
 
 
 try:
@@ -369,7 +374,7 @@ def _backward_loss_and_grad(ctx, g_loss, g_de, g_dc):
         de, dc = _grad(e, c, targets, g_loss.to(torch.float32), *ctx.settings)
         return de, dc, None, None, None, None, None, None
     ctx.scaled = True
-    return _scaled(de, g_loss), _scaled(dc, g_loss), None, None, None, None, None, None
+    return _scaled(g_loss, de, dc) + (None, None, None, None, None, None)
 
 
 _loss_and_grad.register_autograd(_backward_loss_and_grad, setup_context=_setup_loss_and_grad)
@@ -390,7 +395,7 @@ def _backward_loss_and_grad_e(ctx, g_loss, g_de):
     if ctx.scaled:  # as _backward_loss_and_grad
         return _grad_e(e, c, targets, g_loss.to(torch.float32), *ctx.settings), None, None, None, None, None, None, None
     ctx.scaled = True
-    return _scaled(de, g_loss), None, None, None, None, None, None, None
+    return _scaled(g_loss, de, None)[0], None, None, None, None, None, None, None
 
 
 _loss_and_grad_e.register_autograd(_backward_loss_and_grad_e, setup_context=_setup_loss_and_grad_e)
@@ -420,19 +425,19 @@ _loss.register_autograd(_backward_loss, setup_context=_setup_loss)
 # a second backward through the same loss (retain_graph) runs the stage again, as the custom ops do.
 class _EagerLossAndGrad(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, e, c, targets, loss, gradients, stage, flags, reduction, ignore_index, softcap):
+    def forward(ctx, e, c, targets, loss, gradients, settings):
         ctx.save_for_backward(e, c, targets)
-        ctx.settings = (stage, flags, reduction, ignore_index, softcap)
+        ctx.settings = settings  # (stage, flags, reduction, ignore_index, softcap)
         ctx.gradients = gradients  # (dE, dC or None), made by the stage with the loss
         return loss
 
     @staticmethod
     def backward(ctx, g_loss):
         if ctx.gradients is None:  # a second backward through this loss: the first scaled dE and dC in place
-            return _backward_loss(ctx, g_loss)[:3] + (None,) * 7
+            return _backward_loss(ctx, g_loss)[:3] + (None,) * 3
         de, dc = ctx.gradients
         ctx.gradients = None
-        return (_scaled(de, g_loss), _scaled(dc, g_loss) if dc is not None else None) + (None,) * 8
+        return _scaled(g_loss, de, dc) + (None,) * 4
 
 
 def _eager(*tensors):
@@ -448,9 +453,9 @@ def linear_cross_entropy(e, c, targets, *, ignore_index=-100, reduction="mean", 
     cap = 0.0 if softcap is None else float(softcap)
     wants_grad = torch.is_grad_enabled() and (e.requires_grad or c.requires_grad)
     if wants_grad and reduction != "none" and _eager(e, c, targets):
-        loss, de, dc = _run(e, c, targets, _one(e.device), stage, flags, reduction, ignore_index, cap, True,
+        loss, de, dc = _run(e, c, targets, _one(e.get_device()), stage, flags, reduction, ignore_index, cap, True,
                             with_dc=c.requires_grad)
-        return _EagerLossAndGrad.apply(e, c, targets, loss, (de, dc), stage, flags, reduction, int(ignore_index), cap)
+        return _EagerLossAndGrad.apply(e, c, targets, loss, (de, dc), (stage, flags, reduction, int(ignore_index), cap))
     if wants_grad and reduction != "none":
         if not c.requires_grad:  # a frozen classifier: no dC kept
             return _loss_and_grad_e(e, c, targets, stage, flags, reduction, int(ignore_index), cap)[0]
