@@ -39,6 +39,10 @@ struct Problem {
     return part;
   }
   size_t element_bytes() const { return dtype == Dtype::kBFloat16 ? 2 : 4; }
+  bool operator==(const Problem& o) const {
+    return n == o.n && d == o.d && v == o.v && dtype == o.dtype && ignore_index == o.ignore_index &&
+           reduction == o.reduction && softcap == o.softcap;
+  }
   // Throws InputError with a one-line message when a field is out of range.
   void validate() const;
   std::string describe() const;  // "N=77 D=100 V=1129 bf16 mean"

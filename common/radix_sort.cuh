@@ -1,21 +1,37 @@
-// The scratch cub's radix sort of (key, int) pairs needs, asked once where a
-// stage plans its memory, and the bits a sort of small integer keys needs. Without a device cub cannot be asked (the tour's memory table):
-// 8 bytes per pair plus 1 MiB is a safe estimate.
+// The scratch cub's radix sort of (key, int) pairs needs, and the bits a sort
+// of small integer keys needs. Without a device cub cannot be asked (the
+// tour's memory table): 8 bytes per pair plus 1 MiB is a safe estimate.
 #pragma once
 
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "common/check.h"
 #include "common/device_buffer.h"
 
 namespace cce {
 
+// cub's answer depends on the key type, the order, the count and the device
+// alone, and asking it costs occupancy queries (microseconds of host time
+// before the GPU gets work); the stages plan their memory on every call, so
+// each question is asked once per process.
 template <typename Key>
 size_t radix_sort_pairs_temp_bytes(int64_t count, bool descending) {
   if (!cuda_device_available()) return static_cast<size_t>(count) * 8 + (size_t{1} << 20);
+  int device = 0;
+  CCE_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int64_t, bool>, size_t> known;
+  const std::tuple<int, int64_t, bool> question{device, count, descending};
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto found = known.find(question); found != known.end()) return found->second;
+  }
   size_t bytes = 0;
   const Key* keys = nullptr;
   const int* values = nullptr;
@@ -25,6 +41,8 @@ size_t radix_sort_pairs_temp_bytes(int64_t count, bool descending) {
   else
     CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, static_cast<Key*>(nullptr), values,
                                                    static_cast<int*>(nullptr), static_cast<int>(count)));
+  const std::lock_guard<std::mutex> lock(mutex);
+  known.emplace(question, bytes);
   return bytes;
 }
 

@@ -32,7 +32,10 @@ size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 // the short runs and no SM is left with one long run while the others idle.
 constexpr int64_t kRunTiles = 8;
 constexpr int64_t kRunsPerBlock = 4;
-// Written straight into page-locked memory (host.sent), whence they are copied to the device.
+// Written straight into page-locked memory (host.sent), whence they are copied
+// to the device. Longest first by a counting sort over the lengths 1..kRunTiles:
+// the runs are found twice, counted by length, then each written to its place,
+// in the order found within one length (the same lists give the same runs).
 HostSpan<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_t first, int64_t last,
                              int64_t resident_blocks, HostTables& host) {
   const int64_t kept_here = kept.offsets[last] - kept.offsets[first];
@@ -40,22 +43,30 @@ HostSpan<int> recompute_runs(const KeptTiles& kept, const DropPlan& plan, int64_
   struct Run {  // what the recomputation reads as an int4 per thread block
     int token_block, first_tile, end_tile, unused;
   };
-  Run* runs = reinterpret_cast<Run*>(host.sent.take<int>(static_cast<size_t>(4 * kept_here)));  // <= 1 per tile
-  size_t count = 0;
-  for (int64_t b = 0; b < plan.token_blocks; ++b) {
-    const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
-    const int* begin = std::lower_bound(list + 1, list + 1 + list[0], static_cast<int>(first));
-    const int* end = std::lower_bound(begin, list + 1 + list[0], static_cast<int>(last));
-    for (const int* t = begin; t < end;) {
-      const int* run_end = t + 1;
-      while (run_end < end && *run_end == *(run_end - 1) + 1 && run_end - t < run_tiles) ++run_end;
-      runs[count++] = {static_cast<int>(b), *t, *(run_end - 1) + 1, 0};
-      t = run_end;
+  auto for_each_run = [&](auto&& use) {
+    for (int64_t b = 0; b < plan.token_blocks; ++b) {
+      const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
+      const int* begin = std::lower_bound(list + 1, list + 1 + list[0], static_cast<int>(first));
+      const int* end = std::lower_bound(begin, list + 1 + list[0], static_cast<int>(last));
+      for (const int* t = begin; t < end;) {
+        const int* run_end = t + 1;
+        while (run_end < end && *run_end == *(run_end - 1) + 1 && run_end - t < run_tiles) ++run_end;
+        use(Run{static_cast<int>(b), *t, *(run_end - 1) + 1, 0});
+        t = run_end;
+      }
     }
+  };
+  int64_t place[kRunTiles + 1] = {};  // per length: its count, then where its next run goes
+  for_each_run([&](const Run& run) { ++place[run.end_tile - run.first_tile]; });
+  int64_t count = 0;
+  for (int64_t length = kRunTiles; length >= 1; --length) {
+    const int64_t runs_of_length = place[length];
+    place[length] = count;
+    count += runs_of_length;
   }
-  std::stable_sort(runs, runs + count,
-                   [](const Run& a, const Run& b) { return a.end_tile - a.first_tile > b.end_tile - b.first_tile; });
-  return {reinterpret_cast<int*>(runs), 4 * count};
+  Run* runs = reinterpret_cast<Run*>(host.sent.take<int>(static_cast<size_t>(4 * count)));  // <= 1 per kept tile
+  for_each_run([&](const Run& run) { runs[place[run.end_tile - run.first_tile]++] = run; });
+  return {reinterpret_cast<int*>(runs), static_cast<size_t>(4 * count)};
 }
 
 }  // namespace

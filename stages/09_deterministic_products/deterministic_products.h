@@ -159,9 +159,14 @@ class DeterministicProductsStage : public Stage {
   std::vector<uint8_t> kept_flags() const;    // of the last backward, [tiles][token blocks] (for the tests)
   // The eps of --drop-eps (or the default 2^-8, 2^-28); 0 with --keep-all.
   float drop_eps(Dtype dtype) const;
-  // The plan the flags give for p (--chunk-rows, --slot-mb).
+  // The plan the flags give for p (--chunk-rows, --slot-mb). A call asks for
+  // it many times and each answer costs microseconds of host time (the
+  // forward's range balancing), some before the first kernel: the last is kept.
   DropPlan plan_for(const Problem& p) const {
-    return plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20);
+    const PlanKey key{p, chunk_rows_flag_, slot_mb_flag_};
+    if (!(planned_key_ == key)) planned_ = plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20);
+    planned_key_ = key;
+    return planned_;
   }
 
  protected:
@@ -183,6 +188,17 @@ class DeterministicProductsStage : public Stage {
   DropStats stats_;
   SideStream side_;
   HostTables host_;  // page-locked tables of the decision (kept_tiles.cu)
+
+ private:
+  struct PlanKey {
+    Problem problem;
+    int64_t chunk_rows = -1, slot_mb = -1;  // -1: no question yet
+    bool operator==(const PlanKey& o) const {
+      return problem == o.problem && chunk_rows == o.chunk_rows && slot_mb == o.slot_mb;
+    }
+  };
+  mutable PlanKey planned_key_;  // plan_for's last question
+  mutable DropPlan planned_;     // and its answer
 };
 
 std::unique_ptr<Stage> make_stage();
