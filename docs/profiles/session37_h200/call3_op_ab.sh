@@ -12,6 +12,8 @@ S1=/tmp/build/stages/stage01_materialized
 [ -f /tmp/lm-gen/lm32k/c.npy ] || $S1 --n 8192 --d 768 --v 32000 --dtype bf16 --data realistic --seed 1234 \
   --save /tmp/lm-gen/lm32k --save-large --iters 0 > $R/save_lm32k.log 2>&1
 echo "inputs at $((SECONDS-T0)) s"
+# cce_stages_s36/ (op_ab_probe.py's "A"): committed when this call ran, made by make_package_s36.sh since (the same bytes)
+[ -f docs/profiles/session37_h200/cce_stages_s36/__init__.py ] || bash docs/profiles/session37_h200/make_package_s36.sh
 timeout 120 python3 docs/profiles/session37_h200/op_ab_probe.py /tmp/build/python $R/op_ab.json > $R/op_ab.txt 2>&1
 echo "ab rc $?"; cut -c1-700 $R/op_ab.txt
 timeout 60 python3 docs/profiles/session37_h200/host_after_wait.py /tmp/build/python $R/host_B.json auto > $R/host_B.txt 2>&1
