@@ -164,8 +164,10 @@ class DeterministicProductsStage : public Stage {
   // forward's range balancing), some before the first kernel: the last is kept.
   DropPlan plan_for(const Problem& p) const {
     const PlanKey key{p, chunk_rows_flag_, slot_mb_flag_};
-    if (!(planned_key_ == key)) planned_ = plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20);
-    planned_key_ = key;
+    if (!(planned_key_ == key)) {
+      planned_ = plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20);
+      planned_key_ = key;
+    }
     return planned_;
   }
 

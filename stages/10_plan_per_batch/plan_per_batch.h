@@ -404,6 +404,9 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   // nothing writes before the backward): one forward kernel instead of one per
   // chunk of the work buffer. As forward() where dc cannot take it.
   void forward_into_dc(const DeviceInputs& in, void* dc, float* loss, float* lse, cudaStream_t stream);
+  // The forward's plan over the whole vocabulary in one chunk (its range
+  // balancing costs microseconds before the first kernel): the last is kept.
+  s08::SortedForwardPlan whole_vocabulary_plan(const Problem& p);
 
   double mass_flag_ = 0.0;  // --dropped-mass; 0 = kDefaultDroppedMass
   bool no_grouping_ = false;
@@ -417,6 +420,9 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   PlanHistory history_;
   Problem history_problem_;  // the problem history_ is of (another one starts a new history)
   Scratch sample_scratch_;   // the sample's decision's (sample_items)
+  Problem whole_plan_problem_;         // whole_vocabulary_plan's last question
+  s08::SortedForwardPlan whole_plan_;  // and its answer
+  bool whole_plan_made_ = false;
 };
 
 std::unique_ptr<Stage> make_stage();
