@@ -1,4 +1,4 @@
-"""Written in session 37 for the next session (not run yet): where the op's 73-100 us of Python before the C call go
+"""Written in session 37, run in session 38 (its call 1, docs/profiles/session38_h200/): where the op's 73-100 us of Python before the C call go
 at lm32k's shape (README.md, "Next" 1). linear_cross_entropy's eager path for mean with a gradient, step by step as
 python/cce_stages does it, a host clock at each step; a synchronization, then one C call at lm32k's shape (so that
 the Python runs as cold as in the op) before each of 33 repetitions (3 warm-ups). Then the outputs' allocation in
