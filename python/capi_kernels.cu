@@ -59,23 +59,23 @@ __global__ void scale_kernel(T* __restrict__ x, int64_t count, const float* __re
 
 }  // namespace
 
+TargetCheckSlots::~TargetCheckSlots() {
+  if (done != nullptr) cudaEventDestroy(done);  // no throwing from a destructor
+}
+
 TargetCheck start_target_check(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, int64_t* safe,
-                               cudaStream_t stream) {
+                               TargetCheckSlots& slots, cudaStream_t stream) {
   // The first bad position, which the host reads once the check's event has passed.
-  static unsigned long long* first = new_mapped_host_value<unsigned long long>();
-  static cudaEvent_t done = [] {
-    cudaEvent_t event = nullptr;
-    CCE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    return event;
-  }();
-  TargetCheck check{targets, n, v, ignore_index, first, done};
+  unsigned long long* first = slots.first.get();
+  if (slots.done == nullptr) CCE_CUDA_CHECK(cudaEventCreateWithFlags(&slots.done, cudaEventDisableTiming));
+  TargetCheck check{targets, n, v, ignore_index, first, slots.done};
   if (n <= 0) return check;
   *first = ULLONG_MAX;
   constexpr int kThreads = 256;
   sanitize_targets<<<static_cast<unsigned>(blocks_for(n, kThreads, 4)), kThreads, 0, stream>>>(targets, n, v,
                                                                                                ignore_index, safe, first);
   CCE_CHECK_LAUNCH();
-  CCE_CUDA_CHECK(cudaEventRecord(done, stream));
+  CCE_CUDA_CHECK(cudaEventRecord(slots.done, stream));
   return check;
 }
 

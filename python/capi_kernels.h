@@ -5,10 +5,22 @@
 
 #include <cstdint>
 
+#include "common/mapped_value.h"
 #include "common/problem.h"
 
 namespace cce {
 
+// What the targets' check leaves for the host: the first bad position (page-
+// locked) and the event after the check. One per C interface handle, made on
+// the device of its first check (a handle runs on one device).
+struct TargetCheckSlots {
+  MappedHostValue<unsigned long long> first;
+  cudaEvent_t done = nullptr;
+  TargetCheckSlots() = default;
+  TargetCheckSlots(const TargetCheckSlots&) = delete;
+  TargetCheckSlots& operator=(const TargetCheckSlots&) = delete;
+  ~TargetCheckSlots();
+};
 // The targets' check in two halves: start copies them into
 // `safe` [n] with every one neither ignore_index nor in [0, v) replaced by
 // ignore_index, on the stream; finish waits for that copy alone and throws
@@ -20,7 +32,7 @@ struct TargetCheck {
   cudaEvent_t done;
 };
 TargetCheck start_target_check(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, int64_t* safe,
-                               cudaStream_t stream);
+                               TargetCheckSlots& slots, cudaStream_t stream);
 void finish_target_check(const TargetCheck& check);
 // x [count] in dtype *= *g (on the device), skipped on the device when *g is 1.
 void scale_in_place(void* x, int64_t count, Dtype dtype, const float* g, cudaStream_t stream);

@@ -50,12 +50,14 @@ int guarded(char* error, int error_len, Body&& body) {
   }
 }
 
-// A stage of the table, the checked copy of the targets it runs on and the
-// LSE of callers that do not want it, kept between calls (one allocation
-// from the caller's allocator per size, not per call).
+// A stage of the table, the checked copy of the targets it runs on, what
+// the check leaves for the host and the LSE of callers that do not want it,
+// kept between calls (one allocation from the caller's allocator per size,
+// not per call). A handle runs on one device.
 struct StageHandle {
   std::unique_ptr<Stage> stage;
   DeviceBuffer<int64_t> safe_targets;
+  TargetCheckSlots target_check;
   DeviceBuffer<float> unwanted_lse;
 };
 
@@ -106,7 +108,7 @@ void* cce_stage_new(const char* name, const char* flags, char* error, int error_
       stage->add_options(parser);
       if (!parser.parse(static_cast<int>(argv.size()), argv.data())) throw InputError("--help is not a stage flag here");
       stage->validate_options();
-      made = new StageHandle{std::move(stage), DeviceBuffer<int64_t>(), DeviceBuffer<float>()};
+      made = new StageHandle{std::move(stage), {}, {}, {}};
       return;
     }
     throw InputError(std::string("no stage named '") + name + "'");
@@ -158,7 +160,7 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
     // the call after the stage's work is queued (its outputs are discarded).
     if (handle.safe_targets.size() < static_cast<size_t>(p.n)) handle.safe_targets = DeviceBuffer<int64_t>(p.n);
     int64_t* safe_targets = handle.safe_targets.get();
-    const TargetCheck check = start_target_check(targets, p.n, p.v, p.ignore_index, safe_targets, s);
+    const TargetCheck check = start_target_check(targets, p.n, p.v, p.ignore_index, safe_targets, handle.target_check, s);
     const DeviceInputs in = DeviceInputs::borrow(p, e, c, safe_targets);
     if (lse == nullptr) {
       if (handle.unwanted_lse.size() < static_cast<size_t>(p.n)) handle.unwanted_lse = DeviceBuffer<float>(p.n);

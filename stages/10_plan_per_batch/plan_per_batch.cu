@@ -271,7 +271,8 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   if (!scratch_.has(kDenseChunkItem)) scratch_.release();  // the sparse plan's and the slabs', from a decision
   const DenseChunks chunks = plan_dense_chunks(p, chunk_rows_flag_);
   scratch_.allocate(dense_chunk_items(p, chunks, dc != nullptr));
-  const DenseTargetRows target_rows = dense_loss_and_gradient(in, chunks, scratch_, loss, lse, upstream, de, dc, stream);
+  const DenseTargetRows target_rows = dense_loss_and_gradient(in, chunks, scratch_, loss, lse, upstream, de, dc,
+                                                                  dense_read_backs_, stream);
   sorted_c_in_dc_ = false;  // no sorted forward ran
   ++history_.dense_since;
   last_problem_ = p;

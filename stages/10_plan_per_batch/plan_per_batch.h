@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mapped_value.h"
 #include "common/stage.h"
 #include "stages/09_deterministic_products/deterministic_products.h"
 
@@ -189,10 +190,17 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& problem, const DenseChu
 struct DenseTargetRows {
   int64_t runs = 0, whole = 0;
 };
+// The counts its kernels write into page-locked host memory and the host reads
+// after a synchronization: a chunk's reference check, the target rows' runs and
+// those summed whole. One set per stage object (not per call site), so that
+// stage objects on other host threads never share them.
+struct DenseReadBacks {
+  MappedHostValue<int> too_far, runs, whole;
+};
 // loss, LSE, dE and dC (unless null) completely, from dense_chunk_items's scratch.
 DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch,
                                         float* loss, float* lse, const float* upstream, void* de, void* dc,
-                                        cudaStream_t stream);
+                                        DenseReadBacks& read_backs, cudaStream_t stream);
 
 // What plans the next batch before its forward: the last decision of this
 // problem, and how many batches ran dense since it without deciding.
@@ -420,6 +428,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   PlanHistory history_;
   Problem history_problem_;  // the problem history_ is of (another one starts a new history)
   Scratch sample_scratch_;   // the sample's decision's (sample_items)
+  DenseReadBacks dense_read_backs_;
   Problem whole_plan_problem_;         // whole_vocabulary_plan's last question
   s08::SortedForwardPlan whole_plan_;  // and its answer
   bool whole_plan_made_ = false;

@@ -22,6 +22,9 @@ CASE is one of:
               release_scratch gives it back (the next call the same loss, to 1e-6)
   bad_input   a wrong shape, dtype, device, target out of range, stage name or flag: one clear
               Python exception each, never a crash
+  two_devices the op on cuda:0 and cuda:1 in turns in one process (the final stage and stage 01, the
+              calls made with cuda:0 current), each against float64 autograd; a target out of range on
+              cuda:1; skipped with fewer than two GPUs
 Exit status: 0 passed, 1 failed, 77 skipped (no PyTorch, no CUDA GPU, or the library not built).
 """
 import os
@@ -367,8 +370,37 @@ def case_memory():
            "after release_scratch the stage gives %r, before %r" % (again.item(), loss.item()))
 
 
+def case_two_devices():
+    count = torch.cuda.device_count()
+    if count < 2:
+        skip("needs two CUDA GPUs; this machine has %d" % count)
+    n, d, v = 77, 100, 1129
+    tol_loss, tol_grad = TOLERANCE[torch.bfloat16]
+    for turn in range(2):
+        for device in (0, 1):
+            for stage in (cce_stages.FINAL_STAGE, "01_materialized"):
+                with torch.cuda.device(device):
+                    e, c, t = inputs(n, d, v, torch.bfloat16, seed=20 + device)
+                ee, cc = e.clone().requires_grad_(True), c.clone().requires_grad_(True)
+                loss = cce_stages.linear_cross_entropy(ee, cc, t, stage=stage)  # cuda:0 is the current device
+                loss.backward()
+                ref_loss, ref_de, ref_dc = reference(e, c, t, torch.ones((), device=e.device), "mean", -100, None)
+                expect(loss.device == e.device and rel_l2(loss.detach(), ref_loss) <= tol_loss
+                       and rel_l2(ee.grad, ref_de) <= tol_grad and rel_l2(cc.grad, ref_dc) <= tol_grad,
+                       "turn %d, cuda:%d, %s: loss, dE, dC against float64 (rel L2 %.1e, %.1e, %.1e)"
+                       % (turn, device, stage, rel_l2(loss.detach(), ref_loss), rel_l2(ee.grad, ref_de),
+                          rel_l2(cc.grad, ref_dc)))
+    with torch.cuda.device(1):
+        e, c, t = inputs(n, d, v, torch.bfloat16, seed=22, ignore_fraction=0.0)
+    try:
+        cce_stages.linear_cross_entropy(e, c, torch.full_like(t, v))
+        expect(False, "cuda:1, a target out of range: no exception")
+    except ValueError as exc:
+        expect(str(exc).startswith("cce_stages: target %d" % v), "cuda:1, a target out of range: %s" % exc)
+
+
 CASES = {"stages": case_stages, "memory": case_memory, "tied": case_tied, "frozen": case_frozen, "stats": case_stats,
-         "compile": case_compile, "bad_input": case_bad_input}
+         "compile": case_compile, "bad_input": case_bad_input, "two_devices": case_two_devices}
 if sys.argv[2] not in CASES:
     print("unknown case %s (choose from %s)" % (sys.argv[2], ", ".join(CASES)))
     sys.exit(2)

@@ -704,9 +704,8 @@ constexpr size_t kRowScaleBytes = 2 * 4;
 // Whether a valid row of the chunk has LSE_i − R_i > kMostReferenceGap: read
 // back at once (the chunk's products wait for it), through a mapped int.
 bool reference_too_far(const float* lse, const float* reference, const int64_t* targets, int64_t n,
-                       int64_t ignore_index, cudaStream_t stream) {
-  static int* too_far = new_mapped_host_value<int>();
-  *too_far = 0;
+                       int64_t ignore_index, MappedHostValue<int>& mapped, cudaStream_t stream) {
+  int* too_far = mapped.reset();
   constexpr int kThreads = 256;
   reference_gap_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       lse, reference, targets, n, ignore_index, too_far);
@@ -775,9 +774,9 @@ TargetRows target_rows(const Problem& p, bool one_chunk, const Scratch& scratch)
 
 // The rows sorted by target and the runs numbered; returns the runs' count
 // (a read-back: the products' sizes need it).
-int64_t sort_rows_by_target(const Problem& p, const int64_t* targets, const TargetRows& t, cudaStream_t stream) {
-  static int* runs = new_mapped_host_value<int>();
-  *runs = 0;
+int64_t sort_rows_by_target(const Problem& p, const int64_t* targets, const TargetRows& t, MappedHostValue<int>& mapped,
+                            cudaStream_t stream) {
+  int* runs = mapped.reset();
   const unsigned blocks = static_cast<unsigned>((p.n + kSlabThreads - 1) / kSlabThreads);
   target_key_kernel<<<blocks, kSlabThreads, 0, stream>>>(targets, p.n, p.ignore_index, p.v, t.key, t.row);
   CCE_CHECK_LAUNCH();
@@ -803,9 +802,9 @@ int target_column_blocks(int64_t d) { return static_cast<int>((d + kTargetBlockC
 // runs were summed whole (a read-back: the product's size).
 int64_t write_target_rows_of_one_chunk(const Problem& p, const TargetRows& t, int64_t runs, const float* target_term,
                                        const __nv_bfloat16* e, const __nv_bfloat16* q, int64_t pitch,
-                                       const __nv_bfloat16* e_scaled, __nv_bfloat16* dc, cudaStream_t stream) {
-  static int* count = new_mapped_host_value<int>();
-  *count = 0;
+                                       const __nv_bfloat16* e_scaled, __nv_bfloat16* dc, MappedHostValue<int>& mapped,
+                                       cudaStream_t stream) {
+  int* count = mapped.reset();
   const int groups = target_column_blocks(p.d);
   const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>(groups));
   rounded_target_rows_kernel<<<grid, kSlabThreads, 0, stream>>>(t.sorted_key, t.sorted_row, t.run_of, p.n, p.v,
@@ -865,7 +864,7 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
 
 DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch,
                                         float* loss, float* lse, const float* upstream, void* de, void* dc,
-                                        cudaStream_t stream) {
+                                        DenseReadBacks& read_backs, cudaStream_t stream) {
   const Problem& p = in.problem;
   const bool bf16 = p.dtype == Dtype::kBFloat16, q = keeps_q(p);
   const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -884,7 +883,8 @@ DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunk
   compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
   const bool target_rows_apart = q && dc != nullptr;
   const TargetRows targets_sorted = target_rows_apart ? target_rows(p, chunks.count == 1, scratch) : TargetRows{};
-  const int64_t runs = target_rows_apart ? sort_rows_by_target(p, in.targets.get(), targets_sorted, stream) : 0;
+  const int64_t runs =
+      target_rows_apart ? sort_rows_by_target(p, in.targets.get(), targets_sorted, read_backs.runs, stream) : 0;
   DenseTargetRows rows_written{runs, runs};  // one chunk: whole set by its target rows below
   const int s_pitch = to_int(chunks.pitch);  // S in place of fp32 logits, or q in bf16
   const float one = 1.0f, zero = 0.0f;
@@ -908,7 +908,7 @@ DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunk
     launch_tile_units<FoldThenKeepTile>(rows, plan.path, plan.units, params, stream);
     s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
     if (q) {
-      if (reference_too_far(lse + first, scales.reference, targets, n_rows, p.ignore_index, stream)) {
+      if (reference_too_far(lse + first, scales.reference, targets, n_rows, p.ignore_index, read_backs.too_far, stream)) {
         // Again with R_i = LSE_i; the fold makes the same LSE.
         CCE_CUDA_CHECK(cudaMemcpyAsync(scales.reference, lse + first, n_rows * sizeof(float), cudaMemcpyDeviceToDevice,
                                        stream));
@@ -947,7 +947,7 @@ DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunk
         rows_written.whole = write_target_rows_of_one_chunk(
             p, targets_sorted, runs, scales.target_term, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
             static_cast<const __nv_bfloat16*>(logits), chunks.pitch, scales.e_scaled,
-            static_cast<__nv_bfloat16*>(dc), stream);
+            static_cast<__nv_bfloat16*>(dc), read_backs.whole, stream);
     }
     // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows] (q: Qᵀ), written once.
     void* de_rows = static_cast<unsigned char*>(de) + first * p.d * element;
