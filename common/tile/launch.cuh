@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "common/check.h"
@@ -102,7 +103,10 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
     config.stream = stream;
     config.attrs = &cluster;
     config.numAttrs = 1;
-    static int clusters = 0;  // resident clusters of two, asked once; -1: none fits
+    // Resident clusters of two, asked once per device; -1: none fits.
+    static std::atomic<int> clusters_on[kMaxTileDevices] = {};
+    std::atomic<int>& asked = clusters_on[tile_device_index()];
+    int clusters = asked.load();
     if (units.token_blocks >= 2 && clusters >= 0) {
       CCE_CUDA_CHECK(
           cudaFuncSetAttribute(pair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
@@ -110,6 +114,7 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
         config.gridDim = dim3(2 * static_cast<unsigned>(multiprocessor_count() / 2));
         CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, pair_kernel, &config));
         if (clusters < 1) clusters = -1;
+        asked.store(clusters);
       }
     }
     if (units.token_blocks >= 2 && clusters > 0) {

@@ -28,22 +28,27 @@ struct DeviceFacts {
   size_t shared_optin = 0;
 };
 
+// The current device's facts, asked once per device (a process may drive GPUs
+// of several kinds); without a device, an H100's multiprocessors.
 const DeviceFacts& device_facts() {
-  static const DeviceFacts facts = [] {
-    DeviceFacts f;
-    f.present = cuda_device_available();
-    if (f.present) {
-      int device = 0, shared = 0;
-      CCE_CUDA_CHECK(cudaGetDevice(&device));
-      CCE_CUDA_CHECK(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device));
-      CCE_CUDA_CHECK(cudaDeviceGetAttribute(&f.minor, cudaDevAttrComputeCapabilityMinor, device));
-      CCE_CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
-      CCE_CUDA_CHECK(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-      f.shared_optin = static_cast<size_t>(shared);
-    }
-    return f;
-  }();
-  return facts;
+  static const DeviceFacts none;
+  static const bool present = cuda_device_available();
+  if (!present) return none;
+  static std::mutex mutex;
+  static DeviceFacts facts[kMaxTileDevices];
+  const int device = tile_device_index();
+  std::lock_guard<std::mutex> lock(mutex);
+  DeviceFacts& f = facts[device];
+  if (!f.present) {
+    int shared = 0;
+    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device));
+    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&f.minor, cudaDevAttrComputeCapabilityMinor, device));
+    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device));
+    CCE_CUDA_CHECK(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    f.shared_optin = static_cast<size_t>(shared);
+    f.present = true;
+  }
+  return f;
 }
 
 // Whether the Hopper paths can run: an sm_90a build on a 9.0 device (without
@@ -135,6 +140,15 @@ TilePath choose_block_path(const Problem& p) {
 }
 
 int multiprocessor_count() { return device_facts().sms; }
+
+int tile_device_index() {
+  int device = 0;
+  CCE_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxTileDevices)
+    throw CudaError("the tile engine keeps facts for devices 0 to " + std::to_string(kMaxTileDevices - 1) +
+                    ", not device " + std::to_string(device));
+  return device;
+}
 
 TileUnits plan_tile_units(const Problem& p, TilePath path, const UnitPolicy& policy) {
   const TileShape shape = tile_shape(path);
