@@ -141,8 +141,9 @@ def trace_one_call(torch, cs, folder, calls, through="capi", flags=""):
     is cleared before each call (bench/peers.py's step). flags: the stage's command-line flags ("--dense-head 0.5")."""
     n, d, v = lm_shape_dims(folder)
     e, c, t = load_inputs(torch, folder, (n, d, v))
-    handle = cs._stage(0, cs.FINAL_STAGE, flags)
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    raw_stream = torch.cuda.current_stream().cuda_stream
+    handle = cs._stage(0, raw_stream, cs.FINAL_STAGE, flags)  # the op's own object (one thread here: no lock taken)
+    stream, error = ctypes.c_void_p(raw_stream), cs._error_buffer()
     if through == "op":
         e.requires_grad_(True)
         c.requires_grad_(True)
@@ -159,7 +160,7 @@ def trace_one_call(torch, cs, folder, calls, through="capi", flags=""):
 
         def call():
             cs._raise(cs._lib.cce_run(handle, ctypes.byref(problem), p(e), p(c), p(t), p(one), p(loss), p(lse), p(de),
-                                      p(dc), stream, cs._error, cs._ERROR_BYTES))
+                                      p(dc), stream, error, cs._ERROR_BYTES), error)
 
     for _ in range(calls - 1):
         call()
@@ -175,8 +176,8 @@ def trace_one_call(torch, cs, folder, calls, through="capi", flags=""):
     gpu = [ev for ev in events if ev.get("ph") == "X" and ev.get("cat") in GPU_CATEGORIES]
     host = [ev for ev in events if ev.get("ph") == "X" and ev.get("cat") in HOST_CATEGORIES]
     st = cs._Stats()
-    if cs._lib.cce_last_stats(handle, stream, ctypes.byref(st), cs._error, cs._ERROR_BYTES) != 0:
-        raise RuntimeError("cce_last_stats: " + cs._error.value.decode())
+    if cs._lib.cce_last_stats(handle, stream, ctypes.byref(st), error, cs._ERROR_BYTES) != 0:
+        raise RuntimeError("cce_last_stats: " + error.value.decode())
     plan = {0: "sparse", 1: "dense"}.get(st.plan) if st.has_stats else None
     kept = st.kept_units / st.units if st.has_stats and st.units > 0 else None
     del e, c, t, de, dc

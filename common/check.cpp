@@ -9,6 +9,15 @@ void throw_cuda_error(const char* call, const char* what, const char* file, int 
   throw CudaError(msg);
 }
 
+int current_device_index() {
+  int device = 0;
+  CCE_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices)
+    throw CudaError("device " + std::to_string(device) + " is beyond the " + std::to_string(kMaxDevices) +
+                    " this build keeps state for");
+  return device;
+}
+
 const char* cublas_status_name(cublasStatus_t status) {
   switch (status) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";

@@ -28,6 +28,13 @@ struct InputError : std::runtime_error {
 [[noreturn]] void throw_cuda_error(const char* call, const char* what, const char* file, int line);
 const char* cublas_status_name(cublasStatus_t status);
 
+// What the repository keeps once per device (cuBLAS handles, the tile
+// engine's facts, the C interface's turns) it keeps in arrays of this many:
+// a process may drive several GPUs.
+constexpr int kMaxDevices = 64;
+// The current device's index, checked to be below kMaxDevices (CudaError else).
+int current_device_index();
+
 }  // namespace cce
 
 #define CCE_CUDA_CHECK(call)                                                          \

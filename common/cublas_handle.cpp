@@ -4,7 +4,6 @@
 #include "common/device_buffer.h"
 
 #include <mutex>
-#include <string>
 
 namespace cce {
 namespace {
@@ -26,21 +25,13 @@ struct CublasState {
 };
 // One per device, made on first use there (a process driving several GPUs,
 // stage 11, has a thread per GPU, each asking on its own device).
-constexpr int kMaxDevices = 64;
 CublasState* g_states[kMaxDevices] = {};
 std::mutex g_mutex;
-
-int current_device() {
-  int device = 0;
-  CCE_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= kMaxDevices) throw CudaError("cublas_handle: device " + std::to_string(device) + " out of range");
-  return device;
-}
 
 // The current device's state, made on first use there. Leaked on purpose:
 // destroying a handle after the CUDA runtime has shut down at exit is not allowed.
 const CublasState& device_state() {
-  const int device = current_device();
+  const int device = current_device_index();
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_states[device]) g_states[device] = new CublasState();
   return *g_states[device];
@@ -59,7 +50,7 @@ cublasHandle_t cublas_handle_on(cudaStream_t stream) {
 cublasLtHandle_t cublaslt_handle() { return device_state().lt; }
 
 bool cublas_handle_created() {
-  const int device = current_device();
+  const int device = current_device_index();
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_states[device] != nullptr;
 }

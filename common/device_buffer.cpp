@@ -7,7 +7,6 @@
 
 namespace cce {
 namespace {
-constexpr int kMaxDevices = 64;
 std::atomic<size_t> g_current[kMaxDevices];
 std::atomic<size_t> g_peak[kMaxDevices];
 std::atomic<bool> g_allocated{false};  // any allocation yet (the source is fixed from then on)

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,35 @@ struct StageHandle {
   TargetCheckSlots target_check;
   DeviceBuffer<float> unwanted_lse;
 };
+
+// The calls on one device take turns. Callers may be threads, each on a
+// stream of its own, and every stage on a device shares that device's cuBLAS
+// handle and workspace (common/cublas_handle.cpp): so one call at a time per
+// device on the host, and a call on another stream than the one before it
+// waits on the GPU for that call's work (an event recorded after each call).
+struct DeviceTurns {
+  std::mutex mutex;
+  bool called = false;
+  cudaStream_t last = nullptr;
+  cudaEvent_t done = nullptr;
+};
+DeviceTurns g_turns[kMaxDevices];
+
+template <class Body>
+void on_device_turn(cudaStream_t stream, Body&& body) {
+  DeviceTurns& turns = g_turns[current_device_index()];
+  const std::lock_guard<std::mutex> lock(turns.mutex);
+  if (turns.done == nullptr) CCE_CUDA_CHECK(cudaEventCreateWithFlags(&turns.done, cudaEventDisableTiming));
+  if (turns.called && turns.last != stream) CCE_CUDA_CHECK(cudaStreamWaitEvent(stream, turns.done, 0));
+  turns.called = true, turns.last = stream;
+  try {
+    body();
+  } catch (...) {  // work may be queued (a bad target is found after the stage's): the next call still waits for it
+    cudaEventRecord(turns.done, stream);
+    throw;
+  }
+  CCE_CUDA_CHECK(cudaEventRecord(turns.done, stream));
+}
 
 }  // namespace
 
@@ -139,45 +169,47 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
             const float* upstream, float* loss, float* lse, void* de, void* dc, void* stream, char* error,
             int error_len) {
   return guarded(error, error_len, [&] {
-    StageHandle& handle = *static_cast<StageHandle*>(stage_handle);
-    Stage& stage = *handle.stage;
-    Problem p;
-    p.n = problem->n, p.d = problem->d, p.v = problem->v;
-    if (problem->dtype != 0 && problem->dtype != 1) throw InputError("dtype must be 0 (fp32) or 1 (bf16)");
-    if (problem->reduction < 0 || problem->reduction > 2) throw InputError("reduction must be 0, 1 or 2");
-    p.dtype = problem->dtype == 1 ? Dtype::kBFloat16 : Dtype::kFloat32;
-    p.reduction = static_cast<Reduction>(problem->reduction);
-    p.softcap = problem->softcap;
-    p.ignore_index = problem->ignore_index;
-    p.validate();
-    const bool backward = de != nullptr;
-    if (dc != nullptr && de == nullptr) throw InputError("dC without dE: pass dE too");
-    if (backward && upstream == nullptr) throw InputError("a gradient needs the upstream gradient");
-    if (backward && !stage.has_backward()) throw InputError("stage " + stage.name() + " has no backward");
-    const auto s = static_cast<cudaStream_t>(stream);
-    // The stage runs on a checked copy of the targets, queued before the host
-    // waits for the check: the GPU never idles for it. A bad target refuses
-    // the call after the stage's work is queued (its outputs are discarded).
-    if (handle.safe_targets.size() < static_cast<size_t>(p.n)) handle.safe_targets = DeviceBuffer<int64_t>(p.n);
-    int64_t* safe_targets = handle.safe_targets.get();
-    const TargetCheck check = start_target_check(targets, p.n, p.v, p.ignore_index, safe_targets, handle.target_check, s);
-    const DeviceInputs in = DeviceInputs::borrow(p, e, c, safe_targets);
-    if (lse == nullptr) {
-      if (handle.unwanted_lse.size() < static_cast<size_t>(p.n)) handle.unwanted_lse = DeviceBuffer<float>(p.n);
-      lse = handle.unwanted_lse.get();
-    }
-    DeviceBuffer<uint8_t> unwanted_dc;  // for stages that write dC whatever the caller wants
-    if (backward && dc == nullptr && !stage.skips_null_dc()) {
-      unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());
-      dc = unwanted_dc.get();
-    }
-    if (backward) {
-      stage.loss_and_gradient(in, loss, lse, upstream, de, dc, s);  // stage 10 may plan the two together
-    } else {
-      stage.expect_backward(false);
-      stage.forward(in, loss, lse, s);
-    }
-    finish_target_check(check);
+    on_device_turn(static_cast<cudaStream_t>(stream), [&] {
+      StageHandle& handle = *static_cast<StageHandle*>(stage_handle);
+      Stage& stage = *handle.stage;
+      Problem p;
+      p.n = problem->n, p.d = problem->d, p.v = problem->v;
+      if (problem->dtype != 0 && problem->dtype != 1) throw InputError("dtype must be 0 (fp32) or 1 (bf16)");
+      if (problem->reduction < 0 || problem->reduction > 2) throw InputError("reduction must be 0, 1 or 2");
+      p.dtype = problem->dtype == 1 ? Dtype::kBFloat16 : Dtype::kFloat32;
+      p.reduction = static_cast<Reduction>(problem->reduction);
+      p.softcap = problem->softcap;
+      p.ignore_index = problem->ignore_index;
+      p.validate();
+      const bool backward = de != nullptr;
+      if (dc != nullptr && de == nullptr) throw InputError("dC without dE: pass dE too");
+      if (backward && upstream == nullptr) throw InputError("a gradient needs the upstream gradient");
+      if (backward && !stage.has_backward()) throw InputError("stage " + stage.name() + " has no backward");
+      const auto s = static_cast<cudaStream_t>(stream);
+      // The stage runs on a checked copy of the targets, queued before the host
+      // waits for the check: the GPU never idles for it. A bad target refuses
+      // the call after the stage's work is queued (its outputs are discarded).
+      if (handle.safe_targets.size() < static_cast<size_t>(p.n)) handle.safe_targets = DeviceBuffer<int64_t>(p.n);
+      int64_t* safe_targets = handle.safe_targets.get();
+      const TargetCheck check = start_target_check(targets, p.n, p.v, p.ignore_index, safe_targets, handle.target_check, s);
+      const DeviceInputs in = DeviceInputs::borrow(p, e, c, safe_targets);
+      if (lse == nullptr) {
+        if (handle.unwanted_lse.size() < static_cast<size_t>(p.n)) handle.unwanted_lse = DeviceBuffer<float>(p.n);
+        lse = handle.unwanted_lse.get();
+      }
+      DeviceBuffer<uint8_t> unwanted_dc;  // for stages that write dC whatever the caller wants
+      if (backward && dc == nullptr && !stage.skips_null_dc()) {
+        unwanted_dc = DeviceBuffer<uint8_t>(static_cast<size_t>(p.v * p.d) * p.element_bytes());
+        dc = unwanted_dc.get();
+      }
+      if (backward) {
+        stage.loss_and_gradient(in, loss, lse, upstream, de, dc, s);  // stage 10 may plan the two together
+      } else {
+        stage.expect_backward(false);
+        stage.forward(in, loss, lse, s);
+      }
+      finish_target_check(check);
+    });
   });
 }
 
@@ -191,7 +223,7 @@ int cce_scale(void* de, int64_t de_count, void* dc, int64_t dc_count, int32_t dt
     if (dtype != 0 && dtype != 1) throw InputError("dtype must be 0 (fp32) or 1 (bf16)");
     const Dtype type = dtype == 1 ? Dtype::kBFloat16 : Dtype::kFloat32;
     const auto s = static_cast<cudaStream_t>(stream);
-    scale_in_place(de, de_count, type, g, s);
+    scale_in_place(de, de_count, type, g, s);  // the caller's outputs only: no turn to take
     if (dc != nullptr) scale_in_place(dc, dc_count, type, g, s);
   });
 }
@@ -211,26 +243,28 @@ struct CceStats {
 // Stage 07 counts its kept tiles on the GPU: reading them waits for `stream`.
 int cce_last_stats(void* stage_handle, void* stream, CceStats* out, char* error, int error_len) {
   return guarded(error, error_len, [&] {
-    const Stage* stage = static_cast<const StageHandle*>(stage_handle)->stage.get();
-    CceStats st{0, -1, 0, 0, -1.0, 0.0, -1.0};
-    if (const auto* plan = dynamic_cast<const s10::PlanPerBatchStage*>(stage)) {
-      const s09::DropStats d = plan->stats();
-      const s10::PlanChoice ran = plan->plan_choice();
-      const s10::EpsChoice choice = plan->eps_choice();
-      st = {d.tiles > 0 ? 1 : 0, ran.plan == s10::BackwardPlan::kDense ? 1 : 0, d.tiles, d.kept_tiles,
-            ran.kept_fraction, d.eps, choice.dropped_mass};
-    } else if (const auto* det = dynamic_cast<const s09::DeterministicProductsStage*>(stage)) {
-      const s09::DropStats d = det->stats();
-      st = {d.tiles > 0 ? 1 : 0, -1, d.tiles, d.kept_tiles, -1.0, d.eps, -1.0};
-    } else if (const auto* drop = dynamic_cast<const s08::DropBeforeRecomputeStage*>(stage)) {
-      const s08::DropStats d = drop->stats();
-      st = {d.pairs > 0 ? 1 : 0, -1, d.pairs, d.kept_pairs, -1.0, d.eps, -1.0};
-    } else if (const auto* filter = dynamic_cast<const s07::FilterSortStage*>(stage)) {
-      CCE_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
-      const s07::FilterStats f = filter->stats();
-      st = {f.tiles > 0 ? 1 : 0, -1, f.tiles, f.kept_tiles, -1.0, filter->gradient_approximation().eps, -1.0};
-    }
-    *out = st;
+    on_device_turn(static_cast<cudaStream_t>(stream), [&] {
+      const Stage* stage = static_cast<const StageHandle*>(stage_handle)->stage.get();
+      CceStats st{0, -1, 0, 0, -1.0, 0.0, -1.0};
+      if (const auto* plan = dynamic_cast<const s10::PlanPerBatchStage*>(stage)) {
+        const s09::DropStats d = plan->stats();
+        const s10::PlanChoice ran = plan->plan_choice();
+        const s10::EpsChoice choice = plan->eps_choice();
+        st = {d.tiles > 0 ? 1 : 0, ran.plan == s10::BackwardPlan::kDense ? 1 : 0, d.tiles, d.kept_tiles,
+              ran.kept_fraction, d.eps, choice.dropped_mass};
+      } else if (const auto* det = dynamic_cast<const s09::DeterministicProductsStage*>(stage)) {
+        const s09::DropStats d = det->stats();
+        st = {d.tiles > 0 ? 1 : 0, -1, d.tiles, d.kept_tiles, -1.0, d.eps, -1.0};
+      } else if (const auto* drop = dynamic_cast<const s08::DropBeforeRecomputeStage*>(stage)) {
+        const s08::DropStats d = drop->stats();
+        st = {d.pairs > 0 ? 1 : 0, -1, d.pairs, d.kept_pairs, -1.0, d.eps, -1.0};
+      } else if (const auto* filter = dynamic_cast<const s07::FilterSortStage*>(stage)) {
+        CCE_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+        const s07::FilterStats f = filter->stats();
+        st = {f.tiles > 0 ? 1 : 0, -1, f.tiles, f.kept_tiles, -1.0, filter->gradient_approximation().eps, -1.0};
+      }
+      *out = st;
+    });
   });
 }
 

@@ -105,12 +105,13 @@ for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("gemma2_flat", "/tm
     n, d, v = e.shape[0], e.shape[1], c.shape[0]
     loss, lse = torch.empty((), device="cuda"), torch.empty(n, device="cuda")
     de, dc, one = torch.empty_like(e), torch.empty_like(c), torch.ones((), device="cuda")
-    handle = cs._stage(0, cs.FINAL_STAGE, "")
+    stream = torch.cuda.current_stream().cuda_stream
+    handle = cs._stage(0, stream, cs.FINAL_STAGE, "")
     problem = cs._Problem(n, d, v, 1, 0, 0.0, -100)
     p = lambda x: ctypes.c_void_p(x.data_ptr())
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    error = cs._error_buffer()
     raw = lambda: cs._raise(cs._lib.cce_run(handle, ctypes.byref(problem), p(e), p(c), p(t), p(one), p(loss), p(lse),
-                                            p(de), p(dc), stream, cs._error, cs._ERROR_BYTES))
+                                            p(de), p(dc), ctypes.c_void_p(stream), error, cs._ERROR_BYTES), error)
     fwd = lambda: torch.ops.cce_stages.loss_and_grad(e, c, t, cs.FINAL_STAGE, "", "mean", -100, 0.0)
     E, C = e.detach().requires_grad_(True), c.detach().requires_grad_(True)
     def clear():

@@ -104,8 +104,8 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
     config.attrs = &cluster;
     config.numAttrs = 1;
     // Resident clusters of two, asked once per device; -1: none fits.
-    static std::atomic<int> clusters_on[kMaxTileDevices] = {};
-    std::atomic<int>& asked = clusters_on[tile_device_index()];
+    static std::atomic<int> clusters_on[kMaxDevices] = {};
+    std::atomic<int>& asked = clusters_on[current_device_index()];
     int clusters = asked.load();
     if (units.token_blocks >= 2 && clusters >= 0) {
       CCE_CUDA_CHECK(

@@ -35,8 +35,8 @@ const DeviceFacts& device_facts() {
   static const bool present = cuda_device_available();
   if (!present) return none;
   static std::mutex mutex;
-  static DeviceFacts facts[kMaxTileDevices];
-  const int device = tile_device_index();
+  static DeviceFacts facts[kMaxDevices];
+  const int device = current_device_index();
   std::lock_guard<std::mutex> lock(mutex);
   DeviceFacts& f = facts[device];
   if (!f.present) {
@@ -141,14 +141,6 @@ TilePath choose_block_path(const Problem& p) {
 
 int multiprocessor_count() { return device_facts().sms; }
 
-int tile_device_index() {
-  int device = 0;
-  CCE_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= kMaxTileDevices)
-    throw CudaError("the tile engine keeps facts for devices 0 to " + std::to_string(kMaxTileDevices - 1) +
-                    ", not device " + std::to_string(device));
-  return device;
-}
 
 TileUnits plan_tile_units(const Problem& p, TilePath path, const UnitPolicy& policy) {
   const TileShape shape = tile_shape(path);

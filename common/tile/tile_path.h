@@ -64,9 +64,4 @@ TileUnits plan_tile_units(const Problem& problem, TilePath path, const UnitPolic
 // Multiprocessors of the current device (132, an H100's, without one).
 int multiprocessor_count();
 
-// The current device's index, below kMaxTileDevices (what the engine asks once
-// per device keeps one answer per index: a process may drive several GPUs).
-constexpr int kMaxTileDevices = 64;
-int tile_device_index();
-
 }  // namespace cce

@@ -32,6 +32,11 @@ The stages' scratch comes from PyTorch's caching allocator (torch.cuda.memory_al
 each stage object keeps its scratch between calls. release_scratch() gives it back (the stage objects
 are made again, with their scratch, at the next call; their plan decisions and last_stats start over).
 
+Threads and streams: the calls on one device take turns, one at a time on the host, and on the GPU a call
+on another stream than the call before it waits for that call's work. A stage object runs on one stream,
+whose pool its scratch comes from: a call on another stream makes the object again (as release_scratch
+does, for that stage), so code that alternates two streams pays for a new object each call.
+
 last_stats(stage=FINAL_STAGE, flags="", device=None) gives what the last backward of that stage
 object (the one linear_cross_entropy(..., stage=, flags=) uses on that device) decided: the plan,
 the kept fraction of the (token block, tile) pairs, the eps (a BackwardStats), or None for a stage
@@ -43,6 +48,7 @@ import contextlib
 import ctypes
 import math
 import os
+import threading
 
 import torch
 
@@ -110,12 +116,37 @@ def _torch_release(ptr, device):
 
 _allocate_callback, _release_callback = _ALLOCATE(_torch_allocate), _RELEASE(_torch_release)  # kept alive
 _lib = _load_library()
-_error = ctypes.create_string_buffer(_ERROR_BYTES)
-if _lib.cce_set_allocator(_allocate_callback, _release_callback, _error, _ERROR_BYTES) != 0:
-    raise ImportError("cce_stages: " + _error.value.decode())
+_local = threading.local()
+
+
+def _error_buffer():
+    """This thread's buffer for the C calls' one-line errors: ctypes lets other threads run during a call."""
+    try:
+        return _local.error
+    except AttributeError:
+        _local.error = ctypes.create_string_buffer(_ERROR_BYTES)
+        return _local.error
+
+
+if _lib.cce_set_allocator(_allocate_callback, _release_callback, _error_buffer(), _ERROR_BYTES) != 0:
+    raise ImportError("cce_stages: " + _error_buffer().value.decode())
 atexit.register(_lib.cce_detach_allocator)
-_stages = {}  # (device, stage, flags) -> stage handle, kept for the process
+# The calls on a device take turns (a lock per device; the C interface orders them on the GPU across streams,
+# cce_capi.cpp says why). A stage object runs on one stream, whose pool of PyTorch's allocator its scratch comes
+# from: a call on another stream deletes it (its scratch goes back to that stream's pool, behind the work queued
+# there) and makes a new one.
+_stages = {}  # (device, stage, flags) -> (stage handle, the stream it runs on), kept for the process
 _backward_ran = set()  # the keys of _stages whose handle has run a backward
+_device_locks = {}  # device -> threading.Lock, held while a call on that device uses or replaces its handles
+_locks_lock = threading.Lock()
+
+
+def _device_lock(device):
+    lock = _device_locks.get(device)
+    if lock is None:
+        with _locks_lock:
+            lock = _device_locks.setdefault(device, threading.Lock())
+    return lock
 
 
 def stage_names(with_backward=False):
@@ -127,16 +158,22 @@ def stage_names(with_backward=False):
     return [name for name, backward in pairs if backward == "1" or not with_backward]
 
 
-def _stage(device, name, flags):
+def _stage(device, stream, name, flags):
+    """The stage object of (device, name, flags) for a call on `stream`; the caller holds the device's lock."""
     key = (device, name, flags)
-    if key not in _stages:
-        error = ctypes.create_string_buffer(_ERROR_BYTES)
-        with torch.cuda.device(device):
-            handle = _lib.cce_stage_new(name.encode(), flags.encode(), error, _ERROR_BYTES)
+    made = _stages.get(key)
+    if made is not None and made[1] == stream:
+        return made[0]
+    error = _error_buffer()
+    with torch.cuda.device(device):
+        handle = _lib.cce_stage_new(name.encode(), flags.encode(), error, _ERROR_BYTES)
         if not handle:
             raise ValueError("cce_stages: " + error.value.decode())
-        _stages[key] = handle
-    return _stages[key]
+        if made is not None:  # made for another stream
+            _lib.cce_stage_delete(made[0])
+            _backward_ran.discard(key)
+    _stages[key] = (handle, stream)
+    return handle
 
 
 def last_stats(stage=FINAL_STAGE, flags="", device=None):
@@ -147,13 +184,13 @@ def last_stats(stage=FINAL_STAGE, flags="", device=None):
         device = torch.device(device).index if device is not None else None
         device = torch.cuda.current_device() if device is None else device
     key = (device, stage, flags)
-    if key not in _backward_ran:
-        return None
     st = _Stats()
-    error = ctypes.create_string_buffer(_ERROR_BYTES)
-    with torch.cuda.device(device):
+    error = _error_buffer()
+    with torch.cuda.device(device), _device_lock(device):
+        if key not in _backward_ran:
+            return None
         stream = ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
-        if _lib.cce_last_stats(_stages[key], stream, ctypes.byref(st), error, _ERROR_BYTES) != 0:
+        if _lib.cce_last_stats(_stages[key][0], stream, ctypes.byref(st), error, _ERROR_BYTES) != 0:
             raise RuntimeError("cce_stages: " + error.value.decode())
     if not st.has_stats:
         return None
@@ -169,12 +206,15 @@ def last_stats(stage=FINAL_STAGE, flags="", device=None):
 def release_scratch():
     """Deletes every stage object of the process, so that their scratch returns to PyTorch's caching
     allocator (after the device has finished with it). The next call makes its stage object again."""
-    for (device, _, _), handle in list(_stages.items()):
-        with torch.cuda.device(device):
+    for key, (handle, _) in list(_stages.items()):
+        device = key[0]
+        with torch.cuda.device(device), _device_lock(device):
+            if _stages.get(key, (None,))[0] != handle:
+                continue  # replaced meanwhile by another thread's call
             torch.cuda.synchronize()
-        _lib.cce_stage_delete(handle)
-    _stages.clear()
-    _backward_ran.clear()
+            _lib.cce_stage_delete(handle)
+            del _stages[key]
+            _backward_ran.discard(key)
 
 
 def _check(e, c, targets, reduction):
@@ -199,11 +239,11 @@ def _check(e, c, targets, reduction):
         raise ValueError("cce_stages: reduction must be mean, sum or none, not %r" % (reduction,))
 
 
-def _raise(status):
+def _raise(status, error):
     if status == 2:
-        raise ValueError("cce_stages: " + _error.value.decode())
+        raise ValueError("cce_stages: " + error.value.decode())
     if status != 0:
-        raise RuntimeError("cce_stages: " + _error.value.decode())
+        raise RuntimeError("cce_stages: " + error.value.decode())
 
 
 _ones = {}  # device index -> a float32 1 there: the upstream gradient of mean and sum's forward
@@ -253,15 +293,19 @@ def _run(e, c, targets, upstream, stage, flags, reduction, ignore_index, softcap
     index = e.get_device()
     if with_grad and upstream is not _ones.get(index):  # the ones of mean and sum are float32 there already
         upstream = upstream.to(device=e.device, dtype=torch.float32).contiguous()
+    error = _error_buffer()
     with _on_device(index):
-        handle = _stage(index, stage, flags)
-        # ctypes passes an int as a void*, None as NULL; no LSE wanted: the stage object keeps one.
-        _raise(_lib.cce_run(handle, ctypes.byref(problem), e.data_ptr(), c.data_ptr(), targets.data_ptr(),
-                            upstream.data_ptr() if with_grad else None, loss.data_ptr(), None,
-                            de.data_ptr() if de is not None else None, dc.data_ptr() if dc is not None else None,
-                            _raw_stream(index), _error, _ERROR_BYTES))
-    if with_grad:
-        _backward_ran.add((index, stage, flags))
+        stream = _raw_stream(index)
+        with _device_lock(index):
+            handle = _stage(index, stream, stage, flags)
+            # ctypes passes an int as a void*, None as NULL; no LSE wanted: the stage object keeps one.
+            status = _lib.cce_run(handle, ctypes.byref(problem), e.data_ptr(), c.data_ptr(), targets.data_ptr(),
+                                  upstream.data_ptr() if with_grad else None, loss.data_ptr(), None,
+                                  de.data_ptr() if de is not None else None, dc.data_ptr() if dc is not None else None,
+                                  stream, error, _ERROR_BYTES)
+            if with_grad and status == 0:
+                _backward_ran.add((index, stage, flags))
+    _raise(status, error)
     return loss, de, dc
 
 
@@ -344,10 +388,11 @@ def _scaled(g, de, dc):
     index = de.get_device()
     if g.dtype is not torch.float32 or g.get_device() != index:  # loss.backward()'s g is float32 there already
         g = g.to(device=de.device, dtype=torch.float32)
+    error = _error_buffer()
     with _on_device(index):
         _raise(_lib.cce_scale(de.data_ptr(), de.numel(), dc.data_ptr() if dc is not None else None,
                               dc.numel() if dc is not None else 0, _DTYPES[de.dtype], g.data_ptr(), _raw_stream(index),
-                              _error, _ERROR_BYTES))
+                              error, _ERROR_BYTES), error)
     return de, dc
 
 

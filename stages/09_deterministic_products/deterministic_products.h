@@ -24,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/last_answer.h"
 #include "common/pinned_staging.h"
 #include "common/stage.h"
 #include "common/tile/tile_path.h"
@@ -163,12 +164,8 @@ class DeterministicProductsStage : public Stage {
   // it many times and each answer costs microseconds of host time (the
   // forward's range balancing), some before the first kernel: the last is kept.
   DropPlan plan_for(const Problem& p) const {
-    const PlanKey key{p, chunk_rows_flag_, slot_mb_flag_};
-    if (!(planned_key_ == key)) {
-      planned_ = plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20);
-      planned_key_ = key;
-    }
-    return planned_;
+    return planned_.get(PlanKey{p, chunk_rows_flag_, slot_mb_flag_},
+                        [&] { return plan_drop(p, chunk_rows_flag_, static_cast<size_t>(slot_mb_flag_) << 20); });
   }
 
  protected:
@@ -194,13 +191,12 @@ class DeterministicProductsStage : public Stage {
  private:
   struct PlanKey {
     Problem problem;
-    int64_t chunk_rows = -1, slot_mb = -1;  // -1: no question yet
+    int64_t chunk_rows = 0, slot_mb = 0;
     bool operator==(const PlanKey& o) const {
       return problem == o.problem && chunk_rows == o.chunk_rows && slot_mb == o.slot_mb;
     }
   };
-  mutable PlanKey planned_key_;  // plan_for's last question
-  mutable DropPlan planned_;     // and its answer
+  mutable LastAnswer<PlanKey, DropPlan> planned_;  // plan_for's last question and answer
 };
 
 std::unique_ptr<Stage> make_stage();

@@ -315,12 +315,7 @@ void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float*
 }
 
 s08::SortedForwardPlan PlanPerBatchStage::whole_vocabulary_plan(const Problem& p) {
-  if (!whole_plan_made_ || !(whole_plan_problem_ == p)) {
-    whole_plan_ = s08::plan_sorted_forward(p, p.v);
-    whole_plan_problem_ = p;
-    whole_plan_made_ = true;
-  }
-  return whole_plan_;
+  return whole_plan_.get(p, [&] { return s08::plan_sorted_forward(p, p.v); });
 }
 
 void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/last_answer.h"
 #include "common/mapped_value.h"
 #include "common/stage.h"
 #include "stages/09_deterministic_products/deterministic_products.h"
@@ -429,9 +430,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   Problem history_problem_;  // the problem history_ is of (another one starts a new history)
   Scratch sample_scratch_;   // the sample's decision's (sample_items)
   DenseReadBacks dense_read_backs_;
-  Problem whole_plan_problem_;         // whole_vocabulary_plan's last question
-  s08::SortedForwardPlan whole_plan_;  // and its answer
-  bool whole_plan_made_ = false;
+  LastAnswer<Problem, s08::SortedForwardPlan> whole_plan_;  // whole_vocabulary_plan's last question and answer
 };
 
 std::unique_ptr<Stage> make_stage();

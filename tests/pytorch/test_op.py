@@ -25,10 +25,17 @@ CASE is one of:
   two_devices the op on cuda:0 and cuda:1 in turns in one process (the final stage and stage 01, the
               calls made with cuda:0 current), each against float64 autograd; a target out of range on
               cuda:1; skipped with fewer than two GPUs
+  threads     four Python threads on one device at once: each one's bad target (its own value) raises
+              its own message, 40 times each; each thread's loss and gradients (the final stage and stage
+              01, its own inputs) bitwise those of the same calls made one thread at a time
+  streams     calls on two CUDA streams in turns, nothing synchronized between them (the final stage
+              and stage 01, inputs of a shape whose kernels run long enough to overlap): every result
+              bitwise that of the same call alone on the default stream; last_stats after them
 Exit status: 0 passed, 1 failed, 77 skipped (no PyTorch, no CUDA GPU, or the library not built).
 """
 import os
 import sys
+import threading
 
 SKIP = 77
 
@@ -399,8 +406,107 @@ def case_two_devices():
         expect(str(exc).startswith("cce_stages: target %d" % v), "cuda:1, a target out of range: %s" % exc)
 
 
+# The final stage with each plan forced (under "auto" a call's plan follows the decision of the call before
+# it, so calls taken in another order may run another plan: other bits), and stage 01.
+CONFIGS = ((cce_stages.FINAL_STAGE, "--plan sparse"), (cce_stages.FINAL_STAGE, "--plan dense"), ("01_materialized", ""))
+
+
+def gradients(e, c, t, config):
+    """loss, dE, dC of one call of the op (autograd on fresh leaves), on the current stream."""
+    ee, cc = e.detach().requires_grad_(True), c.detach().requires_grad_(True)
+    loss = cce_stages.linear_cross_entropy(ee, cc, t, stage=config[0], flags=config[1])
+    de, dc = torch.autograd.grad(loss.sum(), (ee, cc))
+    return loss.detach(), de, dc
+
+
+def same_bits(got, want):
+    return all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def in_threads(count, body):
+    """body(k) on `count` threads at once, started together; its exceptions are failures."""
+    start = threading.Barrier(count)
+    errors = []
+
+    def run(k):
+        try:
+            start.wait()
+            body(k)
+        except Exception as exc:  # noqa: BLE001
+            errors.append("thread %d: %s: %s" % (k, type(exc).__name__, exc))
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(count)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for error in errors:
+        expect(False, error)
+
+
+def case_threads():
+    n, d, v, count, rounds = 77, 100, 1129, 4, 40
+    e, c, t = inputs(n, d, v, torch.bfloat16, seed=30, ignore_fraction=0.0)
+    messages = [[] for _ in range(count)]
+
+    def bad_targets(k):
+        for _ in range(rounds):
+            try:
+                cce_stages.linear_cross_entropy(e, c, torch.full_like(t, v + k))
+                messages[k].append("no exception")
+            except ValueError as exc:
+                messages[k].append(str(exc))
+    in_threads(count, bad_targets)
+    for k in range(count):
+        own = sum(m.startswith("cce_stages: target %d " % (v + k)) for m in messages[k])
+        expect(own == rounds, "thread %d, target %d out of range: %d of %d messages name it (first other: %s)"
+               % (k, v + k, own, rounds, next((m for m in messages[k] if not m.startswith(
+                   "cce_stages: target %d " % (v + k))), "none")))
+    data = [inputs(n, d, v, torch.bfloat16, seed=31 + k) for k in range(count)]
+    alone = {(k, config): gradients(*data[k], config) for k in range(count) for config in CONFIGS}
+    torch.cuda.synchronize()
+    results = {}
+
+    def good_calls(k):
+        for turn in range(5):
+            for config in CONFIGS:
+                results[(k, config, turn)] = gradients(*data[k], config)
+    in_threads(count, good_calls)
+    torch.cuda.synchronize()
+    for k in range(count):
+        for config in CONFIGS:
+            same = all(same_bits(results.get((k, config, turn), ()), alone[(k, config)]) for turn in range(5))
+            expect(same, "thread %d, %s %s: loss, dE, dC of 5 calls among 4 threads bitwise those of one thread"
+                   % (k, config[0], config[1]))
+
+
+def case_streams():
+    n, d, v = 4096, 1024, 32000  # about a millisecond a call: the two streams' calls overlap unless ordered
+    data = [inputs(n, d, v, torch.bfloat16, seed=40 + k) for k in range(2)]
+    alone = {(k, config): gradients(*data[k], config) for k in range(2) for config in CONFIGS}
+    torch.cuda.synchronize()
+    streams = (torch.cuda.Stream(), torch.cuda.Stream())
+    results = {}
+    for turn in range(3):
+        for config in CONFIGS:
+            for k in range(2):  # inputs k on stream k, no synchronization between the calls
+                with torch.cuda.stream(streams[k]):
+                    results[(k, config, turn)] = gradients(*data[k], config)
+    torch.cuda.synchronize()
+    for k in range(2):
+        for config in CONFIGS:
+            same = all(same_bits(results[(k, config, turn)], alone[(k, config)]) for turn in range(3))
+            expect(same, "stream %d, %s %s: 3 calls in turns with the other stream's, bitwise the call alone"
+                   % (k, config[0], config[1]))
+    for config, plan in zip(CONFIGS[:2], ("sparse", "dense")):
+        with torch.cuda.stream(streams[1]):
+            stats = cce_stages.last_stats(config[0], config[1])
+        expect(stats is not None and stats.plan == plan and 0.0 < stats.kept_fraction <= 1.0,
+               "last_stats(%s) after the streams' calls: %s" % (config[1], stats))
+
+
 CASES = {"stages": case_stages, "memory": case_memory, "tied": case_tied, "frozen": case_frozen, "stats": case_stats,
-         "compile": case_compile, "bad_input": case_bad_input, "two_devices": case_two_devices}
+         "compile": case_compile, "bad_input": case_bad_input, "two_devices": case_two_devices,
+         "threads": case_threads, "streams": case_streams}
 if sys.argv[2] not in CASES:
     print("unknown case %s (choose from %s)" % (sys.argv[2], ", ".join(CASES)))
     sys.exit(2)
