@@ -23,8 +23,7 @@ namespace cce {
 template <typename Key>
 size_t radix_sort_pairs_temp_bytes(int64_t count, bool descending) {
   if (!cuda_device_available()) return static_cast<size_t>(count) * 8 + (size_t{1} << 20);
-  int device = 0;
-  CCE_CUDA_CHECK(cudaGetDevice(&device));
+  const int device = current_device_index();
   static std::mutex mutex;
   static std::map<std::tuple<int, int64_t, bool>, size_t> known;
   const std::tuple<int, int64_t, bool> question{device, count, descending};

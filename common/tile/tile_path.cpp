@@ -141,7 +141,6 @@ TilePath choose_block_path(const Problem& p) {
 
 int multiprocessor_count() { return device_facts().sms; }
 
-
 TileUnits plan_tile_units(const Problem& p, TilePath path, const UnitPolicy& policy) {
   const TileShape shape = tile_shape(path);
   TileUnits u;

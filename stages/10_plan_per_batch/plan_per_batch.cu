@@ -293,7 +293,7 @@ void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float*
                                         cudaStream_t stream) {
   const Problem& p = in.problem;
   const s08::SortedForwardPlan chunks = forward_plan(plan_for(p));
-  const s08::SortedForwardPlan whole = whole_vocabulary_plan(p);
+  const s08::SortedForwardPlan whole = whole_plan_.get(p, [&] { return s08::plan_sorted_forward(p, p.v); });
   // The work buffer, idle while dC holds sorted C, takes the ranges' states
   // (the chunks' item is sized for a chunk's ranges, the whole V may need more).
   const bool fits = dc != nullptr && DeterministicProductsStage::chunk_rows_flag_ == 0 && chunks.chunk_rows < p.v &&
@@ -312,10 +312,6 @@ void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float*
   last_problem_ = p;
   stats_ready_ = true;
   sorted_c_in_dc_ = true;
-}
-
-s08::SortedForwardPlan PlanPerBatchStage::whole_vocabulary_plan(const Problem& p) {
-  return whole_plan_.get(p, [&] { return s08::plan_sorted_forward(p, p.v); });
 }
 
 void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,

@@ -413,9 +413,6 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   // nothing writes before the backward): one forward kernel instead of one per
   // chunk of the work buffer. As forward() where dc cannot take it.
   void forward_into_dc(const DeviceInputs& in, void* dc, float* loss, float* lse, cudaStream_t stream);
-  // The forward's plan over the whole vocabulary in one chunk (its range
-  // balancing costs microseconds before the first kernel): the last is kept.
-  s08::SortedForwardPlan whole_vocabulary_plan(const Problem& p);
 
   double mass_flag_ = 0.0;  // --dropped-mass; 0 = kDefaultDroppedMass
   bool no_grouping_ = false;
@@ -430,7 +427,9 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   Problem history_problem_;  // the problem history_ is of (another one starts a new history)
   Scratch sample_scratch_;   // the sample's decision's (sample_items)
   DenseReadBacks dense_read_backs_;
-  LastAnswer<Problem, s08::SortedForwardPlan> whole_plan_;  // whole_vocabulary_plan's last question and answer
+  // forward_into_dc's plan over the whole vocabulary in one chunk (its range balancing
+  // costs microseconds before the first kernel): the last question and answer.
+  LastAnswer<Problem, s08::SortedForwardPlan> whole_plan_;
 };
 
 std::unique_ptr<Stage> make_stage();
