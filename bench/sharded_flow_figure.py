@@ -16,6 +16,9 @@ and E and t whole. It mirrors, top to bottom:
     join_kept_pairs, choose_plan, run_backward_plan;
   - then add_target_terms (stage 09) and reduce_de (combine.cu): the
     all-reduce of dE, and its rounding to bf16 (round_de_kernel).
+A step that runs stage 10's dense plan before the forward (dense_step, after
+a batch that kept most pairs) makes the same joins per chunk of rows, and one
+more all-reduce, of the chunk's target logits (sum_over_shards); not drawn.
 
 The script checks what the figure claims, and exits 1 (DOES NOT HOLD) when
 one fails:
@@ -44,13 +47,17 @@ TOLERANCE = 1e-12
 
 # The collectives in the order a step runs them: (function in combine.cu, NCCL count, type, op,
 # what the figure says it carries, its size in bytes).
+# combine_row_states makes its two through join_rows, reduce_de its one through sum_and_round_de.
 COLLECTIVES = [
-    ("combine_row_states", "n", "ncclFloat32", "ncclMax", "N fp32", "4N bytes"),
-    ("combine_row_states", "2 * n", "ncclFloat32", "ncclSum", "2N fp32", "8N bytes"),
+    ("join_rows", "n", "ncclFloat32", "ncclMax", "N fp32", "4N bytes"),
+    ("join_rows", "2 * n", "ncclFloat32", "ncclSum", "2N fp32", "8N bytes"),
     ("join_dropped_mass", "s10::kAutoExponents", "ncclUint64", "ncclSum", "9 uint64", "72 bytes"),
     ("join_kept_pairs", "2", "ncclInt64", "ncclSum", "2 int64", "16 bytes"),
-    ("reduce_de", "count", "ncclFloat32", "ncclSum", "N·D fp32", "4·N·D bytes"),
+    ("sum_and_round_de", "count", "ncclFloat32", "ncclSum", "N·D fp32", "4·N·D bytes"),
 ]
+# The one collective of combine.cu that the figure does not draw: the dense plan before the forward (dense_step)
+# sums each chunk's target logits over the shards with it, then joins the chunk's LSE and dE with the ones above.
+NOT_DRAWN = [("sum_over_shards", "count", "ncclFloat32", "ncclSum")]
 # The calls each function makes, in the order it makes them: the collectives' order in a step.
 STEP_ORDER = ["sorted_forward_states", "combine_row_states", "backward_to_accumulator", "add_target_terms",
               "reduce_de"]
@@ -131,7 +138,7 @@ def source_claims():
     first = re.search(r"kAutoFirstExponent\s*=\s*(\d+)", plan)
     last = re.search(r"kAutoLastExponent\s*=\s*(\d+)", plan)
     exponents = int(last.group(1)) - int(first.group(1)) + 1 if first and last else None
-    drawn = [(f, count, kind, op) for f, count, kind, op, _, _ in COLLECTIVES]
+    drawn = [(f, count, kind, op) for f, count, kind, op, _, _ in COLLECTIVES] + NOT_DRAWN
     functions = [f for f, *_ in drawn]
     # combine.cu's file order, put in the step's order function by function (a stable sort)
     code_in_step_order = sorted(code_collectives(combine),
@@ -139,7 +146,8 @@ def source_claims():
     step = body(sharded, "void ShardedVocabulary::step(")
     backward = body(sharded, "float* ShardedVocabulary::backward_to_accumulator(")
     return [
-        (code_in_step_order == drawn, "the ncclAllReduce calls of combine.cu are the five drawn (count, type, op)"),
+        (code_in_step_order == drawn,
+         "the ncclAllReduce calls of combine.cu are the five drawn and the dense plan's sum_over_shards (count, type, op)"),
         (exponents == 9, "join_dropped_mass carries 9 candidates (kAutoFirstExponent..kAutoLastExponent)"),
         (in_order(step, STEP_ORDER), "step() runs forward, combine, backward, target terms, dE's all-reduce in order"),
         (in_order(backward, BACKWARD_ORDER),

@@ -162,7 +162,7 @@ __global__ void reference_gap_kernel(const float* __restrict__ lse, const float*
 // in bf16 for dC's product.
 __global__ void row_scales_kernel(const float* __restrict__ lse, const float* __restrict__ reference,
                                   const float* __restrict__ target_logit, const int64_t* __restrict__ targets,
-                                  int64_t ignore_index, const float* __restrict__ grad_scale, float softcap,
+                                  int64_t ignore_index, int64_t v, const float* __restrict__ grad_scale, float softcap,
                                   __nv_bfloat16* __restrict__ q, int64_t pitch, const __nv_bfloat16* __restrict__ e,
                                   int64_t d, __nv_bfloat16* __restrict__ e_scaled, float* __restrict__ alpha,
                                   float* __restrict__ target_term) {
@@ -174,7 +174,7 @@ __global__ void row_scales_kernel(const float* __restrict__ lse, const float* __
   if (threadIdx.x == 0) {
     alpha[row] = a;
     float s_target = 0.0f;
-    if (valid) {
+    if (valid && target >= 0 && target < v) {  // else the target's term is on another shard (stage 11)
       const float zt = target_logit[row];
       s_target = g * expm1f(zt - row_lse) * softcap_derivative(zt, softcap);  // g·(p_it − 1)·softcap'
       q[row * pitch + target] = __float2bfloat16(0.0f);
@@ -186,19 +186,23 @@ __global__ void row_scales_kernel(const float* __restrict__ lse, const float* __
   for (int64_t k = threadIdx.x; k < d; k += blockDim.x) out[k] = __float2bfloat16(a * __bfloat162float(e_row[k]));
 }
 
-// dE's row: α_i·(Q·C)_i + S_it·C_{t_i} from fp32, rounded once to bf16. One block per row.
-__global__ void finish_de_rows_kernel(const float* __restrict__ product, const float* __restrict__ alpha,
+// dE's row: α_i·(Q·C)_i + S_it·C_{t_i} from fp32, rounded once to bf16, or
+// (Out float) left in fp32 in place of the product for stage 11 to sum over
+// its shards first. One block per row.
+template <typename Out>
+__global__ void finish_de_rows_kernel(const float* product, const float* __restrict__ alpha,
                                       const float* __restrict__ target_term, const int64_t* __restrict__ targets,
-                                      int64_t ignore_index, const __nv_bfloat16* __restrict__ c, int64_t d,
-                                      __nv_bfloat16* __restrict__ de) {
+                                      int64_t ignore_index, int64_t v, const __nv_bfloat16* __restrict__ c, int64_t d,
+                                      Out* de) {
   const int64_t row = blockIdx.x;
   const float a = alpha[row], s = target_term[row];
   const int64_t target = targets[row];
-  const __nv_bfloat16* c_row = target != ignore_index ? c + target * d : nullptr;
+  const bool here = target != ignore_index && target >= 0 && target < v;  // else its term is on another shard
+  const __nv_bfloat16* c_row = here ? c + target * d : nullptr;
   for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
     float x = a * product[row * d + k];
     if (c_row != nullptr) x += s * __bfloat162float(c_row[k]);
-    de[row * d + k] = __float2bfloat16(x);
+    de[row * d + k] = from_float<Out>(x);
   }
 }
 
@@ -215,7 +219,8 @@ __global__ void target_key_kernel(const int64_t* __restrict__ targets, int64_t n
                                   int* __restrict__ key, int* __restrict__ row_index) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= n) return;
-  key[row] = targets[row] == ignore_index ? static_cast<int>(v) : static_cast<int>(targets[row]);
+  const int64_t t = targets[row];
+  key[row] = t == ignore_index || t < 0 || t >= v ? static_cast<int>(v) : static_cast<int>(t);  // v: no row of dC here
   row_index[row] = static_cast<int>(row);
 }
 __global__ void run_head_kernel(const int* __restrict__ sorted_key, int64_t n, int64_t v, int* __restrict__ head) {
@@ -706,51 +711,6 @@ std::vector<MemoryItem> chunk_lse_items(const Problem& p, const DenseChunks& chu
 // A chunk row's fp32 R_i and α_i.
 constexpr size_t kRowScaleBytes = 2 * 4;
 
-// Whether a valid row of the chunk has LSE_i − R_i > kMostReferenceGap: read
-// back at once (the chunk's products wait for it), through a mapped int.
-bool reference_too_far(const float* lse, const float* reference, const int64_t* targets, int64_t n,
-                       int64_t ignore_index, MappedHostValue<int>& mapped, cudaStream_t stream) {
-  int* too_far = mapped.reset();
-  constexpr int kThreads = 256;
-  reference_gap_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      lse, reference, targets, n, ignore_index, too_far);
-  CCE_CHECK_LAUNCH();
-  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return *too_far != 0;
-}
-
-// The q path's buffers, carved from its items: per chunk row R_i and α_i, the
-// rows of E times α; per row of the batch S_it.
-struct RowScales {
-  float *reference, *alpha, *target_term;
-  __nv_bfloat16* e_scaled;
-};
-
-RowScales row_scales(const DenseChunks& chunks, const Scratch& scratch) {
-  RowScales r{};
-  float* f = scratch.get<float>(kDenseRowScalesItem);
-  r.reference = f, r.alpha = f + chunks.rows;
-  r.target_term = scratch.get<float>(kDenseTargetTermItem);
-  r.e_scaled = scratch.get<__nv_bfloat16>(kDenseScaledRowsItem);
-  return r;
-}
-
-// The target rows' buffers (q path with dC): the sort [8][N] ints (keys, rows,
-// sorted keys, sorted rows, the run of each sorted position, the runs' tokens;
-// for one chunk the tokens of the runs summed whole and each run's row among
-// them), cub's scratch; for one chunk, the rows' norms, Q's columns of the
-// tokens summed whole and their fp32 product.
-struct TargetRows {
-  int *key, *row, *sorted_key, *sorted_row, *run_of, *run_token;
-  int *whole, *position;          // one chunk, after the sort: in key's and row's place
-  int *whole_token, *row_of_run;  // one chunk
-  void* temp;
-  size_t temp_bytes;
-  float* norms;            // one chunk: [runs, column blocks, 2]
-  __nv_bfloat16* columns;  // one chunk: [rows, runs summed whole]
-  float* sums;             // one chunk: [runs summed whole, D]
-};
-
 size_t target_sort_temp_bytes(int64_t n) {
   size_t scan = 0;
   if (cuda_device_available())
@@ -761,8 +721,8 @@ size_t target_sort_temp_bytes(int64_t n) {
   return std::max(radix_sort_pairs_temp_bytes<int>(n, false), scan);
 }
 
-TargetRows target_rows(const Problem& p, bool one_chunk, const Scratch& scratch) {
-  TargetRows t{};
+DenseTargetSort target_sort(const Problem& p, bool one_chunk, const Scratch& scratch) {
+  DenseTargetSort t;
   int* k = scratch.get<int>(kDenseTargetSortItem);
   t.key = k, t.row = k + p.n, t.sorted_key = k + 2 * p.n, t.sorted_row = k + 3 * p.n, t.run_of = k + 4 * p.n;
   t.run_token = k + 5 * p.n;
@@ -779,7 +739,7 @@ TargetRows target_rows(const Problem& p, bool one_chunk, const Scratch& scratch)
 
 // The rows sorted by target and the runs numbered; returns the runs' count
 // (a read-back: the products' sizes need it).
-int64_t sort_rows_by_target(const Problem& p, const int64_t* targets, const TargetRows& t, MappedHostValue<int>& mapped,
+int64_t sort_rows_by_target(const Problem& p, const int64_t* targets, const DenseTargetSort& t, MappedHostValue<int>& mapped,
                             cudaStream_t stream) {
   int* runs = mapped.reset();
   const unsigned blocks = static_cast<unsigned>((p.n + kSlabThreads - 1) / kSlabThreads);
@@ -805,7 +765,7 @@ int target_column_blocks(int64_t d) { return static_cast<int>((d + kTargetBlockC
 // (whole_runs_kernel) summed whole: Q's columns of their tokens gathered, one
 // fp32 product with α ∘ E, the terms added, rounded once. Returns how many
 // runs were summed whole (a read-back: the product's size).
-int64_t write_target_rows_of_one_chunk(const Problem& p, const TargetRows& t, int64_t runs, const float* target_term,
+int64_t write_target_rows_of_one_chunk(const Problem& p, const DenseTargetSort& t, int64_t runs, const float* target_term,
                                        const __nv_bfloat16* e, const __nv_bfloat16* q, int64_t pitch,
                                        const __nv_bfloat16* e_scaled, __nv_bfloat16* dc, MappedHostValue<int>& mapped,
                                        cudaStream_t stream) {
@@ -867,118 +827,197 @@ std::vector<MemoryItem> dense_chunk_items(const Problem& p, const DenseChunks& c
   return items;
 }
 
+DenseCall begin_dense_chunks(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
+                             const float* upstream, bool with_dc, DenseReadBacks& read_backs, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  DenseCall call;
+  call.chunks = chunks;
+  call.logits = scratch.get<unsigned char>(kDenseChunkItem);
+  if (keeps_q(p)) {
+    float* scales = scratch.get<float>(kDenseRowScalesItem);
+    call.reference = scales, call.alpha = scales + chunks.rows;
+    call.target_term = scratch.get<float>(kDenseTargetTermItem);
+    call.e_scaled = scratch.get<__nv_bfloat16>(kDenseScaledRowsItem);
+  }
+  call.grad_scale = scratch.get<float>(kDenseGradScaleItem);
+  call.per_token = per_token_loss_buffer(p, loss, scratch);
+  // dC's sum over the chunks and dE's rows in fp32: in dC and dE themselves (fp32), else beside them.
+  if (sums_dc_in_fp32(p, chunks, with_dc)) call.dc_acc = scratch.get<float>(kDenseDcItem);
+  if (rounds_dc_in_its_product(p, chunks, with_dc)) call.dc_workspace = scratch.get<unsigned char>(kDenseDcWorkspaceItem);
+  if (p.dtype == Dtype::kBFloat16) call.de_rows_fp32 = scratch.get<float>(kDenseDeRowsItem);
+  compute_token_grad_scale(p, in.targets.get(), upstream, call.grad_scale, stream);
+  if (keeps_q(p) && with_dc) {  // the target's term apart
+    call.sorted = target_sort(p, chunks.count == 1, scratch);
+    const int64_t runs = sort_rows_by_target(p, in.targets.get(), call.sorted, read_backs.runs, stream);
+    call.target_rows = DenseTargetRows{runs, runs};  // one chunk: whole set by chunk_products
+  }
+  return call;
+}
+
+DenseChunk dense_chunk(const DeviceInputs& in, const DenseCall& call, const Scratch& scratch, int64_t first) {
+  const Problem& p = in.problem;
+  DenseChunk chunk;
+  chunk.first = first;
+  // The chunk as a problem of its own rows: stage 03's forward runs on it unchanged, keeping its tiles.
+  const Problem rows = p.with_tokens(std::min(call.chunks.rows, p.n - first));
+  chunk.rows = DeviceInputs::borrow(rows, static_cast<const unsigned char*>(in.e.get()) + first * p.d * p.element_bytes(),
+                                    in.c.get(), in.targets.get() + first);
+  chunk.plan = s03::plan_fused(rows);
+  chunk.lse = s03::split_lse_params(chunk.rows, scratch, true);
+  return chunk;
+}
+
+void set_chunk_reference(const DenseChunk& chunk, const DenseCall& call, cudaStream_t stream) {
+  const Problem& rows = chunk.rows.problem;
+  reference_from_dot_kernel<<<static_cast<unsigned>((rows.n + 255) / 256), 256, 0, stream>>>(
+      call.reference, chunk.rows.targets.get(), rows.n, rows.ignore_index, rows.softcap);
+  CCE_CHECK_LAUNCH();
+}
+
+void fold_chunk(const DenseChunk& chunk, const DenseCall& call, float* lse, float* per_token, cudaStream_t stream) {
+  const KeepTileParams params{chunk.lse, call.logits, call.reference, call.chunks.pitch};
+  launch_tile_units<FoldThenKeepTile>(chunk.rows, chunk.plan.path, chunk.plan.units, params, stream);
+  s03::merge_ranges(chunk.rows, chunk.plan, chunk.lse, lse, per_token, stream);
+}
+
+bool reference_too_far(const DenseChunk& chunk, const DenseCall& call, const float* lse, DenseReadBacks& read_backs,
+                       cudaStream_t stream) {
+  const Problem& rows = chunk.rows.problem;
+  int* too_far = read_backs.too_far.reset();
+  constexpr int kThreads = 256;
+  reference_gap_kernel<<<static_cast<unsigned>((rows.n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      lse, call.reference, chunk.rows.targets.get(), rows.n, rows.ignore_index, too_far);
+  CCE_CHECK_LAUNCH();
+  CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return *too_far != 0;
+}
+
+void refold_chunk_at_lse(const DenseChunk& chunk, const DenseCall& call, const float* lse, float* fold_lse,
+                         float* per_token, cudaStream_t stream) {
+  CCE_CUDA_CHECK(cudaMemcpyAsync(call.reference, lse, chunk.rows.problem.n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 stream));
+  fold_chunk(chunk, call, fold_lse, per_token, stream);
+}
+
+void chunk_products(const DenseChunk& chunk, DenseCall& call, const DeviceInputs& in, const float* lse, void* de,
+                    void* dc, DenseReadBacks& read_backs, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const bool bf16 = p.dtype == Dtype::kBFloat16, q = keeps_q(p);
+  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const int d = to_int(p.d), v = to_int(p.v);
+  const int64_t first = chunk.first, n_rows = chunk.rows.problem.n;
+  const unsigned blocks = static_cast<unsigned>(n_rows);
+  const void* e_rows = chunk.rows.e.get();
+  const int64_t* targets = chunk.rows.targets.get();
+  if (q) {
+    row_scales_kernel<<<blocks, kSlabThreads, 0, stream>>>(
+        lse, call.reference, chunk.lse.target_logit, targets, p.ignore_index, p.v, call.grad_scale + first, p.softcap,
+        static_cast<__nv_bfloat16*>(call.logits), call.chunks.pitch, static_cast<const __nv_bfloat16*>(e_rows), p.d,
+        call.e_scaled, call.alpha, call.target_term + first);
+    CCE_CHECK_LAUNCH();
+  } else {
+    // S in place of the softcapped fp32 logits.
+    static_bool(p.softcap > 0.0f, [&](auto softcapped) {
+      constexpr bool kSoftcap = decltype(softcapped)::value;
+      slab_gradient_kernel<false, kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
+          static_cast<float*>(call.logits), call.chunks.pitch, p.v, 0, targets, lse, call.grad_scale + first,
+          p.softcap, true);
+    });
+    CCE_CHECK_LAUNCH();
+  }
+  const int s_pitch = to_int(call.chunks.pitch);  // S in place of fp32 logits, or q in bf16
+  const float one = 1.0f, zero = 0.0f;
+  cublasHandle_t handle = cublas_handle_on(stream);
+  // dC before dE: one chunk's target rows end in a wait for a count, and dE's product, queued after it, keeps
+  // the GPU busy while the host returns to the caller.
+  if (dc != nullptr) {
+    // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V] (q: (α ∘ E_rows)ᵀ · Q).
+    const void* e_factor = q ? static_cast<const void*>(call.e_scaled) : e_rows;
+    if (call.dc_workspace != nullptr) {
+      product_to_bf16_rounded_once(d, v, to_int(n_rows), e_factor, d, call.logits, s_pitch, dc, d, call.dc_workspace,
+                                   stream);
+    } else {
+      const float* beta = first == 0 ? &zero : &one;
+      void* dc_sum = call.dc_acc != nullptr ? static_cast<void*>(call.dc_acc) : dc;
+      CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, to_int(n_rows), &one, e_factor, type, d,
+                                    call.logits, type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+    }
+    if (call.dc_acc == nullptr && call.target_rows.runs > 0)  // one chunk: the targets' rows of dC, over the product's
+      call.target_rows.whole = write_target_rows_of_one_chunk(
+          p, call.sorted, call.target_rows.runs, call.target_term, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
+          static_cast<const __nv_bfloat16*>(call.logits), call.chunks.pitch, call.e_scaled,
+          static_cast<__nv_bfloat16*>(dc), read_backs.whole, stream);
+  }
+  // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows] (q: Qᵀ), written once.
+  CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, to_int(n_rows), v, &one, in.c.get(), type, d,
+                                call.logits, type, s_pitch, &zero,
+                                bf16 ? static_cast<void*>(call.de_rows_fp32)
+                                     : static_cast<void*>(static_cast<float*>(de) + first * p.d),
+                                CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+namespace {
+// bf16: dE's rows α_i·(Q·C)_i + S_it·C_{t_i} from the product, as Out.
+template <typename Out>
+void finish_chunk_de(const DenseChunk& chunk, const DenseCall& call, Out* out, cudaStream_t stream) {
+  const Problem& rows = chunk.rows.problem;
+  finish_de_rows_kernel<Out><<<static_cast<unsigned>(rows.n), kSlabThreads, 0, stream>>>(
+      call.de_rows_fp32, call.alpha, call.target_term + chunk.first, chunk.rows.targets.get(), rows.ignore_index,
+      rows.v, reinterpret_cast<const __nv_bfloat16*>(chunk.rows.c.get()), rows.d, out);
+  CCE_CHECK_LAUNCH();
+}
+}  // namespace
+
+void round_chunk_de(const DenseChunk& chunk, const DenseCall& call, void* de, cudaStream_t stream) {
+  const Problem& rows = chunk.rows.problem;
+  if (rows.dtype == Dtype::kBFloat16)
+    finish_chunk_de(chunk, call, static_cast<__nv_bfloat16*>(de) + chunk.first * rows.d, stream);
+}
+
+float* chunk_de_sums(const DenseChunk& chunk, const DenseCall& call, void* de, cudaStream_t stream) {
+  const Problem& rows = chunk.rows.problem;
+  if (rows.dtype != Dtype::kBFloat16) return static_cast<float*>(de) + chunk.first * rows.d;
+  finish_chunk_de(chunk, call, call.de_rows_fp32, stream);  // in place
+  return call.de_rows_fp32;
+}
+
+DenseTargetRows finish_dense_chunks(const DeviceInputs& in, const DenseCall& call, float* loss, void* dc,
+                                    cudaStream_t stream) {
+  const Problem& p = in.problem;
+  finish_loss(p, call.per_token, in.targets.get(), loss, stream);
+  if (call.dc_acc == nullptr) return call.target_rows;
+  s06::cast_to_bf16(call.dc_acc, dc, p.v * p.d, stream);
+  if (call.target_rows.runs == 0) return call.target_rows;
+  // Several chunks: the targets' rows of dC from the fp32 sums, over what the cast wrote.
+  const DenseTargetSort& t = call.sorted;
+  const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>(target_column_blocks(p.d)));
+  target_rows_kernel<<<grid, kSlabThreads, 0, stream>>>(t.sorted_key, t.sorted_row, t.run_of, p.n, p.v,
+                                                        call.target_term,
+                                                        reinterpret_cast<const __nv_bfloat16*>(in.e.get()), p.d,
+                                                        call.dc_acc, nullptr, static_cast<__nv_bfloat16*>(dc));
+  CCE_CHECK_LAUNCH();
+  return call.target_rows;
+}
+
 DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch,
                                         float* loss, float* lse, const float* upstream, void* de, void* dc,
                                         DenseReadBacks& read_backs, cudaStream_t stream) {
   const Problem& p = in.problem;
-  const bool bf16 = p.dtype == Dtype::kBFloat16, q = keeps_q(p);
-  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const size_t element = p.element_bytes();
-  const int d = to_int(p.d), v = to_int(p.v);
-  void* logits = scratch.get<unsigned char>(kDenseChunkItem);
-  const RowScales scales = q ? row_scales(chunks, scratch) : RowScales{};
-  float* grad_scale = scratch.get<float>(kDenseGradScaleItem);
-  float* per_token = per_token_loss_buffer(p, loss, scratch);
-  // dC's sum over the chunks and dE's rows in fp32: in dC and dE themselves (fp32), else beside them.
-  float* dc_acc = sums_dc_in_fp32(p, chunks, dc != nullptr) ? scratch.get<float>(kDenseDcItem) : nullptr;
-  void* dc_sum = dc_acc != nullptr ? static_cast<void*>(dc_acc) : dc;
-  void* dc_workspace =
-      rounds_dc_in_its_product(p, chunks, dc != nullptr) ? scratch.get<unsigned char>(kDenseDcWorkspaceItem) : nullptr;
-  float* de_rows_fp32 = bf16 ? scratch.get<float>(kDenseDeRowsItem) : nullptr;
-  compute_token_grad_scale(p, in.targets.get(), upstream, grad_scale, stream);
-  const bool target_rows_apart = q && dc != nullptr;
-  const TargetRows targets_sorted = target_rows_apart ? target_rows(p, chunks.count == 1, scratch) : TargetRows{};
-  const int64_t runs =
-      target_rows_apart ? sort_rows_by_target(p, in.targets.get(), targets_sorted, read_backs.runs, stream) : 0;
-  DenseTargetRows rows_written{runs, runs};  // one chunk: whole set by its target rows below
-  const int s_pitch = to_int(chunks.pitch);  // S in place of fp32 logits, or q in bf16
-  const float one = 1.0f, zero = 0.0f;
-  cublasHandle_t handle = cublas_handle_on(stream);
+  DenseCall call = begin_dense_chunks(in, chunks, scratch, loss, upstream, dc != nullptr, read_backs, stream);
   for (int64_t first = 0; first < p.n; first += chunks.rows) {
-    // The chunk as a problem of its own rows: stage 03's forward runs on it unchanged, keeping its tiles.
-    const Problem rows_problem = p.with_tokens(std::min(chunks.rows, p.n - first));
-    const int64_t n_rows = rows_problem.n;
-    const unsigned blocks = static_cast<unsigned>(n_rows);
-    const void* e_rows = static_cast<const unsigned char*>(in.e.get()) + first * p.d * element;
-    const DeviceInputs rows = DeviceInputs::borrow(rows_problem, e_rows, in.c.get(), in.targets.get() + first);
-    const int64_t* targets = rows.targets.get();
-    const s03::FusedPlan plan = s03::plan_fused(rows_problem);
-    if (q) {  // R_i: the target logit
-      s04::indexed_dot(rows, s04::DotVariant::k1d, scales.reference, stream);
-      reference_from_dot_kernel<<<(blocks + 255) / 256, 256, 0, stream>>>(scales.reference, targets, n_rows,
-                                                                          p.ignore_index, p.softcap);
-      CCE_CHECK_LAUNCH();
+    const DenseChunk chunk = dense_chunk(in, call, scratch, first);
+    if (keeps_q(p)) {  // R_i: the target logit
+      s04::indexed_dot(chunk.rows, s04::DotVariant::k1d, call.reference, stream);
+      set_chunk_reference(chunk, call, stream);
     }
-    const KeepTileParams params{s03::split_lse_params(rows, scratch, true), logits, scales.reference, chunks.pitch};
-    launch_tile_units<FoldThenKeepTile>(rows, plan.path, plan.units, params, stream);
-    s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
-    if (q) {
-      if (reference_too_far(lse + first, scales.reference, targets, n_rows, p.ignore_index, read_backs.too_far, stream)) {
-        // Again with R_i = LSE_i; the fold makes the same LSE.
-        CCE_CUDA_CHECK(cudaMemcpyAsync(scales.reference, lse + first, n_rows * sizeof(float), cudaMemcpyDeviceToDevice,
-                                       stream));
-        launch_tile_units<FoldThenKeepTile>(rows, plan.path, plan.units, params, stream);
-        s03::merge_ranges(rows, plan, params.lse, lse + first, per_token + first, stream);
-      }
-      row_scales_kernel<<<blocks, kSlabThreads, 0, stream>>>(
-          lse + first, scales.reference, params.lse.target_logit, targets, p.ignore_index, grad_scale + first,
-          p.softcap, static_cast<__nv_bfloat16*>(logits), chunks.pitch, static_cast<const __nv_bfloat16*>(e_rows), p.d,
-          scales.e_scaled, scales.alpha, scales.target_term + first);
-      CCE_CHECK_LAUNCH();
-    } else {
-      // S in place of the softcapped fp32 logits.
-      static_bool(p.softcap > 0.0f, [&](auto softcapped) {
-        constexpr bool kSoftcap = decltype(softcapped)::value;
-        slab_gradient_kernel<false, kSoftcap><<<blocks, kSlabThreads, 0, stream>>>(
-            static_cast<float*>(logits), chunks.pitch, p.v, 0, targets, lse + first, grad_scale + first, p.softcap,
-            true);
-      });
-      CCE_CHECK_LAUNCH();
-    }
-    // dC before dE: one chunk's target rows end in a wait for a count, and dE's product, queued after it, keeps
-    // the GPU busy while the host returns to the caller.
-    if (dc != nullptr) {
-      // dC [V, D] (column-major [D, V]) += E_rowsᵀ [D, n_rows] · S [n_rows, V] (q: (α ∘ E_rows)ᵀ · Q).
-      const void* e_factor = q ? static_cast<const void*>(scales.e_scaled) : e_rows;
-      if (dc_workspace != nullptr) {
-        product_to_bf16_rounded_once(d, v, to_int(n_rows), e_factor, d, logits, s_pitch, dc, d, dc_workspace, stream);
-      } else {
-        const float* beta = first == 0 ? &zero : &one;
-        CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, d, v, to_int(n_rows), &one, e_factor, type, d,
-                                      logits, type, s_pitch, beta, dc_sum, CUDA_R_32F, d, CUBLAS_COMPUTE_32F,
-                                      CUBLAS_GEMM_DEFAULT));
-      }
-      if (dc_acc == nullptr && runs > 0)  // one chunk: the targets' rows of dC, over what the product wrote
-        rows_written.whole = write_target_rows_of_one_chunk(
-            p, targets_sorted, runs, scales.target_term, reinterpret_cast<const __nv_bfloat16*>(in.e.get()),
-            static_cast<const __nv_bfloat16*>(logits), chunks.pitch, scales.e_scaled,
-            static_cast<__nv_bfloat16*>(dc), read_backs.whole, stream);
-    }
-    // dE's rows [n_rows, D] (column-major [D, n_rows]) = Cᵀ [D, V] · Sᵀ [V, n_rows] (q: Qᵀ), written once.
-    void* de_rows = static_cast<unsigned char*>(de) + first * p.d * element;
-    CCE_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, d, to_int(n_rows), v, &one, in.c.get(), type, d,
-                                  logits, type, s_pitch, &zero, bf16 ? static_cast<void*>(de_rows_fp32) : de_rows,
-                                  CUDA_R_32F, d, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    if (q) {
-      finish_de_rows_kernel<<<blocks, kSlabThreads, 0, stream>>>(
-          de_rows_fp32, scales.alpha, scales.target_term + first, targets, p.ignore_index,
-          reinterpret_cast<const __nv_bfloat16*>(in.c.get()), p.d, static_cast<__nv_bfloat16*>(de_rows));
-      CCE_CHECK_LAUNCH();
-    }
+    fold_chunk(chunk, call, lse + first, call.per_token + first, stream);
+    if (keeps_q(p) && reference_too_far(chunk, call, lse + first, read_backs, stream))
+      refold_chunk_at_lse(chunk, call, lse + first, lse + first, call.per_token + first, stream);  // the same LSE
+    chunk_products(chunk, call, in, lse + first, de, dc, read_backs, stream);
+    round_chunk_de(chunk, call, de, stream);
   }
-  finish_loss(p, per_token, in.targets.get(), loss, stream);
-  if (dc_acc == nullptr) return rows_written;
-  s06::cast_to_bf16(dc_acc, dc, p.v * p.d, stream);
-  if (runs == 0) return rows_written;
-  // Several chunks: the targets' rows of dC from the fp32 sums, over what the cast wrote.
-  const TargetRows& t = targets_sorted;
-  const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>(target_column_blocks(p.d)));
-  target_rows_kernel<<<grid, kSlabThreads, 0, stream>>>(t.sorted_key, t.sorted_row, t.run_of, p.n, p.v,
-                                                        scales.target_term,
-                                                        reinterpret_cast<const __nv_bfloat16*>(in.e.get()), p.d,
-                                                        dc_acc, nullptr, static_cast<__nv_bfloat16*>(dc));
-  CCE_CHECK_LAUNCH();
-  return rows_written;
+  return finish_dense_chunks(in, call, loss, dc, stream);
 }
 
 }  // namespace cce::s10

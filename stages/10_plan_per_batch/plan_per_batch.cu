@@ -237,10 +237,14 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
   return items;
 }
 
-GradientApproximation PlanPerBatchStage::gradient_approximation() const {
-  if (ran_.plan == BackwardPlan::kDense && ran_.before_forward && ran_.chunks.logit_bytes == 2)
+GradientApproximation dense_plan_approximation(const PlanChoice& ran) {
+  if (ran.before_forward && ran.chunks.logit_bytes == 2)
     return GradientApproximation{0.0, false, kBf16Unit};  // S = α ∘ q, dC from α ∘ E (dense_backward.cu)
-  if (ran_.plan == BackwardPlan::kDense) return {};
+  return {};
+}
+
+GradientApproximation PlanPerBatchStage::gradient_approximation() const {
+  if (ran_.plan == BackwardPlan::kDense) return dense_plan_approximation(ran_);
   return DeterministicProductsStage::gradient_approximation();
 }
 
@@ -402,7 +406,7 @@ std::string describe_candidates(const EpsChoice& choice) {
   return masses;
 }
 
-std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
+std::string describe_plan(const PlanChoice& ran, BackwardPlan flag, const std::string& decides_again) {
   std::string why = ran.kept_fraction < 0.0 ? std::string("--plan dense")
                                             : "the decision keeps " + percent(ran.kept_fraction) + " of the pairs";
   if (ran.kept_fraction >= 0.0 && flag == BackwardPlan::kAuto)
@@ -419,7 +423,8 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag) {
                                        ? std::string("--plan dense")
                                        : decision + percent(ran.kept_fraction) + " of the pairs, more than " +
                                              percent(kDenseAboveKept) + "; every " +
-                                             std::to_string(kDecideEveryBatches) + "th batch decides again on a sample";
+                                             std::to_string(kDecideEveryBatches) + "th batch decides again " +
+                                             decides_again;
     std::snprintf(buf, sizeof buf, "backward     dense before the forward: loss and gradient by 3 GEMMs per "
                   "chunk of %lld rows (%lld chunks, %s logits) (%s)", static_cast<long long>(ran.chunks.rows),
                   static_cast<long long>(ran.chunks.count), ran.chunks.logit_bytes == 2 ? "q bf16" : "fp32",

@@ -17,6 +17,8 @@
 // README.md derives the choices and gives the measurements.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -26,6 +28,7 @@
 #include "common/last_answer.h"
 #include "common/mapped_value.h"
 #include "common/stage.h"
+#include "stages/03_fused_gemm_ce/fused_gemm_ce.h"
 #include "stages/09_deterministic_products/deterministic_products.h"
 
 namespace cce::s10 {
@@ -203,6 +206,86 @@ DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunk
                                         float* loss, float* lse, const float* upstream, void* de, void* dc,
                                         DenseReadBacks& read_backs, cudaStream_t stream);
 
+// dense_loss_and_gradient's steps, free functions that it runs in this order
+// and that stage 11 runs with its shards joined between them (the chunk's
+// target logits before set_chunk_reference, its LSE after fold_chunk, its dE
+// rows before round_chunk_de):
+//   begin_dense_chunks           the grad scale; bf16 with dC: the rows sorted by target
+//   per chunk (dense_chunk):
+//     s04::indexed_dot into call.reference, then set_chunk_reference   (bf16: R_i)
+//     fold_chunk                  the logits kept, the chunk's LSE (and losses)
+//     reference_too_far, then refold_chunk_at_lse                      (bf16, rarely)
+//     chunk_products              dC's share, dE's product
+//     round_chunk_de              dE's rows in dE's type (stage 11: chunk_de_sums, then its own)
+//   finish_dense_chunks          the loss; several chunks: dC rounded, its target rows
+// A target outside [0, V) (stage 11's targets on another shard) is a valid
+// row whose target term lies elsewhere: no Q entry, no S_it, no dC row here.
+// The rows sorted by target: keys, rows, sorted keys and rows, each sorted
+// position's run, the runs' tokens; for one chunk, the runs summed whole
+// (their tokens, each run's row among them), the rows' norms, Q's columns of
+// those tokens and their fp32 product (write_target_rows_of_one_chunk).
+struct DenseTargetSort {
+  int *key = nullptr, *row = nullptr, *sorted_key = nullptr, *sorted_row = nullptr, *run_of = nullptr,
+      *run_token = nullptr;
+  int *whole = nullptr, *position = nullptr;          // one chunk, after the sort: in key's and row's place
+  int *whole_token = nullptr, *row_of_run = nullptr;  // one chunk
+  void* temp = nullptr;
+  size_t temp_bytes = 0;
+  float* norms = nullptr;            // one chunk: [runs, column blocks, 2]
+  __nv_bfloat16* columns = nullptr;  // one chunk: [rows, runs summed whole]
+  float* sums = nullptr;             // one chunk: [runs summed whole, D]
+};
+// One call's buffers (dense_chunk_items's, carved once) and what its first steps found.
+struct DenseCall {
+  DenseChunks chunks;
+  void* logits = nullptr;  // the chunk's q (bf16) or fp32 logits, rows of chunks.pitch
+  float* reference = nullptr;  // bf16: R_i per chunk row (first the raw target logit)
+  float* alpha = nullptr;      // bf16: α_i per chunk row
+  float* target_term = nullptr;  // bf16: S_it per row of the batch
+  __nv_bfloat16* e_scaled = nullptr;  // bf16: the chunk's rows of E times α
+  float* grad_scale = nullptr;        // g_i [N]
+  float* per_token = nullptr;         // the per-token losses [N] (or the loss itself, reduction none)
+  float* dc_acc = nullptr;            // bf16, several chunks, with dC: its fp32 sum
+  void* dc_workspace = nullptr;       // bf16, one chunk, with dC: its product's cuBLASLt workspace
+  float* de_rows_fp32 = nullptr;      // bf16: the chunk's dE rows in fp32
+  DenseTargetSort sorted;             // bf16 with dC
+  DenseTargetRows target_rows;        // runs (begin_dense_chunks), whole (one chunk: chunk_products)
+};
+DenseCall begin_dense_chunks(const DeviceInputs& in, const DenseChunks& chunks, const Scratch& scratch, float* loss,
+                             const float* upstream, bool with_dc, DenseReadBacks& read_backs, cudaStream_t stream);
+// A chunk: its rows [first, first + rows.problem.n) as a problem of their own,
+// stage 03's plan for it and its fold's scratch (the ranges' states, the target logit).
+struct DenseChunk {
+  int64_t first = 0;
+  DeviceInputs rows;
+  s03::FusedPlan plan;
+  s03::SplitLseParams lse;
+};
+DenseChunk dense_chunk(const DeviceInputs& in, const DenseCall& call, const Scratch& scratch, int64_t first);
+// bf16: R_i from the raw target logit that s04::indexed_dot left in call.reference, in place.
+void set_chunk_reference(const DenseChunk& chunk, const DenseCall& call, cudaStream_t stream);
+// The fold over the chunk's logits, keeping them (bf16: q against R_i):
+// the chunk's LSE into lse [rows] and its losses into per_token [rows] (null: none).
+void fold_chunk(const DenseChunk& chunk, const DenseCall& call, float* lse, float* per_token, cudaStream_t stream);
+// bf16: whether a valid row's LSE (the chunk's rows of `lse`) lies more than
+// kMostReferenceGap above R_i (a read-back: the products wait for it); then
+// refold_chunk_at_lse makes R_i = LSE_i and folds again (the same LSE).
+bool reference_too_far(const DenseChunk& chunk, const DenseCall& call, const float* lse, DenseReadBacks& read_backs,
+                       cudaStream_t stream);
+void refold_chunk_at_lse(const DenseChunk& chunk, const DenseCall& call, const float* lse, float* fold_lse,
+                         float* per_token, cudaStream_t stream);
+// With the chunk's LSE (lse: its rows): S (bf16: α and the target terms), dC's
+// share (unless dc is null; one chunk of bf16: its target rows too), then dE's product.
+void chunk_products(const DenseChunk& chunk, DenseCall& call, const DeviceInputs& in, const float* lse, void* de,
+                    void* dc, DenseReadBacks& read_backs, cudaStream_t stream);
+// dE's rows in dE's type: bf16 rounded once from fp32 (fp32: the product wrote them).
+void round_chunk_de(const DenseChunk& chunk, const DenseCall& call, void* de, cudaStream_t stream);
+// Or dE's rows in fp32, not rounded: [rows, D] (bf16: in call.de_rows_fp32; fp32: dE's own rows).
+float* chunk_de_sums(const DenseChunk& chunk, const DenseCall& call, void* de, cudaStream_t stream);
+// The loss from call.per_token; several chunks of bf16: dC rounded from its fp32 sum, then its target rows.
+DenseTargetRows finish_dense_chunks(const DeviceInputs& in, const DenseCall& call, float* loss, void* dc,
+                                    cudaStream_t stream);
+
 // What plans the next batch before its forward: the last decision of this
 // problem, and how many batches ran dense since it without deciding.
 struct PlanHistory {
@@ -365,10 +448,14 @@ KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, cons
                            HostTables& host, cudaStream_t stream);
 
 // The report's words on a backward's choices: the automatic eps's rule
-// (appended to the eps), the candidates' masses (a line), the plan and why (a line).
+// (appended to the eps), the candidates' masses (a line), the plan and why (a
+// line; `decides_again`: how a dense run's every kDecideEveryBatches-th batch decides).
 std::string describe_automatic_eps(const EpsChoice& choice, double budget);
 std::string describe_candidates(const EpsChoice& choice);
-std::string describe_plan(const PlanChoice& ran, BackwardPlan flag);
+std::string describe_plan(const PlanChoice& ran, BackwardPlan flag, const std::string& decides_again = "on a sample");
+// What the dense plan's gradient leaves out: nothing beyond the arithmetic,
+// but for the chunks of q (bf16 before the forward) the rows α_i·E_i rounded to bf16 in dC's product.
+GradientApproximation dense_plan_approximation(const PlanChoice& ran);
 
 class PlanPerBatchStage : public s09::DeterministicProductsStage {
  public:

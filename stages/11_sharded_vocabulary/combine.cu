@@ -44,6 +44,20 @@ __global__ void lse_and_loss_kernel(const float* __restrict__ row_max, const flo
   loss_per_token[i] = targets[i] == ignore_index ? 0.0f : row_lse - sums[n + i];
 }
 
+// A chunk of the dense plan: the shard's LSE from its fold as the row state
+// (max LSE_i^p, sum 1) and its part of the target logit (the fold's where
+// t_i is in the shard, else 0; a target outside the shard is rows() here).
+__global__ void chunk_states_kernel(const float* __restrict__ shard_lse, const float* __restrict__ target_logit,
+                                    const int64_t* __restrict__ shard_targets, int64_t n, int64_t shard_v,
+                                    int64_t ignore_index, float2* __restrict__ row_state,
+                                    float* __restrict__ target_part) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int64_t t = shard_targets[i];
+  row_state[i] = make_float2(shard_lse[i], 1.0f);
+  target_part[i] = t != ignore_index && t >= 0 && t < shard_v ? target_logit[i] : 0.0f;
+}
+
 template <typename T>
 __global__ void round_de_kernel(const float* __restrict__ de_acc, int64_t count, T* __restrict__ de) {
   const int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -65,41 +79,84 @@ std::vector<int64_t> shard_targets(const Problem& p, const std::vector<int64_t>&
   return local;
 }
 
-std::vector<MemoryItem> combine_scratch(const Problem& p) {
-  const size_t n = static_cast<size_t>(p.n);
-  return {{"row max of every shard [N]", n * 4}, {"rescaled sums, target logits [2][N]", 2 * n * 4}, {kJoinItem, 16}};
+std::vector<int64_t> targets_for_dot(const Problem& p, const std::vector<int64_t>& targets, ShardRange range) {
+  std::vector<int64_t> local = shard_targets(p, targets, range);
+  for (int64_t& t : local)
+    if (t == range.rows()) t = p.ignore_index;
+  return local;
 }
 
-void combine_row_states(const Problem& global, const int64_t* targets, const Scratch& scratch, ncclComm_t comm,
-                        float* loss, float* lse, cudaStream_t stream) {
-  const int64_t n = global.n;
-  const float2* row_state = scratch.get<float2>("row (max, sum) [N]");
-  float* row_max = scratch.get<float>("row max of every shard [N]");
-  float* sums = scratch.get<float>("rescaled sums, target logits [2][N]");
+std::vector<MemoryItem> combine_scratch(const Problem& p) {
+  const size_t n = static_cast<size_t>(p.n);
+  return {{kRowMaxItem, n * 4}, {kRescaledSumsItem, 2 * n * 4}, {kJoinItem, 16}};
+}
+
+std::vector<MemoryItem> dense_join_scratch(const Problem& p) {
+  const size_t n = static_cast<size_t>(p.n);
+  return {{kShardLseItem, n * 4}, {kShardStatesItem, n * 8}, {kShardTargetPartItem, n * 4}};
+}
+
+namespace {
+
+// n rows' states of every shard joined: row_state[i] = (m_i^p, s_i^p) and
+// target_part[i] this shard's part of the target logit, into the full LSE
+// and per-token loss on every GPU (row_max [n] and sums [2n] the collectives' buffers).
+void join_rows(int64_t n, const float2* row_state, const float* target_part, const int64_t* targets,
+               int64_t ignore_index, float* row_max, float* sums, ncclComm_t comm, float* lse, float* per_token,
+               cudaStream_t stream) {
   shard_max_kernel<<<blocks_for(n), kThreads, 0, stream>>>(row_state, n, row_max);
   CCE_CHECK_LAUNCH();
   check_nccl(ncclAllReduce(row_max, row_max, static_cast<size_t>(n), ncclFloat32, ncclMax, comm, stream),
              "ncclAllReduce (row max)");
-  rescale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(row_state, row_max, scratch.get<float>("target logit [N]"),
-                                                         n, sums);
+  rescale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(row_state, row_max, target_part, n, sums);
   CCE_CHECK_LAUNCH();
   check_nccl(ncclAllReduce(sums, sums, static_cast<size_t>(2 * n), ncclFloat32, ncclSum, comm, stream),
              "ncclAllReduce (sums, target logits)");
-  float* per_token = per_token_loss_buffer(global, loss, scratch);
-  lse_and_loss_kernel<<<blocks_for(n), kThreads, 0, stream>>>(row_max, sums, targets, n, global.ignore_index, lse,
-                                                              per_token);
+  lse_and_loss_kernel<<<blocks_for(n), kThreads, 0, stream>>>(row_max, sums, targets, n, ignore_index, lse, per_token);
   CCE_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void combine_row_states(const Problem& global, const int64_t* targets, const Scratch& scratch, ncclComm_t comm,
+                        float* loss, float* lse, cudaStream_t stream) {
+  float* per_token = per_token_loss_buffer(global, loss, scratch);
+  join_rows(global.n, scratch.get<float2>("row (max, sum) [N]"), scratch.get<float>("target logit [N]"), targets,
+            global.ignore_index, scratch.get<float>(kRowMaxItem),
+            scratch.get<float>(kRescaledSumsItem), comm, lse, per_token, stream);
   finish_loss(global, per_token, targets, loss, stream);
 }
 
-void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, cudaStream_t stream) {
-  const int64_t count = global.n * global.d;
-  check_nccl(ncclAllReduce(de_acc, de_acc, static_cast<size_t>(count), ncclFloat32, ncclSum, comm, stream),
+void join_chunk_lse(const s10::DenseChunk& chunk, const Scratch& scratch, const int64_t* targets, ncclComm_t comm,
+                    float* lse, float* per_token, cudaStream_t stream) {
+  const Problem& rows = chunk.rows.problem;
+  float2* states = scratch.get<float2>(kShardStatesItem);
+  float* target_part = scratch.get<float>(kShardTargetPartItem);
+  chunk_states_kernel<<<blocks_for(rows.n), kThreads, 0, stream>>>(scratch.get<float>(kShardLseItem),
+                                                                   chunk.lse.target_logit, chunk.rows.targets.get(),
+                                                                   rows.n, rows.v, rows.ignore_index, states,
+                                                                   target_part);
+  CCE_CHECK_LAUNCH();
+  join_rows(rows.n, states, target_part, targets, rows.ignore_index, scratch.get<float>(kRowMaxItem),
+            scratch.get<float>(kRescaledSumsItem), comm, lse, per_token, stream);
+}
+
+void sum_over_shards(float* values, int64_t count, ncclComm_t comm, cudaStream_t stream) {
+  check_nccl(ncclAllReduce(values, values, static_cast<size_t>(count), ncclFloat32, ncclSum, comm, stream),
+             "ncclAllReduce (sum over the shards)");
+}
+
+void sum_and_round_de(Dtype dtype, int64_t count, float* sums, void* de, ncclComm_t comm, cudaStream_t stream) {
+  check_nccl(ncclAllReduce(sums, sums, static_cast<size_t>(count), ncclFloat32, ncclSum, comm, stream),
              "ncclAllReduce (dE)");
-  if (global.dtype == Dtype::kFloat32) return;  // fp32: the accumulator is dE itself
-  round_de_kernel<__nv_bfloat16><<<blocks_for(count), kThreads, 0, stream>>>(de_acc, count,
+  if (dtype == Dtype::kFloat32) return;  // fp32: the sums are dE itself
+  round_de_kernel<__nv_bfloat16><<<blocks_for(count), kThreads, 0, stream>>>(sums, count,
                                                                              static_cast<__nv_bfloat16*>(de));
   CCE_CHECK_LAUNCH();
+}
+
+void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, cudaStream_t stream) {
+  sum_and_round_de(global.dtype, global.n * global.d, de_acc, de, comm, stream);
 }
 
 void join_dropped_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t stream) {

@@ -41,12 +41,13 @@ std::vector<Comparison> compare_with_single(const HostOutputs& sharded, const Ho
   return comparisons;
 }
 
-// The eps and the plan here against stage 10's on one GPU: the same (P=1:
+// The eps and the plan of the first step here against stage 10's on one GPU: the same (P=1:
 // every statistic bitwise too). Across P the shards' tiles are not one GPU's,
 // so the joined statistics differ a little; the choice they lead to must not.
-bool same_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage& single, int gpus) {
-  const s10::EpsChoice here = sharded.eps_choice(), there = single.eps_choice();
-  const s10::PlanChoice ran = sharded.plan_choice(), single_ran = single.plan_choice();
+bool same_choice(const s10::EpsChoice& here, const s10::PlanChoice& ran, const s10::PlanPerBatchStage& single,
+                 int gpus) {
+  const s10::EpsChoice there = single.eps_choice();
+  const s10::PlanChoice single_ran = single.plan_choice();
   bool same = here.eps == there.eps && ran.plan == single_ran.plan;
   if (gpus == 1)
     same = same && here.dropped_mass == there.dropped_mass && here.candidates == there.candidates &&
@@ -93,6 +94,8 @@ void print_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage
   const s10::PlanChoice ran = sharded.plan_choice();
   if (ran.plan == s10::BackwardPlan::kDense && ran.kept_fraction < 0.0) {
     std::printf("  drop         none: --plan dense recomputes every pair\n");
+  } else if (ran.before_forward) {
+    std::printf("  drop         none: the dense plan computes every pair\n");
   } else {
     std::string rule = s08::describe_eps(eps.eps);
     if (settings.dropped_mass > 0.0) rule += s10::describe_automatic_eps(eps, settings.dropped_mass);
@@ -101,8 +104,12 @@ void print_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage
                 settings.group_tokens ? "of grouped rows (each shard its own)" : "in row order");
     if (eps.dropped_mass >= 0.0) std::printf("  %s\n", s10::describe_candidates(eps).c_str());
   }
-  std::printf("  %s\n", s10::describe_plan(ran, settings.plan).c_str());
-  if (ran.kept_fraction >= 0.0) {
+  std::printf("  %s\n", s10::describe_plan(ran, settings.plan, "on the whole batch (the forward, then the joined "
+                                                                  "decision)").c_str());
+  if (ran.before_forward)
+    std::printf("  joined       per chunk of rows: the target logit's parts, each shard's LSE, dE's fp32 rows, by "
+                "all-reduce over %d shard%s\n", gpus, gpus == 1 ? "" : "s");
+  else if (ran.kept_fraction >= 0.0) {
     const s10::KeptPairs joined = sharded.joined_kept_pairs();
     std::printf("  joined       chosen once from the statistics of %d shard%s, summed by all-reduce: %s%lld of "
                 "%lld pairs kept; the same choice on every GPU\n",
@@ -201,6 +208,8 @@ int run(int argc, char** argv) {
     sharded.forward();
   const HostOutputs out = sharded.download();
   const std::vector<size_t> peaks = sharded.peak_beyond_inputs();
+  std::vector<size_t> models;  // of this first step
+  for (int g = 0; g < gpus; ++g) models.push_back(total_bytes(sharded.memory_model(g, f.backward)));
   print_loss(p, out.loss, inputs.targets);
   const s10::DropStats drop = sharded.drop_stats();
   if (f.backward && drop.tiles > 0)
@@ -209,11 +218,15 @@ int run(int argc, char** argv) {
                 100.0 * static_cast<double>(drop.kept_tiles) / static_cast<double>(drop.tiles),
                 static_cast<long long>(drop.chunks));
   if (f.backward) print_choice(sharded, drop_stage, p.dtype, gpus);
-  // What the backward left out on purpose: nothing with the dense plan.
-  const GradientApproximation approximation =
-      f.backward && sharded.plan_choice().plan == s10::BackwardPlan::kDense
-          ? GradientApproximation{}
-          : GradientApproximation{f.backward ? sharded.eps_choice().eps : options.drop.eps, options.drop.correct_tail};
+  // What the backward left out on purpose: with the dense plan, nothing beyond the arithmetic (stage 10's words).
+  auto approximation_of = [&](const s10::PlanChoice& ran, const s10::EpsChoice& eps) {
+    return f.backward && ran.plan == s10::BackwardPlan::kDense
+               ? s10::dense_plan_approximation(ran)
+               : GradientApproximation{f.backward ? eps.eps : options.drop.eps, options.drop.correct_tail};
+  };
+  const s10::PlanChoice first_plan = sharded.plan_choice();  // --check's later steps may plan otherwise
+  const s10::EpsChoice first_eps = sharded.eps_choice();
+  const GradientApproximation approximation = approximation_of(first_plan, first_eps);
 
   int status = kExitOk;
   auto report = [&](const std::vector<Comparison>& comparisons) {
@@ -230,8 +243,28 @@ int run(int argc, char** argv) {
     std::printf("  replicas     loss, LSE%s bitwise equal on every GPU: %s\n",
                 f.backward ? ", dE, the eps and the plan" : "", agree ? "yes" : "NO");
     if (f.backward) sharded.forward_backward(); else sharded.forward();
-    const HostOutputs again = sharded.download();
-    const bool same = again.loss == out.loss && again.lse == out.lse && again.de == out.de && again.dc == out.dc;
+    HostOutputs again = sharded.download();
+    HostOutputs compared_with = out;
+    if (f.backward && sharded.plan_choice().before_forward != first_plan.before_forward) {
+      // As stage 10 plans a batch from the one before: this second step ran the dense plan before the
+      // forward. It is checked too, and a third step, planned as it was, against it bitwise.
+      const s10::PlanChoice second = sharded.plan_choice();
+      std::printf("  step 2       planned from step 1: %s\n",
+                  s10::describe_plan(second, options.drop.plan, "on the whole batch").c_str());
+      const CheckReport second_check = check_outputs(p, inputs, again, upstream.values, true, int64_t{1} << 26, 8,
+                                                     approximation_of(second, sharded.eps_choice()));
+      std::printf("  check        step 2: %s\n", second_check.note.c_str());
+      report(second_check.comparisons);
+      const bool second_agree = sharded.replicas_agree(true) && sharded.choices_agree();
+      std::printf("  replicas     step 2: loss, LSE, dE, the plan bitwise equal on every GPU: %s\n",
+                  second_agree ? "yes" : "NO");
+      if (!second_agree) status = kExitCheckFailed;
+      compared_with = std::move(again);
+      sharded.forward_backward();
+      again = sharded.download();
+    }
+    const bool same = again.loss == compared_with.loss && again.lse == compared_with.lse &&
+                      again.de == compared_with.de && again.dc == compared_with.dc;
     std::printf("  run twice    bitwise equal: %s\n", same ? "yes" : "NO");
     if (!agree || !same) status = kExitCheckFailed;
   }
@@ -240,12 +273,18 @@ int run(int argc, char** argv) {
   if (f.compare_single) {
     StageRunner single(drop_stage, p, inputs, upstream.values);
     single.poison_outputs();
-    if (f.backward) single.forward_then_backward(); else single.forward();  // as the shards run
+    // As the shards ran: the forward then the backward, or loss and gradient together (the dense plan before the forward).
+    if (f.backward && first_plan.before_forward)
+      single.forward_backward();
+    else if (f.backward)
+      single.forward_then_backward();
+    else
+      single.forward();
     std::printf("  one GPU      stage 10 on GPU 0 alone:\n");
     const HostOutputs single_out = single.download();
     report(compare_with_single(out, single_out, gpus, p));
     if (f.backward) {
-      if (!same_choice(sharded, drop_stage, gpus)) status = kExitCheckFailed;
+      if (!same_choice(first_eps, first_plan, drop_stage, gpus)) status = kExitCheckFailed;
       if (gpus > 1 && f.check && p.n * p.v <= (int64_t{1} << 26))
         report(compare_gradients_within_bound(p, inputs, upstream.values, out, single_out, approximation));
     }
@@ -261,15 +300,20 @@ int run(int argc, char** argv) {
     step_ms = f.backward ? sharded.time_forward_backward_ms(static_cast<int>(f.iters))
                          : sharded.time_forward_ms(static_cast<int>(f.iters));
     nccl_ms = sharded.last_nccl_ms();
-    std::printf("  time         %s %.3f ms on %d GPU%s (median of %lld, wall clock); in NCCL on GPU 0 %.3f ms (%.1f%%)\n",
+    char in_nccl[96] = "not timed (the dense plan before the forward: per chunk)";
+    if (nccl_ms >= 0.0) std::snprintf(in_nccl, sizeof in_nccl, "%.3f ms (%.1f%%)", nccl_ms, 100.0 * nccl_ms / step_ms);
+    std::printf("  time         %s %.3f ms on %d GPU%s (median of %lld, wall clock); in NCCL on GPU 0 %s\n",
                 f.backward ? "forward+backward" : "forward", step_ms, gpus, gpus == 1 ? "" : "s",
-                static_cast<long long>(f.iters), nccl_ms, 100.0 * nccl_ms / step_ms);
+                static_cast<long long>(f.iters), in_nccl);
     if (single_ms > 0)
       std::printf("  time         stage 10 on one GPU %.3f ms: %.2fx faster on %d\n", single_ms, single_ms / step_ms, gpus);
   }
+  // The first step's peak and model; the timed steps may plan otherwise (the dense plan before the forward).
+  const std::vector<size_t> every_step = sharded.peak_beyond_inputs();
   for (int g = 0; g < gpus; ++g)
-    std::printf("  memory       GPU %d: peak %s beyond its inputs (inputs %s); model %s\n", g, format_mb(peaks[g]).c_str(),
-                format_mb(sharded.input_bytes()[g]).c_str(), format_mb(total_bytes(sharded.memory_model(g, f.backward))).c_str());
+    std::printf("  memory       GPU %d: peak %s beyond its inputs (inputs %s); model %s; every step's peak %s\n", g,
+                format_mb(peaks[g]).c_str(), format_mb(sharded.input_bytes()[g]).c_str(), format_mb(models[g]).c_str(),
+                format_mb(every_step[g]).c_str());
 
   if (!f.json.empty()) {
     std::ofstream json(f.json);
@@ -279,9 +323,11 @@ int run(int argc, char** argv) {
          << ",\n  \"data\": \"" << (f.load.empty() ? to_string(gen.mode) : "loaded") << "\",\n  \"backward\": " << (f.backward ? "true" : "false")
          << ",\n  \"iters\": " << f.iters << ",\n  \"step_ms\": " << step_ms << ",\n  \"nccl_ms\": " << nccl_ms
          << ",\n  \"stage10_one_gpu_ms\": " << single_ms << ",\n  \"plan\": \""
-         << (f.backward ? s10::to_string(sharded.plan_choice().plan) : "none") << "\", \"eps\": "
+         << (f.backward ? s10::to_string(sharded.plan_choice().plan) : "none") << "\", \"dense_before_forward\": "
+         << (f.backward && sharded.plan_choice().before_forward ? "true" : "false") << ", \"eps\": "
          << (f.backward ? sharded.eps_choice().eps : 0.0f) << ",\n  \"kept_tiles\": " << drop.kept_tiles
          << ", \"tiles\": " << drop.tiles << ",\n  \"peak_MB_per_gpu\": " << json_sizes(peaks)
+         << ", \"peak_MB_per_gpu_every_step\": " << json_sizes(every_step)
          << ",\n  \"input_MB_per_gpu\": " << json_sizes(sharded.input_bytes()) << ",\n  \"commit\": \""
          << (std::getenv("CCE_COMMIT") ? std::getenv("CCE_COMMIT") : "unknown") << "\"\n}\n";
   }

@@ -13,6 +13,7 @@
 #include "common/check.h"
 #include "common/cublas_handle.h"
 #include "common/timer.h"
+#include "stages/04_indexed_dot/indexed_dot.h"
 
 namespace cce::s11 {
 namespace {
@@ -61,6 +62,8 @@ struct ShardedVocabulary::Rank {
   s10::DropPlan plan;
   DeviceInputs in;                // E, the shard of C, the targets as the shard sees them
   DeviceBuffer<int64_t> targets;  // the targets themselves
+  DeviceBuffer<int64_t> dot_targets;  // targets_for_dot: the dense plan's target logit, this shard's part
+  s10::DenseReadBacks dense_read_backs;
   DeviceBuffer<float> loss, lse, upstream;
   DeviceBuffer<uint8_t> de, dc;  // dE [N,D], the shard's dC [V_p,D]
   Scratch scratch;
@@ -152,6 +155,9 @@ ShardedVocabulary::ShardedVocabulary(const Problem& problem, const HostInputs& i
     copy_to_device(r.in.targets.get(), local_targets.data(), local_targets.size() * 8);
     r.targets = DeviceBuffer<int64_t>(inputs.targets.size());
     copy_to_device(r.targets.get(), inputs.targets.data(), inputs.targets.size() * 8);
+    const std::vector<int64_t> dot_targets = targets_for_dot(problem, inputs.targets, r.range);
+    r.dot_targets = DeviceBuffer<int64_t>(dot_targets.size());
+    copy_to_device(r.dot_targets.get(), dot_targets.data(), dot_targets.size() * 8);
     r.loss = DeviceBuffer<float>(per_token);
     r.lse = DeviceBuffer<float>(static_cast<size_t>(problem.n));
   });
@@ -179,6 +185,11 @@ void ShardedVocabulary::poison_outputs() {
 }
 
 void ShardedVocabulary::step(bool backward) {
+  // As stage 10's loss_and_gradient plans a batch: dense before the forward
+  // after a batch whose decision kept more than a third of the pairs; every
+  // kDecideEveryBatches-th batch of a dense run decides again, here on the
+  // whole batch (the forward, then the joined decision) rather than a sample.
+  const bool dense_first = backward && s10::dense_before_forward(options_.drop.plan, history_);
   on_every_gpu([&](Rank& r) {
     if (backward && !r.de.get()) {  // on the first backward: a loss alone does not pay for dE, dC
       r.upstream = DeviceBuffer<float>(upstream_.size());
@@ -187,6 +198,13 @@ void ShardedVocabulary::step(bool backward) {
       r.dc = DeviceBuffer<uint8_t>(static_cast<size_t>(r.local.v * r.local.d) * r.local.element_bytes());
       poison_device(r.de.get(), r.de.bytes());
       poison_device(r.dc.get(), r.dc.bytes());
+    }
+    // Each plan's scratch is released when the other one takes over: the peak is the larger plan's.
+    if (r.scratch.has(s10::kDenseChunkItem) != dense_first) r.scratch.release();
+    if (dense_first) {
+      dense_step(r);
+      CCE_CUDA_CHECK(cudaStreamSynchronize(r.stream));
+      return;
     }
     r.scratch.allocate(concat(backward ? s10::backward_scratch(r.local, r.plan)
                                        : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan)),
@@ -207,6 +225,60 @@ void ShardedVocabulary::step(bool backward) {
     }
     CCE_CUDA_CHECK(cudaStreamSynchronize(r.stream));
   });
+  if (!backward) return;
+  const s10::PlanChoice& ran = ranks_.front()->ran;
+  if (dense_first)
+    ++history_.dense_since;
+  else if (ran.kept_fraction >= 0.0)  // a decision: what the next step is planned from
+    history_ = s10::PlanHistory{ran.kept_fraction, 0};
+}
+
+// Stage 10's dense plan before the forward (dense_loss_and_gradient's steps),
+// each shard over its vocabulary, joined per chunk of rows where a row needs
+// every shard: R_i, the target logit, from each shard's part (0 off its
+// shard) summed; the LSE from each shard's fold, joined as the forward's row
+// states are, before α_i = g_i·exp(R_i − LSE_i) scales the chunk; dE's rows
+// summed in fp32 and rounded once. dC's rows are complete on their shard.
+void ShardedVocabulary::dense_step(Rank& r) const {
+  const Problem& p = r.local;
+  const bool q = s10::keeps_q(p);
+  const s10::DenseChunks chunks = s10::plan_dense_chunks(p);
+  r.scratch.allocate(concat(concat(s10::dense_chunk_items(p, chunks, true), combine_scratch(p)), dense_join_scratch(p)));
+  float* shard_lse = r.scratch.get<float>(kShardLseItem);
+  s10::DenseCall call = s10::begin_dense_chunks(r.in, chunks, r.scratch, r.loss.get(), r.upstream.get(), true,
+                                                r.dense_read_backs, r.stream);
+  for (bool& timed : r.timed) timed = false;
+  for (int64_t first = 0; first < p.n; first += chunks.rows) {
+    const s10::DenseChunk chunk = s10::dense_chunk(r.in, call, r.scratch, first);
+    const int64_t rows = chunk.rows.problem.n;
+    float* lse = r.lse.get() + first;
+    float* per_token = call.per_token + first;
+    if (q) {
+      const DeviceInputs dot = DeviceInputs::borrow(chunk.rows.problem, chunk.rows.e.get(), chunk.rows.c.get(),
+                                                    r.dot_targets.get() + first);
+      s04::indexed_dot(dot, s04::DotVariant::k1d, call.reference, r.stream);
+      sum_over_shards(call.reference, rows, r.comm, r.stream);
+      s10::set_chunk_reference(chunk, call, r.stream);
+    }
+    s10::fold_chunk(chunk, call, shard_lse, nullptr, r.stream);
+    join_chunk_lse(chunk, r.scratch, r.targets.get() + first, r.comm, lse, per_token, r.stream);
+    if (q && s10::reference_too_far(chunk, call, lse, r.dense_read_backs, r.stream)) {  // the same answer on every GPU
+      s10::refold_chunk_at_lse(chunk, call, lse, shard_lse, nullptr, r.stream);
+      join_chunk_lse(chunk, r.scratch, r.targets.get() + first, r.comm, lse, per_token, r.stream);
+    }
+    s10::chunk_products(chunk, call, r.in, lse, r.de.get(), r.dc.get(), r.dense_read_backs, r.stream);
+    float* de_sums = s10::chunk_de_sums(chunk, call, r.de.get(), r.stream);
+    sum_and_round_de(p.dtype, rows * p.d, de_sums,
+                     static_cast<unsigned char*>(r.de.get()) + first * p.d * p.element_bytes(), r.comm, r.stream);
+  }
+  const s10::DenseTargetRows target_rows = s10::finish_dense_chunks(r.in, call, r.loss.get(), r.dc.get(), r.stream);
+  const int64_t pairs = r.plan.tiles * r.plan.token_blocks;
+  r.stats = s10::DropStats{pairs, pairs, chunks.count, 0.0f};
+  r.choice = s10::EpsChoice{0.0f, -1.0, {}};
+  r.joined = s10::KeptPairs{};
+  const bool forced = options_.drop.plan == s10::BackwardPlan::kDense;
+  r.ran = s10::PlanChoice{s10::BackwardPlan::kDense, forced ? -1.0 : history_.kept_fraction, {}, true, chunks,
+                          target_rows, 0};
 }
 
 // Stage 10's backward_to_accumulator, step by step, with the statistics its
@@ -250,13 +322,15 @@ double ShardedVocabulary::last_nccl_ms() const {
   const Rank& r = *ranks_.front();
   CCE_CUDA_CHECK(cudaSetDevice(r.device));
   double total = 0.0;
+  bool any = false;
   for (int k = 0; k < Rank::kTimed; ++k) {
     if (!r.timed[k]) continue;
+    any = true;
     float ms = 0.0f;
     CCE_CUDA_CHECK(cudaEventElapsedTime(&ms, r.nccl_events[2 * k], r.nccl_events[2 * k + 1]));
     total += ms;
   }
-  return total;
+  return any ? total : -1.0;
 }
 
 namespace {
@@ -338,6 +412,11 @@ void ShardedVocabulary::reset_peak_memory() {
 
 std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) const {
   const Rank& r = *ranks_.at(static_cast<size_t>(p));
+  if (backward && r.scratch.has(s10::kDenseChunkItem))  // dense_step's
+    return concat(concat(concat(output_memory(r.local, true),
+                                s10::dense_chunk_items(r.local, s10::plan_dense_chunks(r.local), true)),
+                         combine_scratch(r.local)),
+                  dense_join_scratch(r.local));
   std::vector<MemoryItem> items =
       concat(concat(output_memory(r.local, backward), backward ? s10::backward_scratch(r.local, r.plan)
                                                                : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan))),

@@ -59,7 +59,12 @@ void check_nccl(ncclResult_t status, const char* what);
 // A target outside the shard becomes rows(): one past the shard's last entry,
 // a valid target (it counts for the mean) that lies in none of its tiles.
 std::vector<int64_t> shard_targets(const Problem& problem, const std::vector<int64_t>& targets, ShardRange range);
+// For the target logit's part by stage 04's indexed dot: a target outside the
+// shard becomes ignore_index (its dot 0 here), one inside it as shard_targets.
+std::vector<int64_t> targets_for_dot(const Problem& problem, const std::vector<int64_t>& targets, ShardRange range);
 
+constexpr const char* kRowMaxItem = "row max of every shard [N]";
+constexpr const char* kRescaledSumsItem = "rescaled sums, target logits [2][N]";
 std::vector<MemoryItem> combine_scratch(const Problem& problem);
 // From the shard's row states (stage 10's sorted_forward_states) to the full
 // LSE and loss on this GPU; every GPU of the communicator calls it.
@@ -68,6 +73,22 @@ void combine_row_states(const Problem& global, const int64_t* targets, const Scr
                         float* loss, float* lse, cudaStream_t stream);
 // dE: the shards' fp32 accumulators summed in place, then rounded into `de`.
 void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, cudaStream_t stream);
+// `count` fp32 sums of dE's rows summed over the shards in place, then rounded into `de` (fp32: they are dE).
+void sum_and_round_de(Dtype dtype, int64_t count, float* sums, void* de, ncclComm_t comm, cudaStream_t stream);
+// values [count] summed over the shards, in place.
+void sum_over_shards(float* values, int64_t count, ncclComm_t comm, cudaStream_t stream);
+
+// The dense plan before the forward (sharded_vocabulary.cu, dense_step): a
+// chunk's LSE from each shard's fold, joined as the forward's row states are.
+constexpr const char* kShardLseItem = "dense plan: the shard's LSE of a chunk's rows [N]";
+constexpr const char* kShardStatesItem = "dense plan: a chunk's row states (LSE, 1) on this shard [N]";
+constexpr const char* kShardTargetPartItem = "dense plan: a chunk's target logits on this shard [N]";
+std::vector<MemoryItem> dense_join_scratch(const Problem& problem);
+// After s10::fold_chunk put the shard's LSE of the chunk's rows into
+// kShardLseItem: the full LSE and per-token losses of those rows (lse,
+// per_token: theirs), the same on every GPU. `targets`: the chunk's own, unsharded.
+void join_chunk_lse(const s10::DenseChunk& chunk, const Scratch& scratch, const int64_t* targets, ncclComm_t comm,
+                    float* lse, float* per_token, cudaStream_t stream);
 
 // The plan's statistics joined, so that every GPU chooses from the same numbers:
 // the automatic eps's masses (stage 10's batch_plan_buffers().dropped_mass,
@@ -112,7 +133,8 @@ class ShardedVocabulary {
   double time_forward_ms(int iters, int warmup = 2);
   double time_forward_backward_ms(int iters, int warmup = 2);
   // Of the last step, GPU 0's time inside NCCL calls (waits for the other
-  // GPUs included), ms.
+  // GPUs included), ms; −1 after the dense plan before the forward, whose
+  // collectives per chunk are not timed.
   double last_nccl_ms() const;
 
   int gpus() const { return static_cast<int>(ranks_.size()); }
@@ -139,9 +161,11 @@ class ShardedVocabulary {
   void on_every_gpu(const Step& step) const;
   void step(bool backward);
   float* backward_to_accumulator(Rank& r) const;  // stage 10's steps, the statistics joined between them
+  void dense_step(Rank& r) const;  // stage 10's dense plan before the forward, the shards joined per chunk
   Problem problem_;
   std::vector<float> upstream_;
   ShardOptions options_;
+  s10::PlanHistory history_;  // as stage 10's: the last decision, and the dense steps since (the same on every GPU)
   std::vector<std::unique_ptr<Rank>> ranks_;
 };
 
