@@ -300,11 +300,9 @@ int run(int argc, char** argv) {
     step_ms = f.backward ? sharded.time_forward_backward_ms(static_cast<int>(f.iters))
                          : sharded.time_forward_ms(static_cast<int>(f.iters));
     nccl_ms = sharded.last_nccl_ms();
-    char in_nccl[96] = "not timed (the dense plan before the forward: per chunk)";
-    if (nccl_ms >= 0.0) std::snprintf(in_nccl, sizeof in_nccl, "%.3f ms (%.1f%%)", nccl_ms, 100.0 * nccl_ms / step_ms);
-    std::printf("  time         %s %.3f ms on %d GPU%s (median of %lld, wall clock); in NCCL on GPU 0 %s\n",
+    std::printf("  time         %s %.3f ms on %d GPU%s (median of %lld, wall clock); in NCCL on GPU 0 %.3f ms (%.1f%%)\n",
                 f.backward ? "forward+backward" : "forward", step_ms, gpus, gpus == 1 ? "" : "s",
-                static_cast<long long>(f.iters), in_nccl);
+                static_cast<long long>(f.iters), nccl_ms, 100.0 * nccl_ms / step_ms);
     if (single_ms > 0)
       std::printf("  time         stage 10 on one GPU %.3f ms: %.2fx faster on %d\n", single_ms, single_ms / step_ms, gpus);
   }

@@ -75,13 +75,24 @@ struct ShardedVocabulary::Rank {
   s10::KeptPairs joined;
   cudaStream_t stream = nullptr;
   ncclComm_t comm = nullptr;
-  // Around the collectives: the forward's, the dropped masses', the kept pairs', dE's.
-  static constexpr int kTimed = 4;
-  cudaEvent_t nccl_events[2 * kTimed] = {};
-  bool timed[kTimed] = {};
+  // A pair of events around each collective of the last step (made as a step needs them), which last_nccl_ms adds up.
+  std::vector<cudaEvent_t> nccl_events;
+  size_t nccl_timed = 0;  // the pairs the last step used
   size_t baseline = 0;  // tracked bytes on this GPU before its inputs (the cuBLAS workspace)
 
   size_t input_bytes() const { return in.bytes() + targets.bytes(); }
+  // `collective` (NCCL calls, and the kernels between them) between the next pair of events on the stream.
+  template <typename Collective>
+  void in_nccl(const Collective& collective) {
+    for (size_t k = nccl_events.size(); k < 2 * (nccl_timed + 1); ++k) {
+      nccl_events.push_back(nullptr);
+      CCE_CUDA_CHECK(cudaEventCreate(&nccl_events.back()));
+    }
+    CCE_CUDA_CHECK(cudaEventRecord(nccl_events[2 * nccl_timed], stream));
+    collective();
+    CCE_CUDA_CHECK(cudaEventRecord(nccl_events[2 * nccl_timed + 1], stream));
+    ++nccl_timed;
+  }
   ~Rank() {  // the device is current (see ~ShardedVocabulary); errors at teardown are ignored
     for (cudaEvent_t event : nccl_events)
       if (event != nullptr) cudaEventDestroy(event);
@@ -145,7 +156,6 @@ ShardedVocabulary::ShardedVocabulary(const Problem& problem, const HostInputs& i
     cublas_handle();  // a fixed per-GPU cost: kept out of the stage's numbers
     r.baseline = AllocationTracker::current_bytes();
     CCE_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
-    for (cudaEvent_t& event : r.nccl_events) CCE_CUDA_CHECK(cudaEventCreate(&event));
     r.in.problem = r.local;
     r.in.e = upload_values(inputs.e.data(), inputs.e.size(), problem.dtype);
     r.in.c = upload_values(inputs.c.data() + r.range.begin * problem.d,
@@ -199,6 +209,7 @@ void ShardedVocabulary::step(bool backward) {
       poison_device(r.de.get(), r.de.bytes());
       poison_device(r.dc.get(), r.dc.bytes());
     }
+    r.nccl_timed = 0;
     // Each plan's scratch is released when the other one takes over: the peak is the larger plan's.
     if (r.scratch.has(s10::kDenseChunkItem) != dense_first) r.scratch.release();
     if (dense_first) {
@@ -210,18 +221,13 @@ void ShardedVocabulary::step(bool backward) {
                                        : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan)),
                               combine_scratch(r.local)));
     s08::sorted_forward_states(r.in, s10::forward_plan(r.plan), s08::sorted_forward_buffers(r.scratch), r.stream);
-    CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[0], r.stream));
-    combine_row_states(problem_, r.targets.get(), r.scratch, r.comm, r.loss.get(), r.lse.get(), r.stream);
-    CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[1], r.stream));
-    for (bool& timed : r.timed) timed = false;
-    r.timed[0] = true;
+    r.in_nccl([&] {
+      combine_row_states(problem_, r.targets.get(), r.scratch, r.comm, r.loss.get(), r.lse.get(), r.stream);
+    });
     if (backward) {
       float* de_acc = backward_to_accumulator(r);
       s10::add_target_terms(r.in, s09::backward_buffers(r.local, r.plan, r.scratch), de_acc, r.stream);
-      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[6], r.stream));
-      reduce_de(problem_, de_acc, r.de.get(), r.comm, r.stream);
-      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[7], r.stream));
-      r.timed[3] = true;
+      r.in_nccl([&] { reduce_de(problem_, de_acc, r.de.get(), r.comm, r.stream); });
     }
     CCE_CUDA_CHECK(cudaStreamSynchronize(r.stream));
   });
@@ -247,7 +253,6 @@ void ShardedVocabulary::dense_step(Rank& r) const {
   float* shard_lse = r.scratch.get<float>(kShardLseItem);
   s10::DenseCall call = s10::begin_dense_chunks(r.in, chunks, r.scratch, r.loss.get(), r.upstream.get(), true,
                                                 r.dense_read_backs, r.stream);
-  for (bool& timed : r.timed) timed = false;
   for (int64_t first = 0; first < p.n; first += chunks.rows) {
     const s10::DenseChunk chunk = s10::dense_chunk(r.in, call, r.scratch, first);
     const int64_t rows = chunk.rows.problem.n;
@@ -257,19 +262,19 @@ void ShardedVocabulary::dense_step(Rank& r) const {
       const DeviceInputs dot = DeviceInputs::borrow(chunk.rows.problem, chunk.rows.e.get(), chunk.rows.c.get(),
                                                     r.dot_targets.get() + first);
       s04::indexed_dot(dot, s04::DotVariant::k1d, call.reference, r.stream);
-      sum_over_shards(call.reference, rows, r.comm, r.stream);
+      r.in_nccl([&] { sum_over_shards(call.reference, rows, r.comm, r.stream); });
       s10::set_chunk_reference(chunk, call, r.stream);
     }
     s10::fold_chunk(chunk, call, shard_lse, nullptr, r.stream);
-    join_chunk_lse(chunk, r.scratch, r.targets.get() + first, r.comm, lse, per_token, r.stream);
+    r.in_nccl([&] { join_chunk_lse(chunk, r.scratch, r.targets.get() + first, r.comm, lse, per_token, r.stream); });
     if (q && s10::reference_too_far(chunk, call, lse, r.dense_read_backs, r.stream)) {  // the same answer on every GPU
       s10::refold_chunk_at_lse(chunk, call, lse, shard_lse, nullptr, r.stream);
-      join_chunk_lse(chunk, r.scratch, r.targets.get() + first, r.comm, lse, per_token, r.stream);
+      r.in_nccl([&] { join_chunk_lse(chunk, r.scratch, r.targets.get() + first, r.comm, lse, per_token, r.stream); });
     }
     s10::chunk_products(chunk, call, r.in, lse, r.de.get(), r.dc.get(), r.dense_read_backs, r.stream);
     float* de_sums = s10::chunk_de_sums(chunk, call, r.de.get(), r.stream);
-    sum_and_round_de(p.dtype, rows * p.d, de_sums,
-                     static_cast<unsigned char*>(r.de.get()) + first * p.d * p.element_bytes(), r.comm, r.stream);
+    void* de_rows = static_cast<unsigned char*>(r.de.get()) + first * p.d * p.element_bytes();
+    r.in_nccl([&] { sum_and_round_de(p.dtype, rows * p.d, de_sums, de_rows, r.comm, r.stream); });
   }
   const s10::DenseTargetRows target_rows = s10::finish_dense_chunks(r.in, call, r.loss.get(), r.dc.get(), r.stream);
   const int64_t pairs = r.plan.tiles * r.plan.token_blocks;
@@ -295,20 +300,12 @@ float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
   r.joined = s10::KeptPairs{};
   if (settings.plan != s10::BackwardPlan::kDense) {
     s10::measure_for_decision(r.local, r.plan, lse, settings, batch, r.host, r.stream);
-    if (settings.dropped_mass > 0.0) {
-      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[2], r.stream));
-      join_dropped_mass(batch.plan_buffers.dropped_mass, r.comm, r.stream);
-      CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[3], r.stream));
-      r.timed[1] = true;
-    }
+    if (settings.dropped_mass > 0.0) r.in_nccl([&] { join_dropped_mass(batch.plan_buffers.dropped_mass, r.comm, r.stream); });
     const s10::KeptPairs local = s10::finish_decision(r.in, r.plan, lse, settings, batch,
                                                       s09::de_accumulator(r.local, batch.buffers, r.de.get()),
                                                       r.dc.get(), r.host, r.stream);
     r.choice = batch.eps;
-    CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[4], r.stream));
-    r.joined = join_kept_pairs(local, r.scratch, r.comm, r.stream);
-    CCE_CUDA_CHECK(cudaEventRecord(r.nccl_events[5], r.stream));
-    r.timed[2] = true;
+    r.in_nccl([&] { r.joined = join_kept_pairs(local, r.scratch, r.comm, r.stream); });
     r.ran = s10::choose_plan(settings.plan, r.joined);
   }
   return s10::run_backward_plan(r.in, r.plan, r.scratch, lse, settings, r.ran, batch, r.de.get(), r.dc.get(), r.stream,
@@ -322,15 +319,12 @@ double ShardedVocabulary::last_nccl_ms() const {
   const Rank& r = *ranks_.front();
   CCE_CUDA_CHECK(cudaSetDevice(r.device));
   double total = 0.0;
-  bool any = false;
-  for (int k = 0; k < Rank::kTimed; ++k) {
-    if (!r.timed[k]) continue;
-    any = true;
+  for (size_t k = 0; k < r.nccl_timed; ++k) {
     float ms = 0.0f;
     CCE_CUDA_CHECK(cudaEventElapsedTime(&ms, r.nccl_events[2 * k], r.nccl_events[2 * k + 1]));
     total += ms;
   }
-  return any ? total : -1.0;
+  return total;
 }
 
 namespace {

@@ -133,8 +133,7 @@ class ShardedVocabulary {
   double time_forward_ms(int iters, int warmup = 2);
   double time_forward_backward_ms(int iters, int warmup = 2);
   // Of the last step, GPU 0's time inside NCCL calls (waits for the other
-  // GPUs included), ms; −1 after the dense plan before the forward, whose
-  // collectives per chunk are not timed.
+  // GPUs included), ms.
   double last_nccl_ms() const;
 
   int gpus() const { return static_cast<int>(ranks_.size()); }
