@@ -269,6 +269,15 @@ int run(int argc, char** argv) {
     if (!agree || !same) status = kExitCheckFailed;
   }
 
+  // The shards' steps timed first, so that every step's peak is theirs: --compare-single then runs stage 10 on GPU 0.
+  double step_ms = 0.0, nccl_ms = 0.0;
+  if (f.iters > 0) {
+    step_ms = f.backward ? sharded.time_forward_backward_ms(static_cast<int>(f.iters))
+                         : sharded.time_forward_ms(static_cast<int>(f.iters));
+    nccl_ms = sharded.last_nccl_ms();
+  }
+  const std::vector<size_t> every_step = sharded.peak_beyond_inputs();
+
   double single_ms = 0.0;
   if (f.compare_single) {
     StageRunner single(drop_stage, p, inputs, upstream.values);
@@ -295,11 +304,7 @@ int run(int argc, char** argv) {
   if (f.check || f.compare_single) std::printf("  check        %s\n", status == kExitOk ? "PASSED" : "FAILED");
   if (!f.save.empty()) save_outputs(program, f.save, p, out);
 
-  double step_ms = 0.0, nccl_ms = 0.0;
   if (f.iters > 0) {
-    step_ms = f.backward ? sharded.time_forward_backward_ms(static_cast<int>(f.iters))
-                         : sharded.time_forward_ms(static_cast<int>(f.iters));
-    nccl_ms = sharded.last_nccl_ms();
     std::printf("  time         %s %.3f ms on %d GPU%s (median of %lld, wall clock); in NCCL on GPU 0 %.3f ms (%.1f%%)\n",
                 f.backward ? "forward+backward" : "forward", step_ms, gpus, gpus == 1 ? "" : "s",
                 static_cast<long long>(f.iters), nccl_ms, 100.0 * nccl_ms / step_ms);
@@ -307,7 +312,6 @@ int run(int argc, char** argv) {
       std::printf("  time         stage 10 on one GPU %.3f ms: %.2fx faster on %d\n", single_ms, single_ms / step_ms, gpus);
   }
   // The first step's peak and model; the timed steps may plan otherwise (the dense plan before the forward).
-  const std::vector<size_t> every_step = sharded.peak_beyond_inputs();
   for (int g = 0; g < gpus; ++g)
     std::printf("  memory       GPU %d: peak %s beyond its inputs (inputs %s); model %s; every step's peak %s\n", g,
                 format_mb(peaks[g]).c_str(), format_mb(sharded.input_bytes()[g]).c_str(), format_mb(models[g]).c_str(),
