@@ -372,6 +372,7 @@ struct DropSettings {
   BackwardPlan plan = BackwardPlan::kAuto;
   int64_t dense_slab_columns = 0;  // the dense plan's slab width (0: plan_dense_slabs's default)
   double dense_head_share = 0.0;   // > 0: the sparse plan's dense head at this share (automatic eps only)
+  int64_t dense_chunk_rows = 0;    // the dense plan before the forward: rows per chunk (0: plan_dense_chunks's default)
 };
 // The plan a backward ran, and what it was chosen from.
 struct PlanChoice {
@@ -483,7 +484,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   // The flags as the backward's settings.
   DropSettings settings(Dtype dtype) const {
     return {drop_eps(dtype), automatic_eps(dtype) ? dropped_mass_budget() : 0.0, !no_correction_, !no_dc_correction_,
-            !no_grouping_, parse_backward_plan(plan_flag_), slab_columns_flag_, head_share_flag_};
+            !no_grouping_, parse_backward_plan(plan_flag_), slab_columns_flag_, head_share_flag_, chunk_rows_flag_};
   }
   PlanChoice plan_choice() const { return ran_; }  // of the last backward
   const std::string& plan_flag() const { return plan_flag_; }

@@ -248,7 +248,7 @@ void ShardedVocabulary::step(bool backward) {
 void ShardedVocabulary::dense_step(Rank& r) const {
   const Problem& p = r.local;
   const bool q = s10::keeps_q(p);
-  const s10::DenseChunks chunks = s10::plan_dense_chunks(p);
+  const s10::DenseChunks chunks = s10::plan_dense_chunks(p, options_.drop.dense_chunk_rows);
   r.scratch.allocate(concat(concat(s10::dense_chunk_items(p, chunks, true), combine_scratch(p)), dense_join_scratch(p)));
   float* shard_lse = r.scratch.get<float>(kShardLseItem);
   s10::DenseCall call = s10::begin_dense_chunks(r.in, chunks, r.scratch, r.loss.get(), r.upstream.get(), true,
@@ -408,7 +408,8 @@ std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) co
   const Rank& r = *ranks_.at(static_cast<size_t>(p));
   if (backward && r.scratch.has(s10::kDenseChunkItem))  // dense_step's
     return concat(concat(concat(output_memory(r.local, true),
-                                s10::dense_chunk_items(r.local, s10::plan_dense_chunks(r.local), true)),
+                                s10::dense_chunk_items(r.local, s10::plan_dense_chunks(r.local, options_.drop.dense_chunk_rows),
+                                                       true)),
                          combine_scratch(r.local)),
                   dense_join_scratch(r.local));
   std::vector<MemoryItem> items =
