@@ -18,7 +18,8 @@ and E and t whole. It mirrors, top to bottom:
     all-reduce of dE, and its rounding to bf16 (round_de_kernel).
 A step that runs stage 10's dense plan before the forward (dense_step, after
 a batch that kept most pairs) makes the same joins per chunk of rows, and one
-more all-reduce, of the chunk's target logits (sum_over_shards); not drawn.
+more all-reduce, of the chunk's target logits (sum_over_shards); not drawn,
+but its arithmetic is checked too.
 
 The script checks what the figure claims, and exits 1 (DOES NOT HOLD) when
 one fails:
@@ -29,7 +30,8 @@ one fails:
     tokens, a softcap), done as the code does it: combining the shards'
     (max, sum) per row gives the full LSE, the loss is the unsharded loss,
     each shard's dC rows are the unsharded dC's rows and the summed dE^p is
-    the unsharded dE, all within 1e-12.
+    the unsharded dE, all within 1e-12; and so are the dense plan's before
+    the forward (dense_step's joins, one chunk of every row).
 Exit 2 on a bad flag. Needs numpy and matplotlib.
 """
 
@@ -239,6 +241,60 @@ def sharded(e, c, targets, softcap, gpus):
     return ranges, loss, lse, de, dc
 
 
+def targets_for_dot(targets, begin, end):
+    """combine.cu's targets_for_dot: shard_targets with a target on another shard ignored (its dot 0 here)."""
+    import numpy as np
+    local = shard_targets(targets, begin, end)
+    return np.where(local == end - begin, IGNORE_INDEX, local)
+
+
+def sharded_dense_before(e, c, targets, softcap, gpus):
+    """dense_step (sharded_vocabulary.cu): stage 10's dense plan before the forward on each shard, one chunk of every
+    row, q = exp(z − R)·softcap' against the joined target logit R, the chunk's LSE joined from each shard's
+    (LSE^p, 1), S = α·q with the target's term apart on its shard, dE's parts summed."""
+    import numpy as np
+    n = len(targets)
+    rows = np.arange(n)
+    valid = targets != IGNORE_INDEX
+    ranges = shard_vocabulary(c.shape[0], gpus)
+    raw_dot = np.zeros(n)
+    for begin, end in ranges:  # each shard's indexed dot, then sum_over_shards
+        dot = targets_for_dot(targets, begin, end)
+        mine = dot != IGNORE_INDEX
+        raw_dot += np.where(mine, (e * c[begin + np.where(mine, dot, 0)]).sum(axis=1), 0.0)
+    reference = softcap * np.tanh(raw_dot / softcap) if softcap > 0 else raw_dot  # set_chunk_reference
+    shard_lse, parts = [], []
+    for begin, end in ranges:  # fold_chunk on each shard: its LSE, and the target logit where it is its own
+        z, _ = logits(e, c[begin:end], softcap)
+        top = z.max(axis=1)
+        shard_lse.append(top + np.log(np.exp(z - top[:, None]).sum(axis=1)))
+        local = shard_targets(targets, begin, end)
+        mine = (local != IGNORE_INDEX) & (local < end - begin)
+        parts.append(np.where(mine, z[rows, np.where(mine, local, 0)], 0.0))
+    row_max = np.max(shard_lse, axis=0)  # join_chunk_lse: the states (LSE^p, 1), as combine_row_states joins
+    lse = row_max + np.log(sum(np.exp(x - row_max) for x in shard_lse))
+    loss = np.where(valid, lse - sum(parts), 0.0).sum() / max(valid.sum(), 1)
+    g = np.where(valid, 1.0 / max(valid.sum(), 1), 0.0)
+    r = np.where(valid, reference, lse)  # an ignored row: R = +inf and g = 0 (no q, no α)
+    alpha = np.where(valid, g * np.exp(r - lse), 0.0)
+    de, dc = np.zeros_like(e), []
+    for begin, end in ranges:  # chunk_products on each shard
+        z, slope = logits(e, c[begin:end], softcap)
+        q = np.where(valid[:, None], np.exp(z - r[:, None]) * slope, 0.0)
+        local = shard_targets(targets, begin, end)
+        mine = np.nonzero((local != IGNORE_INDEX) & (local < end - begin))[0]
+        q[mine, local[mine]] = 0.0  # the target's entry: its term apart, in fp32
+        term = np.zeros(n)
+        term[mine] = g[mine] * (np.exp(z[mine, local[mine]] - lse[mine]) - 1.0) * slope[mine, local[mine]]
+        de_part = alpha[:, None] * (q @ c[begin:end])
+        de_part[mine] += term[mine, None] * c[begin + local[mine]]
+        de += de_part  # chunk_de_sums, then sum_and_round_de
+        dc_shard = q.T @ (alpha[:, None] * e)
+        np.add.at(dc_shard, local[mine], term[mine, None] * e[mine])  # the target rows, on their shard
+        dc.append(dc_shard)
+    return ranges, loss, lse, de, dc
+
+
 def arithmetic_claims(gpus):
     import numpy as np
     rng = np.random.default_rng(11)
@@ -258,6 +314,17 @@ def arithmetic_claims(gpus):
         (all(close(part, dc0[b:en]) for part, (b, en) in zip(dc, ranges)),
          "each GPU's dC rows, without communication, are the unsharded dC's rows"),
         (close(de, de0), "the sum of the GPUs' dE^p is the unsharded dE"),
+    ] + dense_claims(e, c, targets, softcap, gpus, (loss0, lse0, de0, dc0), close)
+
+
+def dense_claims(e, c, targets, softcap, gpus, reference, close):
+    loss0, lse0, de0, dc0 = reference
+    ranges, loss, lse, de, dc = sharded_dense_before(e, c, targets, softcap, gpus)
+    return [
+        (close(lse, lse0) and close(loss, loss0),
+         "the dense plan before the forward: each shard's LSE joined as (LSE^p, 1) gives the full LSE and the loss"),
+        (close(de, de0) and all(close(part, dc0[b:en]) for part, (b, en) in zip(dc, ranges)),
+         "the dense plan before the forward: α_i from the summed target logit, dE's parts summed, dC on its shard"),
     ]
 
 

@@ -7,6 +7,7 @@
 // (token block, tile) pair has the smallest candidate eps that drops it
 // (its bin, −1: none does) and its softmax mass in fixed point. The shards
 // hold the tiles in contiguous ranges, as stage 11's shards do.
+// And the targets each shard's indexed dot takes (ShardTargets).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -138,6 +139,47 @@ TEST(ShardChoice, EachShardAloneWouldChooseOtherwise) {
   // A forced plan stays, whatever was kept.
   EXPECT_EQ(s10::choose_plan(s10::BackwardPlan::kSparse, {18, 18}).plan, s10::BackwardPlan::kSparse);
   EXPECT_EQ(s10::choose_plan(s10::BackwardPlan::kDense, {0, 18}).plan, s10::BackwardPlan::kDense);
+}
+
+// The dense plan before the forward takes each row's target logit R_i as the
+// sum over the shards of their indexed dots (stage 04's, 0 for an ignored
+// target): with targets_for_dot every valid target is dotted on exactly one
+// shard, at its own row of that shard, and an ignored one on none. Then the
+// sum is the target logit and the other shards add exact zeros.
+TEST(ShardTargets, EachTargetIsDottedOnItsShardAlone) {
+  Problem p;
+  p.n = 200, p.d = 4, p.v = 1129, p.ignore_index = -100;
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> token(0, p.v - 1);
+  std::vector<int64_t> targets(static_cast<size_t>(p.n));
+  for (size_t i = 0; i < targets.size(); ++i) targets[i] = i % 7 == 3 ? p.ignore_index : token(rng);
+  targets[0] = 0, targets[1] = p.v - 1;  // the first and last rows of C
+  for (int shards : {1, 2, 3, 5}) {
+    const std::vector<ShardRange> ranges = shard_vocabulary(p.v, shards);
+    std::vector<int> dotted(targets.size(), 0);
+    for (const ShardRange& range : ranges) {
+      const std::vector<int64_t> dot = targets_for_dot(p, targets, range);
+      const std::vector<int64_t> local = shard_targets(p, targets, range);
+      ASSERT_EQ(dot.size(), targets.size());
+      for (size_t i = 0; i < targets.size(); ++i) {
+        const int64_t t = targets[i];
+        const bool here = t != p.ignore_index && t >= range.begin && t < range.end;
+        if (here) {
+          EXPECT_EQ(dot[i], t - range.begin) << "row " << i << ", " << shards << " shards";
+          ++dotted[i];
+        } else {
+          EXPECT_EQ(dot[i], p.ignore_index) << "row " << i << " (target " << t << ") on shard [" << range.begin
+                                            << ", " << range.end << ")";
+        }
+        // Where the dot differs from the shard's own view of the target: only for a target on another shard.
+        if (dot[i] != local[i]) {
+          EXPECT_EQ(local[i], range.rows()) << "row " << i;
+        }
+      }
+    }
+    for (size_t i = 0; i < targets.size(); ++i)
+      EXPECT_EQ(dotted[i], targets[i] == p.ignore_index ? 0 : 1) << "row " << i << ", " << shards << " shards";
+  }
 }
 
 }  // namespace
