@@ -220,6 +220,7 @@ DenseTargetRows dense_loss_and_gradient(const DeviceInputs& in, const DenseChunk
 //   finish_dense_chunks          the loss; several chunks: dC rounded, its target rows
 // A target outside [0, V) (stage 11's targets on another shard) is a valid
 // row whose target term lies elsewhere: no Q entry, no S_it, no dC row here.
+//
 // The rows sorted by target: keys, rows, sorted keys and rows, each sorted
 // position's run, the runs' tokens; for one chunk, the runs summed whole
 // (their tokens, each run's row among them), the rows' norms, Q's columns of
