@@ -1,6 +1,7 @@
 // Stage 11: the vocabulary sharded over GPUs, combined with NCCL.
 // Uses: stage 10 (its sorted forward with tile statistics, its whole backward
-// up to the fp32 dE accumulator), common (problem, reference, tracker), NCCL.
+// up to the fp32 dE accumulator, its dense plan before the forward in steps),
+// stage 04 (the indexed dot), common (problem, reference, tracker), NCCL.
 //
 // Tensor parallelism cuts C [V,D] by rows into P shards, one per GPU, while E
 // and the targets are the same on every GPU. Per step:
@@ -19,6 +20,10 @@
 //             are complete and stay where they are; its dE is a partial sum
 //             over its vocabulary, all-reduced in fp32 (N·D floats) and
 //             rounded once.
+// After a step whose decision kept more than a third of the pairs, the next
+// one runs stage 10's dense plan before the forward on each shard instead
+// (dense_step): per chunk of rows, the target logit summed over the shards,
+// the LSE joined as above, dE's rows summed; three products, not four.
 // One process drives every GPU, a host thread per GPU (ncclCommInitAll):
 // stage 10's backward reads its kept-tile lists on the host, so each GPU
 // needs a thread of its own to stay busy. README.md gives the reasons and the costs.
