@@ -2,6 +2,7 @@
 """Stage 11's step on P GPUs, drawn as a data flow: one lane per GPU, the collectives across them.
 
     /usr/bin/python3 bench/sharded_flow_figure.py [--out docs/figures/sharded_flow.png] [--gpus 2]
+    /usr/bin/python3 bench/sharded_flow_figure.py --step dense     # docs/figures/sharded_dense_flow.png
 
 No GPU and no data: the figure is a schematic of one step (forward, then
 backward) of stages/11_sharded_vocabulary, with P = --gpus (2 or 4). GPU p
@@ -18,8 +19,9 @@ and E and t whole. It mirrors, top to bottom:
     all-reduce of dE, and its rounding to bf16 (round_de_kernel).
 A step that runs stage 10's dense plan before the forward (dense_step, after
 a batch that kept most pairs) makes the same joins per chunk of rows, and one
-more all-reduce, of the chunk's target logits (sum_over_shards); not drawn,
-but its arithmetic is checked too.
+more all-reduce, of the chunk's target logits (sum_over_shards): --step dense
+draws that step (dense_step's calls, in order, are checked against the
+figure's rows) and its arithmetic is checked in float64 with every figure.
 
 The script checks what the figure claims, and exits 1 (DOES NOT HOLD) when
 one fails:
@@ -65,6 +67,9 @@ STEP_ORDER = ["sorted_forward_states", "combine_row_states", "backward_to_accumu
               "reduce_de"]
 BACKWARD_ORDER = ["begin_backward", "measure_for_decision", "join_dropped_mass", "finish_decision",
                   "join_kept_pairs", "choose_plan", "run_backward_plan"]
+# dense_step's calls in the order the second figure draws them.
+DENSE_ORDER = ["begin_dense_chunks", "indexed_dot", "sum_over_shards", "set_chunk_reference", "fold_chunk",
+               "join_chunk_lse", "chunk_products", "chunk_de_sums", "sum_and_round_de", "finish_dense_chunks"]
 
 
 PROG = "sharded_flow_figure.py"
@@ -147,6 +152,7 @@ def source_claims():
                                 key=lambda c: functions.index(c[0]) if c[0] in functions else len(functions))
     step = body(sharded, "void ShardedVocabulary::step(")
     backward = body(sharded, "float* ShardedVocabulary::backward_to_accumulator(")
+    dense = body(sharded, "void ShardedVocabulary::dense_step(")
     return [
         (code_in_step_order == drawn,
          "the ncclAllReduce calls of combine.cu are the five drawn and the dense plan's sum_over_shards (count, type, op)"),
@@ -155,6 +161,8 @@ def source_claims():
         (in_order(backward, BACKWARD_ORDER),
          "backward_to_accumulator() joins the dropped mass, then the kept pairs, then runs the plan"),
         ("ncclCommInitAll" in sharded and "std::thread" in sharded, "one process, a host thread per GPU"),
+        (in_order(dense, DENSE_ORDER),
+         "dense_step() sums the target logit, folds, joins the LSE, runs the products, sums dE, in order"),
     ]
 
 
@@ -341,25 +349,9 @@ def fraction(k, p):
     return f"V/{f.denominator}" if f.numerator == 1 else f"{f.numerator}V/{f.denominator}"
 
 
-def draw(out, gpus):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
-
-    lane_tints = ["#e3eef9", "#e5f4e3", "#f6ebf7", "#fdf1df"]
-    lane_edges = ["#2b6cb0", "#2f855a", "#8e44ad", "#c05621"]
-    coll_face, coll_edge, grey = "#fde2c4", "#d9731a", "#555555"
-    dc_face = "#d7f0d2"
-    width = 10.0
-    lx0, lx1 = 3.75, width - 0.1  # the lanes; left of them, what each step is and its code
-    lane = (lx1 - lx0) / gpus
-    small = gpus > 2
-    pad = 0.1 if small else 0.2  # between a lane's edge and its boxes
-
-    # The rows, top to bottom: (kind, height, left title, left note, lane text(p) or bar text).
-    sub = lambda p: f"{{{p}}}"  # noqa: E731
-    span = lambda p: f"[{fraction(p, gpus)}, {fraction(p + 1, gpus)})"  # noqa: E731
+def decided_step(gpus, sub, span, small):
+    """The rows of a step that decides (forward, the joined decision, the backward), top to bottom: (kind, height,
+    left title, left note, lane text(p) or bar text); its title and the note under it."""
     rows = [
         ("section", 0.42, "forward", None, None),
         ("local", 0.95, "1  forward on the shard",
@@ -413,6 +405,80 @@ def draw(out, gpus):
          "dC is split: GPU p holds its rows only\n(download() copies the shards to the host)",
          lambda p: f"loss, LSE, dE\ndC rows {span(p)}"),
     ]
+    title = f"Stage 11: C's rows sharded over P = {gpus} GPUs, the shards joined by all-reduces"
+    footer = ("Each all-reduce's buffer has the same size on every GPU, whatever P: 12N bytes in the forward, 88 bytes "
+              "of\nthe plan's statistics, 4·N·D bytes in the backward (gemma2, N = 8192, D = 2304: 98 kB and 75.5 MB). "
+              "A ring\nall-reduce moves about 2(P − 1)/P times that in and out of each GPU, while the flops shrink as 1/P.")
+    return rows, title, footer
+
+
+def dense_step(gpus, sub, span, small):
+    """The rows of a step planned dense from the one before (dense_step): stage 10's dense plan before the forward
+    on each shard, the chunk's target logit, LSE and dE rows joined."""
+    rows = [
+        ("section", 0.42, "a step planned dense", "(the step before kept more than a third of the pairs)", None),
+        ("local", 0.78, "1  the grad scale, the targets' runs",
+         "begin_dense_chunks (stage 10): $g_i$; the rows sorted\nby target, this shard's targets only "
+         "(a target\noutside it is rows() here: no run)",
+         lambda p: "$g$ [N]\nits targets' runs"),
+        ("section", 0.42, "per chunk of rows", "(gemma2_flat at P = 2: one chunk of all 8192)", None),
+        ("local", 0.78, "2  the target logit's part",
+         "s04::indexed_dot on targets_for_dot:\n" r"$C_{t_i}\cdot E_i$ where $t_i$ is in shard p, else 0",
+         lambda p: f"$z_{{i,t_i}}^{sub(p)}$ (0 off the shard)"),
+        ("collective", 0.62, "3  all-reduce sum",
+         "sum_over_shards: ncclAllReduce, ncclSum;\nthen set_chunk_reference: the softcap",
+         r"$R_i = \mathrm{softcap}(\sum_p z_{i,t_i}^p)$" "      N fp32 = 4N bytes"),
+        ("local", 0.95, "4  the fold, keeping q",
+         "fold_chunk (stage 10's FoldThenKeepTile):\n"
+         r"$q_{ij} = e^{z_{ij} - R_i}\cdot\mathrm{softcap}'_{ij}$ in bf16, for the" "\nshard's columns; its "
+         r"$\mathrm{LSE}_i^p$",
+         lambda p: f"q [rows, V/{gpus}] bf16\n" + f"$\mathrm{{LSE}}_i^{sub(p)}$"),
+        ("collective", 0.62, "5  the LSE joined",
+         "join_chunk_lse: the states $(\mathrm{LSE}_i^p, 1)$ joined as\nin the forward: ncclMax, then ncclSum",
+         r"$\mathrm{LSE}_i = \log\sum_p e^{\mathrm{LSE}_i^p}$, loss" "      12N bytes"),
+        ("backward", 1.72, "6  the products on the shard",
+         "chunk_products: " r"$\alpha_i = g_i\,e^{R_i - \mathrm{LSE}_i}$, $S = \alpha\circ q$," "\n"
+         r"$S_{i,t_i}$ in fp32 on the target's shard only;" "\n"
+         r"$dC = Q^T(\alpha\circ E)$ + its target rows: complete" "\n"
+         r"$dE_i^p = \alpha_i (Q C)_i\ [+\ S_{i,t_i} C_{t_i}]$: its part" "\n(chunk_de_sums: fp32, not rounded)",
+         lambda p: (f"dC rows {span(p)}:\n" + ("stays here" if small else "complete, stays here\n(no communication)"),
+                    f"$dE^{sub(p)}$ [rows, D] fp32")),
+        ("collective", 0.62, "7  all-reduce sum of dE's rows",
+         "sum_and_round_de: ncclAllReduce, ncclSum;\nthen, for bf16, round_de_kernel",
+         r"$dE = \sum_p dE^p$" "      rows·D fp32"),
+        ("local", 0.78, "after the last chunk",
+         "finish_dense_chunks: the loss; several chunks:\ndC rounded from fp32, then its target rows.\n"
+         "Three products per shard, no forward",
+         lambda p: f"loss, LSE, dE\ndC rows {span(p)}"),
+    ]
+    title = f"Stage 11, a flat batch: stage 10's dense plan before the forward on P = {gpus} GPUs"
+    footer = ("Every 16th step of a dense run decides again on the whole batch (the first figure's step). Per chunk "
+              "the joins\nmove 16 bytes a row and dE's 4·D (the first figure's collectives, and one of N floats). "
+              "Each GPU pays\n3 × 2·N·D·V/P flops, where a forward and the dense plan after it pay 4 × 2·N·D·V/P.")
+    return rows, title, footer
+
+
+STEPS = {"decided": (decided_step, DEFAULT_OUT), "dense": (dense_step, REPO / "docs" / "figures" / "sharded_dense_flow.png")}
+
+
+def draw(out, gpus, step="decided"):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+
+    lane_tints = ["#e3eef9", "#e5f4e3", "#f6ebf7", "#fdf1df"]
+    lane_edges = ["#2b6cb0", "#2f855a", "#8e44ad", "#c05621"]
+    coll_face, coll_edge, grey = "#fde2c4", "#d9731a", "#555555"
+    dc_face = "#d7f0d2"
+    width = 10.0
+    lx0, lx1 = 3.75, width - 0.1  # the lanes; left of them, what each step is and its code
+    lane = (lx1 - lx0) / gpus
+    small = gpus > 2
+    pad = 0.1 if small else 0.2  # between a lane's edge and its boxes
+    sub = lambda p: f"{{{p}}}"  # noqa: E731
+    span = lambda p: f"[{fraction(p, gpus)}, {fraction(p + 1, gpus)})"  # noqa: E731
+    rows, title, footer = STEPS[step][0](gpus, sub, span, small)
     gap = 0.26  # between rows: the arrows
     top = 1.55  # below the title and the lane headers
     height = top + sum(h for _, h, *_ in rows) + gap * (len(rows) - 1) + 1.0
@@ -422,8 +488,7 @@ def draw(out, gpus):
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)
     ax.axis("off")
-    ax.text(width / 2, 0.28, f"Stage 11: C's rows sharded over P = {gpus} GPUs, the shards joined by all-reduces",
-            ha="center", va="center", fontsize=13.5, weight="bold")
+    ax.text(width / 2, 0.28, title, ha="center", va="center", fontsize=13.5, weight="bold")
     ax.text(width / 2, 0.62, "one process, a host thread and a stream per GPU (ncclCommInitAll); "
             "E [N, D] and the targets t are whole on every GPU", ha="center", va="center", fontsize=10,
             color=grey)
@@ -446,7 +511,8 @@ def draw(out, gpus):
             ax.text(0.15, y + h / 2, title.upper(), ha="left", va="center", fontsize=12, weight="bold",
                     color="#333333")
             if note:
-                ax.text(1.35, y + h / 2, note, ha="left", va="center", fontsize=9.5, color=grey, style="italic")
+                after = max(1.35, 0.2 + 0.14 * len(title))  # right of the title, about 0.14 inch a capital
+                ax.text(after, y + h / 2, note, ha="left", va="center", fontsize=9.5, color=grey, style="italic")
             ax.plot([0.15, width - 0.1], [y + h, y + h], color="#999999", lw=1.0, ls=(0, (5, 4)), zorder=1)
             y += h + gap
             continue
@@ -493,23 +559,24 @@ def draw(out, gpus):
         previous_kind = kind
         y += h + gap
     # what the collectives move, per step
-    ax.text(width / 2, height - 0.62,
-            "Each all-reduce's buffer has the same size on every GPU, whatever P: 12N bytes in the forward, 88 bytes "
-            "of\nthe plan's statistics, 4·N·D bytes in the backward (gemma2, N = 8192, D = 2304: 98 kB and 75.5 MB). "
-            "A ring\nall-reduce moves about 2(P − 1)/P times that in and out of each GPU, while the flops shrink as 1/P.",
-            ha="center", va="top", fontsize=9.5, color=grey, linespacing=1.35)
+    ax.text(width / 2, height - 0.62, footer, ha="center", va="top", fontsize=9.5, color=grey, linespacing=1.35)
     figure_cli.save_png(plt, fig, out, colors="palette")
 
 
 def main(argv):
     parser = Parser(description="Stage 11's step on P GPUs as a data flow, drawn and checked (no GPU).")
-    figure_cli.add_out_flag(parser, DEFAULT_OUT, REPO)
+    parser.add_argument("--out", default=None,
+                        help="the PNG to write (default docs/figures/sharded_flow.png, or sharded_dense_flow.png "
+                             "with --step dense)")
     parser.add_argument("--gpus", type=int, choices=(2, 4), default=2, help="P, the lanes drawn (2 or 4)")
+    parser.add_argument("--step", choices=tuple(STEPS), default="decided",
+                        help="decided: a step that runs the forward and decides (default); dense: a step planned "
+                             "dense, stage 10's dense plan before the forward")
     args = parser.parse_args(argv)
-    out = figure_cli.checked_png(PROG, args.out)
+    out = figure_cli.checked_png(PROG, args.out if args.out is not None else STEPS[args.step][1])
     figure_cli.require_plotting(PROG)
 
-    draw(out, args.gpus)
+    draw(out, args.gpus, args.step)
     ranges, arithmetic = arithmetic_claims(args.gpus)
     claims = source_claims() + arithmetic
     shards = " ".join(f"[{b}, {e})" for b, e in ranges)
