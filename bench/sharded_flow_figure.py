@@ -349,6 +349,12 @@ def fraction(k, p):
     return f"V/{f.denominator}" if f.numerator == 1 else f"{f.numerator}V/{f.denominator}"
 
 
+def dc_stays_de_part(p, span, sub, small, rows):
+    """A backward row's two boxes in lane p: its dC rows, which stay, and its part of dE [rows, D]."""
+    return (f"dC rows {span(p)}:\n" + ("stays here" if small else "complete, stays here\n(no communication)"),
+            f"$dE^{sub(p)}$ [{rows}, D] fp32")
+
+
 def decided_step(gpus, sub, span, small):
     """The rows of a step that decides (forward, the joined decision, the backward), top to bottom: (kind, height,
     left title, left note, lane text(p) or bar text); its title and the note under it."""
@@ -395,8 +401,7 @@ def decided_step(gpus, sub, span, small):
          r"$S_{ij} = g_i\,(p_{ij} - [j = t_i])\cdot\mathrm{softcap}'$" "\n"
          r"$dC_j = \sum_i S_{ij} E_i$: complete, for its rows" "\n"
          r"$dE_i^p = \sum_{j\in p} S_{ij} C_j$: its shard's part",
-         lambda p: (f"dC rows {span(p)}:\n" + ("stays here" if small else "complete, stays here\n(no communication)"),
-                    f"$dE^{sub(p)}$ [N, D] fp32")),
+         lambda p: dc_stays_de_part(p, span, sub, small, "N")),
         ("collective", 0.62, "11  all-reduce sum of dE",
          "reduce_de: ncclAllReduce, ncclSum;\nthen, for bf16, round_de_kernel",
          r"$dE = \sum_p dE^p$" "      N·D fp32 = 4·N·D bytes"),
@@ -441,8 +446,7 @@ def dense_step(gpus, sub, span, small):
          r"$S_{i,t_i}$ in fp32 on the target's shard only;" "\n"
          r"$dC = Q^T(\alpha\circ E)$ + its target rows: complete" "\n"
          r"$dE_i^p = \alpha_i (Q C)_i\ [+\ S_{i,t_i} C_{t_i}]$: its part" "\n(chunk_de_sums: fp32, not rounded)",
-         lambda p: (f"dC rows {span(p)}:\n" + ("stays here" if small else "complete, stays here\n(no communication)"),
-                    f"$dE^{sub(p)}$ [rows, D] fp32")),
+         lambda p: dc_stays_de_part(p, span, sub, small, "rows")),
         ("collective", 0.62, "7  all-reduce sum of dE's rows",
          "sum_and_round_de: ncclAllReduce, ncclSum;\nthen, for bf16, round_de_kernel",
          r"$dE = \sum_p dE^p$" "      rows·D fp32"),
