@@ -281,11 +281,22 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   ++history_.dense_since;
   last_problem_ = p;
   stats_ready_ = false;
-  const int64_t pairs = plan_for(p).tiles * plan_for(p).token_blocks;
-  stats_ = DropStats{pairs, pairs, chunks.count, 0.0f};
-  choice_ = EpsChoice{0.0f, -1.0, {}};
-  ran_ = PlanChoice{BackwardPlan::kDense, flag == BackwardPlan::kDense ? -1.0 : history_.kept_fraction, {}, true, chunks,
-                    target_rows, sample_rows};
+  const DenseBeforeForwardReport report = report_dense_before_forward(
+      plan_for(p).tiles * plan_for(p).token_blocks, chunks, target_rows, flag, history_, sample_rows);
+  stats_ = report.stats;
+  choice_ = report.choice;
+  ran_ = report.ran;
+}
+
+DenseBeforeForwardReport report_dense_before_forward(int64_t pairs, const DenseChunks& chunks,
+                                                     const DenseTargetRows& target_rows, BackwardPlan flag,
+                                                     const PlanHistory& history, int64_t sample_rows) {
+  DenseBeforeForwardReport report;
+  report.stats = DropStats{pairs, pairs, chunks.count, 0.0f};
+  report.choice = EpsChoice{0.0f, -1.0, {}};
+  report.ran = PlanChoice{BackwardPlan::kDense, flag == BackwardPlan::kDense ? -1.0 : history.kept_fraction, {}, true,
+                          chunks, target_rows, sample_rows};
+  return report;
 }
 
 void PlanPerBatchStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {

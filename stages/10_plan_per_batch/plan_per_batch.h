@@ -393,6 +393,17 @@ struct KeptPairs {
 };
 // auto: dense above kDenseAboveKept of the pairs kept; a forced plan stays.
 PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs);
+// What a batch that ran the dense plan before the forward reports: all of
+// its (token block, tile) pairs kept, in the chunks' count; no eps chosen;
+// the plan with the last decision's kept fraction (−1: --plan dense).
+struct DenseBeforeForwardReport {
+  DropStats stats;
+  EpsChoice choice;
+  PlanChoice ran;
+};
+DenseBeforeForwardReport report_dense_before_forward(int64_t pairs, const DenseChunks& chunks,
+                                                     const DenseTargetRows& target_rows, BackwardPlan flag,
+                                                     const PlanHistory& history, int64_t sample_rows);
 
 // The backward in steps, each a free function (backward_to_accumulator runs
 // them in order): begin_backward, then, unless the dense plan is forced,

@@ -248,8 +248,8 @@ void ShardedVocabulary::step(bool backward) {
 void ShardedVocabulary::dense_step(Rank& r) const {
   const Problem& p = r.local;
   const bool q = s10::keeps_q(p);
-  const s10::DenseChunks chunks = s10::plan_dense_chunks(p, options_.drop.dense_chunk_rows);
-  r.scratch.allocate(concat(concat(s10::dense_chunk_items(p, chunks, true), combine_scratch(p)), dense_join_scratch(p)));
+  const s10::DenseChunks chunks = dense_chunks(p);
+  r.scratch.allocate(dense_step_items(p));
   float* shard_lse = r.scratch.get<float>(kShardLseItem);
   s10::DenseCall call = s10::begin_dense_chunks(r.in, chunks, r.scratch, r.loss.get(), r.upstream.get(), true,
                                                 r.dense_read_backs, r.stream);
@@ -277,13 +277,21 @@ void ShardedVocabulary::dense_step(Rank& r) const {
     r.in_nccl([&] { sum_and_round_de(p.dtype, rows * p.d, de_sums, de_rows, r.comm, r.stream); });
   }
   const s10::DenseTargetRows target_rows = s10::finish_dense_chunks(r.in, call, r.loss.get(), r.dc.get(), r.stream);
-  const int64_t pairs = r.plan.tiles * r.plan.token_blocks;
-  r.stats = s10::DropStats{pairs, pairs, chunks.count, 0.0f};
-  r.choice = s10::EpsChoice{0.0f, -1.0, {}};
+  const s10::DenseBeforeForwardReport report = s10::report_dense_before_forward(
+      r.plan.tiles * r.plan.token_blocks, chunks, target_rows, options_.drop.plan, history_, 0);
+  r.stats = report.stats;
+  r.choice = report.choice;
+  r.ran = report.ran;
   r.joined = s10::KeptPairs{};
-  const bool forced = options_.drop.plan == s10::BackwardPlan::kDense;
-  r.ran = s10::PlanChoice{s10::BackwardPlan::kDense, forced ? -1.0 : history_.kept_fraction, {}, true, chunks,
-                          target_rows, 0};
+}
+
+s10::DenseChunks ShardedVocabulary::dense_chunks(const Problem& local) const {
+  return s10::plan_dense_chunks(local, options_.drop.dense_chunk_rows);
+}
+
+std::vector<MemoryItem> ShardedVocabulary::dense_step_items(const Problem& local) const {
+  return concat(concat(s10::dense_chunk_items(local, dense_chunks(local), true), combine_scratch(local)),
+                dense_join_scratch(local));
 }
 
 // Stage 10's backward_to_accumulator, step by step, with the statistics its
@@ -406,12 +414,7 @@ void ShardedVocabulary::reset_peak_memory() {
 
 std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) const {
   const Rank& r = *ranks_.at(static_cast<size_t>(p));
-  if (backward && r.scratch.has(s10::kDenseChunkItem))  // dense_step's
-    return concat(concat(concat(output_memory(r.local, true),
-                                s10::dense_chunk_items(r.local, s10::plan_dense_chunks(r.local, options_.drop.dense_chunk_rows),
-                                                       true)),
-                         combine_scratch(r.local)),
-                  dense_join_scratch(r.local));
+  if (backward && r.scratch.has(s10::kDenseChunkItem)) return concat(output_memory(r.local, true), dense_step_items(r.local));
   std::vector<MemoryItem> items =
       concat(concat(output_memory(r.local, backward), backward ? s10::backward_scratch(r.local, r.plan)
                                                                : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan))),

@@ -166,6 +166,8 @@ class ShardedVocabulary {
   void step(bool backward);
   float* backward_to_accumulator(Rank& r) const;  // stage 10's steps, the statistics joined between them
   void dense_step(Rank& r) const;  // stage 10's dense plan before the forward, the shards joined per chunk
+  s10::DenseChunks dense_chunks(const Problem& local) const;        // dense_step's chunks of rows
+  std::vector<MemoryItem> dense_step_items(const Problem& local) const;  // and its scratch
   Problem problem_;
   std::vector<float> upstream_;
   ShardOptions options_;
