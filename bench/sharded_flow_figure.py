@@ -12,9 +12,9 @@ and E and t whole. It mirrors, top to bottom:
     (stage 08) on the shard, then combine_row_states (combine.cu):
     shard_max_kernel, the all-reduce max, rescale_kernel, the all-reduce sum,
     lse_and_loss_kernel and finish_loss;
-  - ShardedVocabulary::backward_to_accumulator: begin_backward and
-    measure_for_decision (stage 10), join_dropped_mass, finish_decision,
-    join_kept_pairs, choose_plan, run_backward_plan;
+  - ShardedVocabulary::backward_to_accumulator: begin_backward (stage 10),
+    joined_decision (measure_for_decision, join_dropped_mass,
+    finish_decision, join_kept_pairs), choose_plan, run_backward_plan;
   - then add_target_terms (stage 09) and reduce_de (combine.cu): the
     all-reduce of dE, and its rounding to bf16 (round_de_kernel).
 A step that runs stage 10's dense plan before the forward (dense_step, after
@@ -152,6 +152,10 @@ def source_claims():
                                 key=lambda c: functions.index(c[0]) if c[0] in functions else len(functions))
     step = body(sharded, "void ShardedVocabulary::step(")
     backward = body(sharded, "float* ShardedVocabulary::backward_to_accumulator(")
+    # the joined decision's calls read where backward_to_accumulator() calls it
+    call = backward.find("joined_decision(")
+    if call >= 0:
+        backward = backward[:call] + body(sharded, "s10::KeptPairs ShardedVocabulary::joined_decision(") + backward[call:]
     dense = body(sharded, "void ShardedVocabulary::dense_step(")
     return [
         (code_in_step_order == drawn,
@@ -456,8 +460,8 @@ def dense_step(gpus, sub, span, small):
          lambda p: f"loss, LSE, dE\ndC rows {span(p)}"),
     ]
     title = f"Stage 11, a flat batch: stage 10's dense plan before the forward on P = {gpus} GPUs"
-    footer = ("Every 16th step of a dense run decides again on the whole batch (the first figure's step). Per chunk "
-              "the joins\nmove 16 bytes a row and dE's 4·D (the first figure's collectives, and one of N floats). "
+    footer = ("Every 16th step of a dense run decides again on a sample of 1024 rows, as stage 10 does (the first "
+              "figure's\nforward and decision on those rows). Per chunk the joins move 16 bytes a row and dE's 4·D. "
               "Each GPU pays\n3 × 2·N·D·V/P flops, where a forward and the dense plan after it pay 4 × 2·N·D·V/P.")
     return rows, title, footer
 

@@ -172,13 +172,12 @@ constexpr const char* kSampleLossItem = "row sample: loss, LSE [2][sample rows]"
 
 bool per_token(const Problem& p) { return p.reduction == Reduction::kNone; }
 
-// Every stride-th row of `rows` rows of `row_bytes`, from src into dst (packed).
-void gather_rows(void* dst, const void* src, size_t row_bytes, const RowSample& sample, cudaStream_t stream) {
+}  // namespace
+
+void gather_sample_rows(void* dst, const void* src, size_t row_bytes, const RowSample& sample, cudaStream_t stream) {
   CCE_CUDA_CHECK(cudaMemcpy2DAsync(dst, row_bytes, src, row_bytes * static_cast<size_t>(sample.stride), row_bytes,
                                    static_cast<size_t>(sample.rows), cudaMemcpyDeviceToDevice, stream));
 }
-
-}  // namespace
 
 std::vector<MemoryItem> sample_items(const Problem& p, const RowSample& sample, const DropPlan& sample_plan) {
   const size_t rows = static_cast<size_t>(sample.rows);
@@ -192,25 +191,31 @@ std::vector<MemoryItem> sample_items(const Problem& p, const RowSample& sample, 
 KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, const DropPlan& sample_plan,
                            const Scratch& scratch, const float* upstream, const DropSettings& settings,
                            HostTables& host, cudaStream_t stream) {
+  const SampleInputs rows = gather_sample(in, sample, scratch, upstream, stream);
+  s08::sorted_forward(rows.in, forward_plan(sample_plan), s08::sorted_forward_buffers(scratch), rows.loss, rows.lse,
+                      scratch, stream);
+  BatchBackward batch = begin_backward(rows.in, sample_plan, scratch, rows.lse, rows.upstream, settings, stream);
+  return decide_kept_pairs(rows.in, sample_plan, rows.lse, settings, batch, nullptr, nullptr, host, stream);  // no correction
+}
+
+SampleInputs gather_sample(const DeviceInputs& in, const RowSample& sample, const Scratch& scratch,
+                           const float* upstream, cudaStream_t stream) {
   const Problem& p = in.problem;
-  const Problem q = p.with_tokens(sample.rows);
   void* e_rows = scratch.get<void>(kSampleRowsItem);
   int64_t* targets = scratch.get<int64_t>(kSampleTargetsItem);
-  gather_rows(e_rows, in.e.get(), static_cast<size_t>(p.d) * p.element_bytes(), sample, stream);
-  gather_rows(targets, in.targets.get(), sizeof(int64_t), sample, stream);
-  const float* rows_upstream = upstream;
+  gather_sample_rows(e_rows, in.e.get(), static_cast<size_t>(p.d) * p.element_bytes(), sample, stream);
+  gather_sample_rows(targets, in.targets.get(), sizeof(int64_t), sample, stream);
+  SampleInputs rows;
+  rows.in = DeviceInputs::borrow(p.with_tokens(sample.rows), e_rows, in.c.get(), targets);
+  rows.upstream = upstream;
   if (per_token(p)) {
     float* gathered = scratch.get<float>(kSampleUpstreamItem);
-    gather_rows(gathered, upstream, sizeof(float), sample, stream);
-    rows_upstream = gathered;
+    gather_sample_rows(gathered, upstream, sizeof(float), sample, stream);
+    rows.upstream = gathered;
   }
-  float* loss = scratch.get<float>(kSampleLossItem);
-  float* lse = loss + sample.rows;
-  const DeviceInputs rows = DeviceInputs::borrow(q, e_rows, in.c.get(), targets);
-  s08::sorted_forward(rows, forward_plan(sample_plan), s08::sorted_forward_buffers(scratch), loss, lse, scratch,
-                      stream);
-  BatchBackward batch = begin_backward(rows, sample_plan, scratch, lse, rows_upstream, settings, stream);
-  return decide_kept_pairs(rows, sample_plan, lse, settings, batch, nullptr, nullptr, host, stream);  // no correction
+  rows.loss = scratch.get<float>(kSampleLossItem);
+  rows.lse = rows.loss + sample.rows;
+  return rows;
 }
 
 std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool backward) const {
@@ -228,12 +233,17 @@ std::vector<MemoryItem> PlanPerBatchStage::workspace(const Problem& p, bool back
   if (before_forward)
     items = concat(items, dense_chunk_items(p, plan_dense_chunks(p, chunk_rows_flag_),
                                              scratch_.has(kDenseDcItem) || scratch_.has(kDenseDcWorkspaceItem)));
-  if (sample_scratch_.has(kSampleRowsItem)) {  // the sample's own items, named apart from the batch's
+  if (sample_scratch_.has(kSampleRowsItem)) {  // the sample's own items
     const RowSample sample = plan_row_sample(p);
-    for (const MemoryItem& item : sample_items(p, sample, plan_for(p.with_tokens(sample.rows))))
-      items.push_back({item.first.rfind("row sample: ", 0) == 0 ? item.first : "row sample: " + item.first,
-                       item.second});
+    items = concat(items, named_apart(sample_items(p, sample, plan_for(p.with_tokens(sample.rows)))));
   }
+  return items;
+}
+
+std::vector<MemoryItem> named_apart(const std::vector<MemoryItem>& sample) {
+  std::vector<MemoryItem> items;
+  for (const MemoryItem& item : sample)
+    items.push_back({item.first.rfind("row sample: ", 0) == 0 ? item.first : "row sample: " + item.first, item.second});
   return items;
 }
 

@@ -456,9 +456,23 @@ std::vector<MemoryItem> backward_scratch(const Problem& problem, const DropPlan&
 // problem.with_tokens(sample.rows); the scratch holds sample_items (the sample's own, apart
 // from the batch's).
 std::vector<MemoryItem> sample_items(const Problem& problem, const RowSample& sample, const DropPlan& sample_plan);
+// A sample's items named apart from the batch's ("row sample: …"), for a memory model that lists both.
+std::vector<MemoryItem> named_apart(const std::vector<MemoryItem>& sample);
 KeptPairs decide_on_sample(const DeviceInputs& in, const RowSample& sample, const DropPlan& sample_plan,
                            const Scratch& scratch, const float* upstream, const DropSettings& settings,
                            HostTables& host, cudaStream_t stream);
+// Its first step, which stage 11 composes with its joins: the sample's rows
+// of E and targets (and per-token upstream) gathered into the scratch, as a
+// problem of sample.rows tokens over the whole of in's C; its loss and LSE.
+struct SampleInputs {
+  DeviceInputs in;                  // borrowed: the rows from the scratch, C from the batch's inputs
+  const float* upstream = nullptr;  // per token: the sample's rows; mean, sum: the batch's own
+  float *loss = nullptr, *lse = nullptr;
+};
+SampleInputs gather_sample(const DeviceInputs& in, const RowSample& sample, const Scratch& scratch,
+                           const float* upstream, cudaStream_t stream);
+// Every sample.stride-th row of `row_bytes` from src, sample.rows of them, packed into dst.
+void gather_sample_rows(void* dst, const void* src, size_t row_bytes, const RowSample& sample, cudaStream_t stream);
 
 // The report's words on a backward's choices: the automatic eps's rule
 // (appended to the eps), the candidates' masses (a line), the plan and why (a

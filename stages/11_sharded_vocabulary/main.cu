@@ -104,8 +104,8 @@ void print_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage
                 settings.group_tokens ? "of grouped rows (each shard its own)" : "in row order");
     if (eps.dropped_mass >= 0.0) std::printf("  %s\n", s10::describe_candidates(eps).c_str());
   }
-  std::printf("  %s\n", s10::describe_plan(ran, settings.plan, "on the whole batch (the forward, then the joined "
-                                                                  "decision)").c_str());
+  std::printf("  %s\n", s10::describe_plan(ran, settings.plan, "on a sample (its forward on every shard, then the "
+                                                                  "joined decision)").c_str());
   if (ran.before_forward)
     std::printf("  joined       per chunk of rows: the target logit's parts, each shard's LSE, dE's fp32 rows, by "
                 "all-reduce over %d shard%s\n", gpus, gpus == 1 ? "" : "s");
@@ -250,30 +250,61 @@ int run(int argc, char** argv) {
     if (f.backward) sharded.forward_backward(); else sharded.forward();
     HostOutputs again = sharded.download();
     HostOutputs compared_with = out;
+    int steps = 2;
     if (f.backward && sharded.plan_choice().before_forward != first_plan.before_forward) {
       // As stage 10 plans a batch from the one before: this second step ran the dense plan before the
       // forward. It is checked too, and a third step, planned as it was, against it bitwise.
       const s10::PlanChoice second = sharded.plan_choice();
-      std::printf("  step 2       planned from step 1: %s\n",
-                  s10::describe_plan(second, options.drop.plan, "on the whole batch").c_str());
+      std::printf("  step 2       planned from step 1: %s\n", s10::describe_plan(second, options.drop.plan).c_str());
       check_step(again, true, approximation_of(second, sharded.eps_choice()), "step 2: ");
       compared_with = std::move(again);
       sharded.forward_backward();
       again = sharded.download();
+      steps = 3;
     }
-    const bool same = again.loss == compared_with.loss && again.lse == compared_with.lse &&
-                      again.de == compared_with.de && again.dc == compared_with.dc;
+    auto bitwise_equal = [](const HostOutputs& a, const HostOutputs& b) {
+      return a.loss == b.loss && a.lse == b.lse && a.de == b.de && a.dc == b.dc;
+    };
+    const bool same = bitwise_equal(again, compared_with);
     std::printf("  run twice    bitwise equal: %s\n", same ? "yes" : "NO");
     if (!same) status = kExitCheckFailed;
+    if (f.backward && sharded.plan_choice().before_forward && options.drop.plan == s10::BackwardPlan::kAuto) {
+      // On through the run of dense steps to the one that decides again on a sample of rows (stage 10's
+      // kDecideEveryBatches): planned dense again, it gives the first dense step's bits; else it is checked.
+      int step = steps;
+      for (;;) {
+        const s10::PlanChoice now = sharded.plan_choice();
+        if (now.sample_rows > 0 || !now.before_forward || step > s10::kDecideEveryBatches) break;
+        sharded.forward_backward();
+        ++step;
+      }
+      const s10::PlanChoice sampled = sharded.plan_choice();
+      std::printf("  step %-7d %s\n", step, s10::describe_plan(sampled, options.drop.plan).c_str());
+      const HostOutputs last = sharded.download();
+      const std::string label = "step " + std::to_string(step) + ": ";
+      if (sampled.sample_rows == 0 && sampled.before_forward) {
+        std::printf("  sample       no step up to %d decided on a sample: NO\n", step);
+        status = kExitCheckFailed;
+      } else if (sampled.before_forward) {
+        const bool same_bits = bitwise_equal(last, compared_with);
+        std::printf("  sample       step %d decided on %lld rows and stayed dense: bitwise equal to the first dense "
+                    "step: %s\n", step, static_cast<long long>(sampled.sample_rows), same_bits ? "yes" : "NO");
+        if (!same_bits || !sharded.replicas_agree(true) || !sharded.choices_agree()) status = kExitCheckFailed;
+      } else {  // the sample decided sparse: this step decided on the whole batch after its forward
+        check_step(last, true, approximation_of(sampled, sharded.eps_choice()), label.c_str());
+      }
+    }
   }
 
   // The shards' steps timed first, so that every step's peak is theirs: --compare-single then runs stage 10 on GPU 0.
-  double step_ms = 0.0, nccl_ms = 0.0;
+  ShardedVocabulary::StepTimes steps_ms;
+  double nccl_ms = 0.0;
   if (f.iters > 0) {
-    step_ms = f.backward ? sharded.time_forward_backward_ms(static_cast<int>(f.iters))
-                         : sharded.time_forward_ms(static_cast<int>(f.iters));
+    steps_ms = f.backward ? sharded.time_forward_backward_ms(static_cast<int>(f.iters))
+                          : sharded.time_forward_ms(static_cast<int>(f.iters));
     nccl_ms = sharded.last_nccl_ms();
   }
+  const double step_ms = steps_ms.median_ms;
   const std::vector<size_t> every_step = sharded.peak_beyond_inputs();
 
   double single_ms = 0.0;
@@ -306,6 +337,9 @@ int run(int argc, char** argv) {
     std::printf("  time         %s %.3f ms on %d GPU%s (median of %lld, wall clock); in NCCL on GPU 0 %.3f ms (%.1f%%)\n",
                 f.backward ? "forward+backward" : "forward", step_ms, gpus, gpus == 1 ? "" : "s",
                 static_cast<long long>(f.iters), nccl_ms, 100.0 * nccl_ms / step_ms);
+    if (f.backward)
+      std::printf("  time         steps' mean %.3f ms, slowest %.3f (a dense run's every %dth step decides again)\n",
+                  steps_ms.mean_ms, steps_ms.max_ms, s10::kDecideEveryBatches);
     if (single_ms > 0)
       std::printf("  time         stage 10 on one GPU %.3f ms: %.2fx faster on %d\n", single_ms, single_ms / step_ms, gpus);
   }
@@ -321,7 +355,8 @@ int run(int argc, char** argv) {
     json << "{\n  \"stage\": \"11_sharded_vocabulary\",\n  \"gpu\": \"" << prop.name << "\",\n  \"gpus\": " << gpus
          << ",\n  \"problem\": \"" << p.describe() << "\",\n  \"n\": " << p.n << ", \"d\": " << p.d << ", \"v\": " << p.v
          << ",\n  \"data\": \"" << (f.load.empty() ? to_string(gen.mode) : "loaded") << "\",\n  \"backward\": " << (f.backward ? "true" : "false")
-         << ",\n  \"iters\": " << f.iters << ",\n  \"step_ms\": " << step_ms << ",\n  \"nccl_ms\": " << nccl_ms
+         << ",\n  \"iters\": " << f.iters << ",\n  \"step_ms\": " << step_ms << ", \"step_mean_ms\": " << steps_ms.mean_ms
+         << ", \"step_max_ms\": " << steps_ms.max_ms << ",\n  \"nccl_ms\": " << nccl_ms
          << ",\n  \"stage10_one_gpu_ms\": " << single_ms << ",\n  \"plan\": \""
          << (f.backward ? s10::to_string(sharded.plan_choice().plan) : "none") << "\", \"dense_before_forward\": "
          << (f.backward && sharded.plan_choice().before_forward ? "true" : "false") << ", \"eps\": "

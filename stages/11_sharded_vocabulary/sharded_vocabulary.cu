@@ -4,6 +4,7 @@
 // 09 (add_target_terms), with combine.cu's collectives between them.
 #include "stages/11_sharded_vocabulary/sharded_vocabulary.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +68,7 @@ struct ShardedVocabulary::Rank {
   DeviceBuffer<float> loss, lse, upstream;
   DeviceBuffer<uint8_t> de, dc;  // dE [N,D], the shard's dC [V_p,D]
   Scratch scratch;
+  Scratch sample_scratch;  // the sample decision's (sample_items), kept once made, as stage 10 keeps its own
   s10::SideStream side;
   s10::HostTables host;
   s10::DropStats stats;
@@ -197,8 +199,15 @@ void ShardedVocabulary::poison_outputs() {
 void ShardedVocabulary::step(bool backward) {
   // As stage 10's loss_and_gradient plans a batch: dense before the forward
   // after a batch whose decision kept more than a third of the pairs; every
-  // kDecideEveryBatches-th batch of a dense run decides again, here on the
-  // whole batch (the forward, then the joined decision) rather than a sample.
+  // kDecideEveryBatches-th batch of a dense run decides again on a sample of
+  // its rows first (its forward on every shard, then the joined decision).
+  int64_t sample_rows = 0;
+  if (backward && s10::decides_on_sample(options_.drop.plan, history_)) {
+    on_every_gpu([&](Rank& r) { r.joined = decide_on_sample(r); });
+    const s10::KeptPairs& sampled = ranks_.front()->joined;
+    history_ = s10::PlanHistory{static_cast<double>(sampled.kept) / static_cast<double>(sampled.pairs), 0};
+    sample_rows = s10::plan_row_sample(problem_).rows;
+  }
   const bool dense_first = backward && s10::dense_before_forward(options_.drop.plan, history_);
   on_every_gpu([&](Rank& r) {
     if (backward && !r.de.get()) {  // on the first backward: a loss alone does not pay for dE, dC
@@ -213,7 +222,7 @@ void ShardedVocabulary::step(bool backward) {
     // Each plan's scratch is released when the other one takes over: the peak is the larger plan's.
     if (r.scratch.has(s10::kDenseChunkItem) != dense_first) r.scratch.release();
     if (dense_first) {
-      dense_step(r);
+      dense_step(r, sample_rows);
       CCE_CUDA_CHECK(cudaStreamSynchronize(r.stream));
       return;
     }
@@ -245,7 +254,7 @@ void ShardedVocabulary::step(bool backward) {
 // shard) summed; the LSE from each shard's fold, joined as the forward's row
 // states are, before α_i = g_i·exp(R_i − LSE_i) scales the chunk; dE's rows
 // summed in fp32 and rounded once. dC's rows are complete on their shard.
-void ShardedVocabulary::dense_step(Rank& r) const {
+void ShardedVocabulary::dense_step(Rank& r, int64_t sample_rows) const {
   const Problem& p = r.local;
   const bool q = s10::keeps_q(p);
   const s10::DenseChunks chunks = dense_chunks(p);
@@ -278,11 +287,11 @@ void ShardedVocabulary::dense_step(Rank& r) const {
   }
   const s10::DenseTargetRows target_rows = s10::finish_dense_chunks(r.in, call, r.loss.get(), r.dc.get(), r.stream);
   const s10::DenseBeforeForwardReport report = s10::report_dense_before_forward(
-      r.plan.tiles * r.plan.token_blocks, chunks, target_rows, options_.drop.plan, history_, 0);
+      r.plan.tiles * r.plan.token_blocks, chunks, target_rows, options_.drop.plan, history_, sample_rows);
   r.stats = report.stats;
   r.choice = report.choice;
   r.ran = report.ran;
-  r.joined = s10::KeptPairs{};
+  if (sample_rows == 0) r.joined = s10::KeptPairs{};  // else the sample's, which decided
 }
 
 s10::DenseChunks ShardedVocabulary::dense_chunks(const Problem& local) const {
@@ -307,17 +316,53 @@ float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
   r.ran.plan = settings.plan;
   r.joined = s10::KeptPairs{};
   if (settings.plan != s10::BackwardPlan::kDense) {
-    s10::measure_for_decision(r.local, r.plan, lse, settings, batch, r.host, r.stream);
-    if (settings.dropped_mass > 0.0) r.in_nccl([&] { join_dropped_mass(batch.plan_buffers.dropped_mass, r.comm, r.stream); });
-    const s10::KeptPairs local = s10::finish_decision(r.in, r.plan, lse, settings, batch,
-                                                      s09::de_accumulator(r.local, batch.buffers, r.de.get()),
-                                                      r.dc.get(), r.host, r.stream);
+    r.joined = joined_decision(r, r.in, r.plan, r.scratch, lse, batch,
+                               s09::de_accumulator(r.local, batch.buffers, r.de.get()), r.dc.get());
     r.choice = batch.eps;
-    r.in_nccl([&] { r.joined = join_kept_pairs(local, r.scratch, r.comm, r.stream); });
     r.ran = s10::choose_plan(settings.plan, r.joined);
   }
   return s10::run_backward_plan(r.in, r.plan, r.scratch, lse, settings, r.ran, batch, r.de.get(), r.dc.get(), r.stream,
                                 r.side, r.host, &r.stats);
+}
+
+s10::KeptPairs ShardedVocabulary::joined_decision(Rank& r, const DeviceInputs& in, const s10::DropPlan& plan,
+                                                  const Scratch& scratch, const float* lse, s10::BatchBackward& batch,
+                                                  float* de_acc, void* dc) const {
+  const s10::DropSettings& settings = options_.drop;
+  s10::measure_for_decision(in.problem, plan, lse, settings, batch, r.host, r.stream);
+  if (settings.dropped_mass > 0.0) r.in_nccl([&] { join_dropped_mass(batch.plan_buffers.dropped_mass, r.comm, r.stream); });
+  const s10::KeptPairs local = s10::finish_decision(in, plan, lse, settings, batch, de_acc, dc, r.host, r.stream);
+  s10::KeptPairs joined;
+  r.in_nccl([&] { joined = join_kept_pairs(local, scratch, r.comm, r.stream); });
+  return joined;
+}
+
+// Stage 10's decide_on_sample with the shards joined: the same rows on every
+// GPU (E and the targets are whole on each), each shard's forward over its
+// vocabulary joined into the sample's LSE (combine_row_states, as a step's
+// forward), then the joined decision, with nothing corrected.
+s10::KeptPairs ShardedVocabulary::decide_on_sample(Rank& r) const {
+  const s10::RowSample sample = s10::plan_row_sample(problem_);
+  const s10::DropPlan plan = options_.plan(r.local.with_tokens(sample.rows));
+  r.sample_scratch.allocate(sample_items(r.local));
+  const s10::SampleInputs rows = s10::gather_sample(r.in, sample, r.sample_scratch, r.upstream.get(), r.stream);
+  int64_t* targets = r.sample_scratch.get<int64_t>(kSampleTargetsItem);  // the targets themselves, for the join
+  s10::gather_sample_rows(targets, r.targets.get(), sizeof(int64_t), sample, r.stream);
+  s08::sorted_forward_states(rows.in, s10::forward_plan(plan), s08::sorted_forward_buffers(r.sample_scratch), r.stream);
+  r.in_nccl([&] {
+    combine_row_states(problem_.with_tokens(sample.rows), targets, r.sample_scratch, r.comm, rows.loss, rows.lse,
+                       r.stream);
+  });
+  s10::BatchBackward batch =
+      s10::begin_backward(rows.in, plan, r.sample_scratch, rows.lse, rows.upstream, options_.drop, r.stream);
+  return joined_decision(r, rows.in, plan, r.sample_scratch, rows.lse, batch, nullptr, nullptr);
+}
+
+std::vector<MemoryItem> ShardedVocabulary::sample_items(const Problem& local) const {
+  const s10::RowSample sample = s10::plan_row_sample(local);
+  const Problem rows = local.with_tokens(sample.rows);
+  return concat(s10::named_apart(concat(s10::sample_items(local, sample, options_.plan(rows)), combine_scratch(rows))),
+                {{kSampleTargetsItem, static_cast<size_t>(sample.rows) * 8}});
 }
 
 void ShardedVocabulary::forward() { step(false); }
@@ -336,7 +381,7 @@ double ShardedVocabulary::last_nccl_ms() const {
 }
 
 namespace {
-double time_steps_ms(const std::function<void()>& step, int iters, int warmup) {
+ShardedVocabulary::StepTimes time_steps(const std::function<void()>& step, int iters, int warmup) {
   for (int i = 0; i < warmup; ++i) step();
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
@@ -344,15 +389,20 @@ double time_steps_ms(const std::function<void()>& step, int iters, int warmup) {
     step();  // returns once every GPU's stream is done
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
-  return median(ms);
+  ShardedVocabulary::StepTimes times;
+  if (ms.empty()) return times;
+  times.median_ms = median(ms);
+  for (const double t : ms) times.mean_ms += t / static_cast<double>(ms.size());
+  times.max_ms = *std::max_element(ms.begin(), ms.end());
+  return times;
 }
 }  // namespace
 
-double ShardedVocabulary::time_forward_ms(int iters, int warmup) {
-  return time_steps_ms([&] { forward(); }, iters, warmup);
+ShardedVocabulary::StepTimes ShardedVocabulary::time_forward_ms(int iters, int warmup) {
+  return time_steps([&] { forward(); }, iters, warmup);
 }
-double ShardedVocabulary::time_forward_backward_ms(int iters, int warmup) {
-  return time_steps_ms([&] { forward_backward(); }, iters, warmup);
+ShardedVocabulary::StepTimes ShardedVocabulary::time_forward_backward_ms(int iters, int warmup) {
+  return time_steps([&] { forward_backward(); }, iters, warmup);
 }
 
 HostOutputs ShardedVocabulary::download() const {
@@ -408,13 +458,20 @@ std::vector<size_t> ShardedVocabulary::input_bytes() const {
 }
 
 void ShardedVocabulary::reset_peak_memory() {
-  on_every_gpu([](Rank& r) { r.scratch.release(); });
+  on_every_gpu([](Rank& r) {
+    r.scratch.release();
+    r.sample_scratch.release();
+  });
   AllocationTracker::reset_peak();
 }
 
 std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) const {
   const Rank& r = *ranks_.at(static_cast<size_t>(p));
-  if (backward && r.scratch.has(s10::kDenseChunkItem)) return concat(output_memory(r.local, true), dense_step_items(r.local));
+  // What a step made stays allocated: the sample decision's own scratch too, once a run of dense steps decided again.
+  const std::vector<MemoryItem> sampled =
+      r.sample_scratch.has(kSampleTargetsItem) ? sample_items(r.local) : std::vector<MemoryItem>{};
+  if (backward && r.scratch.has(s10::kDenseChunkItem))
+    return concat(concat(output_memory(r.local, true), dense_step_items(r.local)), sampled);
   std::vector<MemoryItem> items =
       concat(concat(output_memory(r.local, backward), backward ? s10::backward_scratch(r.local, r.plan)
                                                                : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan))),
@@ -423,7 +480,7 @@ std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) co
   if (backward && r.scratch.has(s10::kDenseSlabItem))
     items = concat(items, s10::dense_slab_items(r.local, s10::plan_dense_slabs(r.local, options_.drop.dense_slab_columns),
                                                 r.scratch.has(s10::kDenseDcSlabItem)));
-  return items;
+  return concat(items, sampled);
 }
 
 s10::EpsChoice ShardedVocabulary::eps_choice() const { return ranks_.front()->choice; }

@@ -89,6 +89,9 @@ constexpr const char* kShardLseItem = "dense plan: the shard's LSE of a chunk's 
 constexpr const char* kShardStatesItem = "dense plan: a chunk's row states (LSE, 1) on this shard [N]";
 constexpr const char* kShardTargetPartItem = "dense plan: a chunk's target logits on this shard [N]";
 std::vector<MemoryItem> dense_join_scratch(const Problem& problem);
+// A run of dense steps decides again on a sample of rows (stage 10's), whose
+// forward is joined as a step's: the sample's targets themselves, beside the shard's.
+constexpr const char* kSampleTargetsItem = "row sample: the targets themselves [sample rows]";
 // After s10::fold_chunk put the shard's LSE of the chunk's rows into
 // kShardLseItem: the full LSE and per-token losses of those rows (lse,
 // per_token: theirs), the same on every GPU. `targets`: the chunk's own, unsharded.
@@ -134,9 +137,14 @@ class ShardedVocabulary {
   // Whether every GPU holds bitwise the same loss, LSE (and dE) as GPU 0.
   bool replicas_agree(bool backward) const;
 
-  // Wall-clock medians of whole steps (every GPU finished), after warm-up.
-  double time_forward_ms(int iters, int warmup = 2);
-  double time_forward_backward_ms(int iters, int warmup = 2);
+  // Wall-clock times of whole steps (every GPU finished), after warm-up: the
+  // median, and the mean and slowest, which show the steps of a dense run
+  // that decide again (one in s10::kDecideEveryBatches).
+  struct StepTimes {
+    double median_ms = 0.0, mean_ms = 0.0, max_ms = 0.0;
+  };
+  StepTimes time_forward_ms(int iters, int warmup = 2);
+  StepTimes time_forward_backward_ms(int iters, int warmup = 2);
   // Of the last step, GPU 0's time inside NCCL calls (waits for the other
   // GPUs included), ms.
   double last_nccl_ms() const;
@@ -165,7 +173,13 @@ class ShardedVocabulary {
   void on_every_gpu(const Step& step) const;
   void step(bool backward);
   float* backward_to_accumulator(Rank& r) const;  // stage 10's steps, the statistics joined between them
-  void dense_step(Rank& r) const;  // stage 10's dense plan before the forward, the shards joined per chunk
+  // Stage 10's decision on the shard's statistics, joined: the masses summed before the eps is chosen, the kept
+  // pairs after (the same on every GPU); de_acc, dc: the tail correction's, or null.
+  s10::KeptPairs joined_decision(Rank& r, const DeviceInputs& in, const s10::DropPlan& plan, const Scratch& scratch,
+                                 const float* lse, s10::BatchBackward& batch, float* de_acc, void* dc) const;
+  s10::KeptPairs decide_on_sample(Rank& r) const;  // stage 10's sample decision, the shards joined
+  std::vector<MemoryItem> sample_items(const Problem& local) const;  // and its scratch (Rank::sample_scratch)
+  void dense_step(Rank& r, int64_t sample_rows) const;  // stage 10's dense plan before the forward, joined per chunk
   s10::DenseChunks dense_chunks(const Problem& local) const;        // dense_step's chunks of rows
   std::vector<MemoryItem> dense_step_items(const Problem& local) const;  // and its scratch
   Problem problem_;
