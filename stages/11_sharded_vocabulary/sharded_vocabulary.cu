@@ -361,7 +361,7 @@ s10::KeptPairs ShardedVocabulary::decide_on_sample(Rank& r) const {
 std::vector<MemoryItem> ShardedVocabulary::sample_items(const Problem& local) const {
   const s10::RowSample sample = s10::plan_row_sample(local);
   const Problem rows = local.with_tokens(sample.rows);
-  return concat(s10::named_apart(concat(s10::sample_items(local, sample, options_.plan(rows)), combine_scratch(rows))),
+  return concat(concat(s10::sample_items(local, sample, options_.plan(rows)), combine_scratch(rows)),
                 {{kSampleTargetsItem, static_cast<size_t>(sample.rows) * 8}});
 }
 
@@ -469,7 +469,7 @@ std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) co
   const Rank& r = *ranks_.at(static_cast<size_t>(p));
   // What a step made stays allocated: the sample decision's own scratch too, once a run of dense steps decided again.
   const std::vector<MemoryItem> sampled =
-      r.sample_scratch.has(kSampleTargetsItem) ? sample_items(r.local) : std::vector<MemoryItem>{};
+      r.sample_scratch.has(kSampleTargetsItem) ? s10::named_apart(sample_items(r.local)) : std::vector<MemoryItem>{};
   if (backward && r.scratch.has(s10::kDenseChunkItem))
     return concat(concat(output_memory(r.local, true), dense_step_items(r.local)), sampled);
   std::vector<MemoryItem> items =
