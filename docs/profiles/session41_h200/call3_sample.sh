@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 41, call 2 (two H200): stage 11 deciding again on a sample of rows (b10bfe6; the tree is named in
-# status.txt): stage 10's and stage 11's tests; memcheck on a run that reaches the sample step on one GPU; gemma2_flat
-# at P=2 and P=1 with 40 timed steps (two of them decide again on a sample), gemma2 realistic at P=2.
+# Session 41, call 3 (two H200): call 2 again after 00c4786 (the sample scratch kept stage 10's names; call 2 stopped at
+# "scratch item never allocated"), memcheck without the CUDA API errors that NCCL's own probing reports: stage 10's and
+# stage 11's tests; memcheck to the sample step on one GPU; gemma2_flat at P=2 and P=1, 40 timed steps; gemma2 at P=2.
 T0=$SECONDS
 R=$OUT/call3; mkdir -p $R
 { git log --oneline -1; git status --short; nvidia-smi -L; } > $R/status.txt 2>&1
