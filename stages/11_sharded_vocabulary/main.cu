@@ -118,10 +118,20 @@ void print_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage
   }
 }
 
-std::string json_sizes(const std::vector<size_t>& bytes) {
+std::string json_numbers(const std::vector<double>& values, int decimals) {
   std::string text = "[";
-  for (size_t i = 0; i < bytes.size(); ++i) text += (i ? ", " : "") + std::to_string(bytes[i] / 1e6);
+  char buf[48];
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.*f", i ? ", " : "", decimals, values[i]);
+    text += buf;
+  }
   return text + "]";
+}
+
+std::string json_sizes(const std::vector<size_t>& bytes) {  // in MB
+  std::vector<double> mb;
+  for (const size_t b : bytes) mb.push_back(static_cast<double>(b) / 1e6);
+  return json_numbers(mb, 6);
 }
 
 int run(int argc, char** argv) {
@@ -356,7 +366,8 @@ int run(int argc, char** argv) {
          << ",\n  \"problem\": \"" << p.describe() << "\",\n  \"n\": " << p.n << ", \"d\": " << p.d << ", \"v\": " << p.v
          << ",\n  \"data\": \"" << (f.load.empty() ? to_string(gen.mode) : "loaded") << "\",\n  \"backward\": " << (f.backward ? "true" : "false")
          << ",\n  \"iters\": " << f.iters << ",\n  \"step_ms\": " << step_ms << ", \"step_mean_ms\": " << steps_ms.mean_ms
-         << ", \"step_max_ms\": " << steps_ms.max_ms << ",\n  \"nccl_ms\": " << nccl_ms
+         << ", \"step_max_ms\": " << steps_ms.max_ms << ",\n  \"step_ms_each\": " << json_numbers(steps_ms.each_ms, 4)
+         << ",\n  \"nccl_ms\": " << nccl_ms
          << ",\n  \"stage10_one_gpu_ms\": " << single_ms << ",\n  \"plan\": \""
          << (f.backward ? s10::to_string(sharded.plan_choice().plan) : "none") << "\", \"dense_before_forward\": "
          << (f.backward && sharded.plan_choice().before_forward ? "true" : "false") << ", \"eps\": "

@@ -394,6 +394,7 @@ ShardedVocabulary::StepTimes time_steps(const std::function<void()>& step, int i
   times.median_ms = median(ms);
   for (const double t : ms) times.mean_ms += t / static_cast<double>(ms.size());
   times.max_ms = *std::max_element(ms.begin(), ms.end());
+  times.each_ms = std::move(ms);
   return times;
 }
 }  // namespace

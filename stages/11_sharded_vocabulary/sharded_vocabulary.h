@@ -142,6 +142,7 @@ class ShardedVocabulary {
   // that decide again (one in s10::kDecideEveryBatches).
   struct StepTimes {
     double median_ms = 0.0, mean_ms = 0.0, max_ms = 0.0;
+    std::vector<double> each_ms;  // in order: the first timed step is the run's (warmup + 2)th
   };
   StepTimes time_forward_ms(int iters, int warmup = 2);
   StepTimes time_forward_backward_ms(int iters, int warmup = 2);
