@@ -4,6 +4,7 @@
 //       [stage 10's flags]
 // Its own driver: the stage table's interface holds the inputs on one GPU,
 // this stage's live on P (E everywhere, C in shards).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -257,6 +258,10 @@ int run(int argc, char** argv) {
   };
   if (f.check) {
     check_step(out, f.backward, approximation, "");
+    bool modelled = true;  // the tracker's peak beyond the inputs, to the byte
+    for (int g = 0; g < gpus; ++g) modelled = modelled && peaks[g] == models[g];
+    std::printf("  memory       step 1's peak on every GPU is its memory model: %s\n", modelled ? "yes" : "NO");
+    if (!modelled) status = kExitCheckFailed;
     if (f.backward) sharded.forward_backward(); else sharded.forward();
     HostOutputs again = sharded.download();
     HostOutputs compared_with = out;
@@ -300,6 +305,15 @@ int run(int argc, char** argv) {
         std::printf("  sample       step %d decided on %lld rows and stayed dense: bitwise equal to the first dense "
                     "step: %s\n", step, static_cast<long long>(sampled.sample_rows), same_bits ? "yes" : "NO");
         if (!same_bits || !sharded.replicas_agree(true) || !sharded.choices_agree()) status = kExitCheckFailed;
+        // The sample's scratch stays beside the dense plan's: the peak so far is step 1's model or this step's.
+        const std::vector<size_t> peaks_now = sharded.peak_beyond_inputs();
+        bool sample_modelled = true;
+        for (int g = 0; g < gpus; ++g)
+          sample_modelled = sample_modelled &&
+                            peaks_now[g] == std::max(models[g], total_bytes(sharded.memory_model(g, true)));
+        std::printf("  memory       steps 1 to %d peak on every GPU at the larger of step 1's model and step %d's: %s\n",
+                    step, step, sample_modelled ? "yes" : "NO");
+        if (!sample_modelled) status = kExitCheckFailed;
       } else {  // the sample decided sparse: this step decided on the whole batch after its forward
         check_step(last, true, approximation_of(sampled, sharded.eps_choice()), label.c_str());
       }

@@ -82,7 +82,7 @@ struct ShardedVocabulary::Rank {
   size_t nccl_timed = 0;  // the pairs the last step used
   size_t baseline = 0;  // tracked bytes on this GPU before its inputs (the cuBLAS workspace)
 
-  size_t input_bytes() const { return in.bytes() + targets.bytes(); }
+  size_t input_bytes() const { return in.bytes() + targets.bytes() + dot_targets.bytes(); }
   // `collective` (NCCL calls, and the kernels between them) between the next pair of events on the stream.
   template <typename Collective>
   void in_nccl(const Collective& collective) {
