@@ -308,8 +308,9 @@ bool decides_on_sample(BackwardPlan flag, const PlanHistory& history);
 // The sample: `rows` rows spread over the batch, every `stride`-th from row 0.
 // Deciding on the whole batch would cost its forward with the statistics and
 // the dense plan after a forward (four GEMMs, where the plan before the
-// forward pays three); the sample's forward and decision cost about
-// rows / N of a forward.
+// forward pays three); the sample's forward and decision cost a fraction of
+// that: its GEMM is rows / N of the forward's, while the vocabulary's sort
+// and gather read all of C as a whole forward's do.
 constexpr int64_t kSampleRows = 1024;
 struct RowSample {
   int64_t rows = 0, stride = 1;
