@@ -61,6 +61,7 @@ struct ShardedVocabulary::Rank {
   ShardRange range;
   Problem local;  // V = the shard's rows
   s10::DropPlan plan;
+  s10::DropPlan sample_plan;  // for the rows of stage 10's sample (plan_row_sample), made with plan
   DeviceInputs in;                // E, the shard of C, the targets as the shard sees them
   DeviceBuffer<int64_t> targets;  // the targets themselves
   DeviceBuffer<int64_t> dot_targets;  // targets_for_dot: the dense plan's target logit, this shard's part
@@ -152,7 +153,9 @@ ShardedVocabulary::ShardedVocabulary(const Problem& problem, const HostInputs& i
     r.range = ranges[p];
     r.local = problem;
     r.local.v = r.range.rows();
+    // Here, on one thread: options.plan may keep its last answer (stage 10's plan_for), not for threads at once.
     r.plan = options.plan(r.local);
+    r.sample_plan = options.plan(r.local.with_tokens(s10::plan_row_sample(problem).rows));
   }
   on_every_gpu([&](Rank& r) {
     cublas_handle();  // a fixed per-GPU cost: kept out of the stage's numbers
@@ -343,8 +346,8 @@ s10::KeptPairs ShardedVocabulary::joined_decision(Rank& r, const DeviceInputs& i
 // forward), then the joined decision, with nothing corrected.
 s10::KeptPairs ShardedVocabulary::decide_on_sample(Rank& r) const {
   const s10::RowSample sample = s10::plan_row_sample(problem_);
-  const s10::DropPlan plan = options_.plan(r.local.with_tokens(sample.rows));
-  r.sample_scratch.allocate(sample_items(r.local));
+  const s10::DropPlan& plan = r.sample_plan;
+  r.sample_scratch.allocate(sample_items(r));
   const s10::SampleInputs rows = s10::gather_sample(r.in, sample, r.sample_scratch, r.upstream.get(), r.stream);
   int64_t* targets = r.sample_scratch.get<int64_t>(kSampleTargetsItem);  // the targets themselves, for the join
   s10::gather_sample_rows(targets, r.targets.get(), sizeof(int64_t), sample, r.stream);
@@ -358,10 +361,10 @@ s10::KeptPairs ShardedVocabulary::decide_on_sample(Rank& r) const {
   return joined_decision(r, rows.in, plan, r.sample_scratch, rows.lse, batch, nullptr, nullptr);
 }
 
-std::vector<MemoryItem> ShardedVocabulary::sample_items(const Problem& local) const {
-  const s10::RowSample sample = s10::plan_row_sample(local);
-  const Problem rows = local.with_tokens(sample.rows);
-  return concat(concat(s10::sample_items(local, sample, options_.plan(rows)), combine_scratch(rows)),
+std::vector<MemoryItem> ShardedVocabulary::sample_items(const Rank& r) const {
+  const s10::RowSample sample = s10::plan_row_sample(r.local);
+  const Problem rows = r.local.with_tokens(sample.rows);
+  return concat(concat(s10::sample_items(r.local, sample, r.sample_plan), combine_scratch(rows)),
                 {{kSampleTargetsItem, static_cast<size_t>(sample.rows) * 8}});
 }
 
@@ -470,7 +473,7 @@ std::vector<MemoryItem> ShardedVocabulary::memory_model(int p, bool backward) co
   const Rank& r = *ranks_.at(static_cast<size_t>(p));
   // What a step made stays allocated: the sample decision's own scratch too, once a run of dense steps decided again.
   const std::vector<MemoryItem> sampled =
-      r.sample_scratch.has(kSampleTargetsItem) ? s10::named_apart(sample_items(r.local)) : std::vector<MemoryItem>{};
+      r.sample_scratch.has(kSampleTargetsItem) ? s10::named_apart(sample_items(r)) : std::vector<MemoryItem>{};
   if (backward && r.scratch.has(s10::kDenseChunkItem))
     return concat(concat(output_memory(r.local, true), dense_step_items(r.local)), sampled);
   std::vector<MemoryItem> items =

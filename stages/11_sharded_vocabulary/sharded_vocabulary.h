@@ -179,7 +179,7 @@ class ShardedVocabulary {
   s10::KeptPairs joined_decision(Rank& r, const DeviceInputs& in, const s10::DropPlan& plan, const Scratch& scratch,
                                  const float* lse, s10::BatchBackward& batch, float* de_acc, void* dc) const;
   s10::KeptPairs decide_on_sample(Rank& r) const;  // stage 10's sample decision, the shards joined
-  std::vector<MemoryItem> sample_items(const Problem& local) const;  // and its scratch (Rank::sample_scratch)
+  std::vector<MemoryItem> sample_items(const Rank& r) const;  // and its scratch (Rank::sample_scratch)
   void dense_step(Rank& r, int64_t sample_rows) const;  // stage 10's dense plan before the forward, joined per chunk
   s10::DenseChunks dense_chunks(const Problem& local) const;        // dense_step's chunks of rows
   std::vector<MemoryItem> dense_step_items(const Problem& local) const;  // and its scratch
