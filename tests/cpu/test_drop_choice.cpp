@@ -252,6 +252,42 @@ TEST(DropChoice, RowSampleSpreadsOverTheBatch) {
   EXPECT_LE((sample.rows - 1) * sample.stride, p.n - 1) << "every sampled row exists";
 }
 
+// What a batch on the dense plan before the forward reports (stages 10 and
+// 11 alike): every pair kept, in the chunks' count, no eps; the last
+// decision's kept fraction, or −1 when --plan dense forced it; the sample's
+// rows when this batch decided on one.
+TEST(DropChoice, DenseBeforeTheForwardReport) {
+  DenseChunks chunks;
+  chunks.rows = 128, chunks.count = 3, chunks.pitch = 20032, chunks.logit_bytes = 2;
+  const DenseTargetRows target_rows{5, 2};
+  DenseBeforeForwardReport report =
+      report_dense_before_forward(1200, chunks, target_rows, BackwardPlan::kAuto, PlanHistory{0.75, 3}, 1024);
+  EXPECT_EQ(report.stats.tiles, 1200);
+  EXPECT_EQ(report.stats.kept_tiles, 1200);
+  EXPECT_EQ(report.stats.chunks, 3);
+  EXPECT_EQ(report.choice.eps, 0.0f);
+  EXPECT_LT(report.choice.dropped_mass, 0.0) << "no automatic eps chose anything";
+  EXPECT_EQ(report.ran.plan, BackwardPlan::kDense);
+  EXPECT_TRUE(report.ran.before_forward);
+  EXPECT_EQ(report.ran.kept_fraction, 0.75) << "the decision it followed";
+  EXPECT_EQ(report.ran.chunks.rows, 128);
+  EXPECT_EQ(report.ran.target_rows.runs, 5);
+  EXPECT_EQ(report.ran.target_rows.whole, 2);
+  EXPECT_EQ(report.ran.sample_rows, 1024);
+  report = report_dense_before_forward(1200, chunks, target_rows, BackwardPlan::kDense, PlanHistory{0.75, 3}, 0);
+  EXPECT_EQ(report.ran.kept_fraction, -1.0) << "--plan dense: no decision";
+  EXPECT_EQ(report.ran.sample_rows, 0);
+}
+
+// A sample's memory items named apart from the batch's, each once.
+TEST(DropChoice, SampleItemsNamedApart) {
+  const std::vector<MemoryItem> named =
+      named_apart({{"row sample: E rows [sample rows, D]", 10}, {"vocabulary order [V]", 20}});
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0], MemoryItem("row sample: E rows [sample rows, D]", 10)) << "already the sample's: kept";
+  EXPECT_EQ(named[1], MemoryItem("row sample: vocabulary order [V]", 20));
+}
+
 // The chunks of rows before the forward within kDefaultDenseScratchBytes:
 // all N rows when their logits (bf16: q and the rows of E times α) fit, with
 // no fp32 accumulator for dC; else as many rows as fit beside the accumulator
