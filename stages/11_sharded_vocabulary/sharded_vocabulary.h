@@ -24,6 +24,8 @@
 // one runs stage 10's dense plan before the forward on each shard instead
 // (dense_step): per chunk of rows, the target logit summed over the shards,
 // the LSE joined as above, dE's rows summed; three products, not four.
+// Every 16th step of such a run decides again first, as stage 10 does, on a
+// sample of rows (decide_on_sample): its forward joined, then the decision.
 // One process drives every GPU, a host thread per GPU (ncclCommInitAll):
 // stage 10's backward reads its kept-tile lists on the host, so each GPU
 // needs a thread of its own to stay busy. README.md gives the reasons and the costs.
