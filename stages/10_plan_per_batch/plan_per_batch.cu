@@ -67,7 +67,7 @@ RowSample plan_row_sample(const Problem& p) {
 
 PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs) {
   PlanChoice chosen;
-  chosen.kept_fraction = static_cast<double>(pairs.kept) / static_cast<double>(pairs.pairs);
+  chosen.kept_fraction = pairs.fraction();
   chosen.plan = choose_backward_plan(flag, chosen.kept_fraction);
   return chosen;
 }
@@ -270,7 +270,7 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
     sample_scratch_.allocate(sample_items(p, sample, sample_plan));
     const KeptPairs pairs = decide_on_sample(in, sample, sample_plan, sample_scratch_, upstream, settings(p.dtype), host_,
                                                stream);
-    history_ = PlanHistory{static_cast<double>(pairs.kept) / static_cast<double>(pairs.pairs), 0};
+    history_ = PlanHistory::decided(pairs.fraction());
     sample_rows = sample.rows;
   }
   // Each plan's scratch is released when the other one takes over: the peak
@@ -350,7 +350,7 @@ void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const
                                                 stream, side_, host_, &stats_, &choice_, &ran_);
   if (ran_.kept_fraction >= 0.0) {  // a decision: what the next batch of this problem is planned from
     history_problem_ = p;
-    history_ = PlanHistory{ran_.kept_fraction, 0};
+    history_ = PlanHistory::decided(ran_.kept_fraction);
   }
   finish_de(in, s09::backward_buffers(p, plan_for(p), scratch_), de_acc, de, stream);
 }

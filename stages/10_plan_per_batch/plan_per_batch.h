@@ -292,6 +292,8 @@ DenseTargetRows finish_dense_chunks(const DeviceInputs& in, const DenseCall& cal
 struct PlanHistory {
   double kept_fraction = -1.0;  // of the last decision (−1: none yet)
   int dense_since = 0;
+  // A decision starts the history again: no dense batch since it.
+  static PlanHistory decided(double kept_fraction) { return {kept_fraction, 0}; }
 };
 // Every kDecideEveryBatches-th batch in a row of dense ones decides again,
 // on a sample of its rows (decide_on_sample), so that a batch that turned
@@ -391,6 +393,7 @@ struct PlanChoice {
 // keeps at the chosen eps, of all. Sums over any split of the tiles.
 struct KeptPairs {
   int64_t kept = 0, pairs = 0;
+  double fraction() const { return static_cast<double>(kept) / static_cast<double>(pairs); }
 };
 // auto: dense above kDenseAboveKept of the pairs kept; a forced plan stays.
 PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs);

@@ -208,7 +208,7 @@ void ShardedVocabulary::step(bool backward) {
   if (backward && s10::decides_on_sample(options_.drop.plan, history_)) {
     on_every_gpu([&](Rank& r) { r.joined = decide_on_sample(r); });
     const s10::KeptPairs& sampled = ranks_.front()->joined;
-    history_ = s10::PlanHistory{static_cast<double>(sampled.kept) / static_cast<double>(sampled.pairs), 0};
+    history_ = s10::PlanHistory::decided(sampled.fraction());
     sample_rows = s10::plan_row_sample(problem_).rows;
   }
   const bool dense_first = backward && s10::dense_before_forward(options_.drop.plan, history_);
@@ -248,7 +248,7 @@ void ShardedVocabulary::step(bool backward) {
   if (dense_first)
     ++history_.dense_since;
   else if (ran.kept_fraction >= 0.0)  // a decision: what the next step is planned from
-    history_ = s10::PlanHistory{ran.kept_fraction, 0};
+    history_ = s10::PlanHistory::decided(ran.kept_fraction);
 }
 
 // Stage 10's dense plan before the forward (dense_loss_and_gradient's steps),
