@@ -1322,6 +1322,10 @@ def write_json(path, obj):
 
 
 def git_commit():
+    """CCE_COMMIT from the environment if set (as cce_bench reads it: a device copy's git HEAD may be stale),
+    otherwise the source tree's git HEAD."""
+    if os.environ.get("CCE_COMMIT"):
+        return os.environ["CCE_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30,
                              cwd=ROOT)
