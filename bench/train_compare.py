@@ -15,6 +15,9 @@ tied classifier C [V, D] (both cast to bf16, what lm_data.py's bf16 autocast GEM
   stage07               the same with stage="07_filter_sort" (the seed paper's gradient filter); seed S1
   cce                   cut_cross_entropy.linear_cross_entropy(h, C, targets, impl="cce") where it imports
                         (seed S1); otherwise the run is skipped and the JSON says why
+  torch_fp32_logits     F.cross_entropy(F.linear(h.float(), C.float()), targets) with TF32 matmuls: PyTorch's
+                        loss on fp32 logits (bf16 values are exact in TF32, so the products are those of the bf16
+                        inputs, summed in fp32), as the stages compute them; not in the default runs
 
 --runs picks runs as KIND:K (K the 1-based index into --seeds; KIND alone is KIND:1), comma-separated, e.g.
 --runs torch:1,final:1; the default is the seven runs above. Runs go in the order given.
@@ -124,6 +127,8 @@ RUN_KINDS = {
                 "loss": "cce_stages.linear_cross_entropy(h, C, targets, stage='07_filter_sort')"},
     "cce": {"needs": "cut_cross_entropy",
             "loss": "cut_cross_entropy.linear_cross_entropy(h, C, targets, impl='cce')"},
+    "torch_fp32_logits": {"needs": None, "loss": "F.cross_entropy(F.linear(h.float(), C.float()), targets), TF32 "
+                                                 "matmuls: PyTorch's loss on fp32 logits"},
 }
 DEFAULT_RUNS = "torch:1,torch:2,final:1,final:2,final_no_correction:1,stage07:1,cce:1"
 DEFAULT_SEEDS = "1234,5678"
@@ -142,7 +147,8 @@ SETTING_KEYS = ("dataset", "steps", "batch", "seq", "lr", "warmup", "layers", "w
 # For the time estimate only. lm_data.py's torch training at its default sizes on an H100 (docs/lm_data/*.json:
 # training.seconds / training.steps); other sizes are scaled by lm_data.train_flops.
 MEASURED_STEP_SECONDS = {"lm32k": 104.1 / 3000, "lm128k": 124.1 / 800}
-KIND_STEP_FACTOR = {"torch": 1.0, "final": 1.0, "final_no_correction": 1.0, "stage07": 1.6, "cce": 1.0}
+KIND_STEP_FACTOR = {"torch": 1.0, "final": 1.0, "final_no_correction": 1.0, "stage07": 1.6, "cce": 1.0,
+                    "torch_fp32_logits": 1.3}
 KIND_FIRST_CALL_SECONDS = {"cce": 30.0}  # Triton compilation and autotuning of cut_cross_entropy
 KEPT_FRAC_AND_EPS = ("cce_stages.last_stats(stage, flags) after each step of the cce_stages runs: kept_frac is "
                      "the share of (token block, vocabulary tile) pairs the backward's decision keeps (stage 10: "
@@ -587,7 +593,7 @@ def format_summary(summary, settings_=None):
 # ---------------------------------------------------------------------------
 
 KIND_COLORS = {"torch": "black", "final": "tab:blue", "final_no_correction": "tab:orange", "stage07": "tab:green",
-               "cce": "tab:red"}
+               "cce": "tab:red", "torch_fp32_logits": "tab:gray"}
 SEED_STYLES = ("-", "--", ":", "-.")
 
 
@@ -735,6 +741,12 @@ def loss_functions(torch, kinds, cce_stages, cce_lce):
         spec = RUN_KINDS[kind]
         if kind == "torch":
             out[kind] = lambda h, c, y: F.cross_entropy(F.linear(h, c).float(), y)
+        elif kind == "torch_fp32_logits":
+            def fp32_logits_loss(h, c, y):
+                # On for the step's backward too; the other runs multiply no fp32 matrices (bf16 autocast, stages).
+                torch.backends.cuda.matmul.allow_tf32 = True
+                return F.cross_entropy(F.linear(h.float(), c.float()), y)
+            out[kind] = fp32_logits_loss
         elif spec["needs"] == "cce_stages":
             kw = {"flags": spec["flags"]}
             if spec["stage"]:

@@ -311,6 +311,40 @@ class Selection(unittest.TestCase):
         funcs["cce"](None, None, None)
         self.assertEqual(seen, [{"impl": "cce"}])
 
+    def test_fp32_logits_loss_turns_tf32_on_and_multiplies_fp32_copies(self):
+        seen = []
+
+        class Flags:
+            allow_tf32 = False
+
+        class FakeTensor:
+            def __init__(self, name):
+                self.name = name
+
+            def float(self):
+                return FakeTensor(self.name + ".float")
+
+        class FakeTorch:
+            class backends:
+                class cuda:
+                    matmul = Flags
+
+            class nn:
+                class functional:
+                    @staticmethod
+                    def linear(a, b):
+                        seen.append(("linear", a.name, b.name, Flags.allow_tf32))
+                        return FakeTensor("logits")
+
+                    @staticmethod
+                    def cross_entropy(logits, y):
+                        seen.append(("cross_entropy", logits.name, y))
+                        return 1.5
+        funcs = tc.loss_functions(FakeTorch, ["torch_fp32_logits"], None, None)
+        self.assertEqual(funcs["torch_fp32_logits"](FakeTensor("h"), FakeTensor("c"), "y"), 1.5)
+        self.assertEqual(seen, [("linear", "h.float", "c.float", True), ("cross_entropy", "logits", "y")])
+        self.assertNotIn("torch_fp32_logits", tc.DEFAULT_RUNS)
+
     def test_eval_steps(self):
         self.assertEqual(tc.eval_steps(250, 25), list(range(0, 251, 25)))
         self.assertEqual(tc.eval_steps(10, 4), [0, 4, 8, 10])
