@@ -76,6 +76,7 @@ lm_data.py's folder, when it was trained with the same options and corpus). --st
     python3 bench/train_compare.py --runs torch:1,torch:2,final:1,final:2                 # ~5 min, then
     python3 bench/train_compare.py --runs final_no_correction,stage07,cce --merge         # ~5 min
     python3 bench/train_compare.py --dataset lm32k                                        # 1200 steps, ~7 min
+                                                                     # (one H200: the seven runs in 286 s)
     python3 bench/train_compare.py --plot-only docs/train_compare_lm128k.json             # figure and summary
 
 Smoke test on the CPU (torch runs only, tiny sizes):
