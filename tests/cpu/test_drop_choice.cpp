@@ -206,7 +206,10 @@ TEST(DropChoice, DenseBeforeTheForwardFollowsTheLastDecision) {
   EXPECT_FALSE(dense_before_forward(BackwardPlan::kAuto, PlanHistory{kDenseAboveKept, 0}));
   EXPECT_TRUE(dense_before_forward(BackwardPlan::kAuto, PlanHistory{std::nextafter(kDenseAboveKept, 1.0), 0}));
   // A decision (batch 1), then batches 2 .. kDecideEveryBatches dense, then a decision again.
-  PlanHistory history{0.9, 0};
+  EXPECT_EQ((KeptPairs{9, 10}).fraction(), 0.9);
+  PlanHistory history = PlanHistory::decided(KeptPairs{9, 10}.fraction());
+  EXPECT_EQ(history.kept_fraction, 0.9);
+  EXPECT_EQ(history.dense_since, 0) << "a decision starts the count of dense batches again";
   int dense = 0;
   while (dense_before_forward(BackwardPlan::kAuto, history)) ++dense, ++history.dense_since;
   EXPECT_EQ(dense, kDecideEveryBatches - 1);
