@@ -375,8 +375,8 @@ class Selection(unittest.TestCase):
 
 class Summary(unittest.TestCase):
     def check(self, summary, what_part):
-        found = [c for c in summary["checks"] if what_part in c["what"]]
-        self.assertEqual(len(found), 1, (what_part, summary["checks"]))
+        found = [c for c in summary["checks"] + summary["band_measured"] if what_part in c["what"]]
+        self.assertEqual(len(found), 1, (what_part, summary["checks"], summary["band_measured"]))
         return found[0]
 
     def test_standard_document(self):
@@ -385,11 +385,12 @@ class Summary(unittest.TestCase):
         self.assertAlmostEqual(s["torch_spread"], 0.004)
         self.assertAlmostEqual(s["band"], 0.01)  # the floor: 2 x 0.004 < 0.01
         self.assertEqual(s["torch_runs_completed"], 2)
-        self.assertEqual(self.check(s, "final:1 held-out")["result"], "PASS")   # |3.909 - 3.902| = 0.007
-        self.assertEqual(self.check(s, "final:2 held-out")["result"], "FAIL")   # 0.013
-        self.assertEqual(self.check(s, "final_no_correction:1 held-out")["result"], "PASS")  # 0.005
-        self.assertEqual(self.check(s, "stage07:1 held-out")["result"], "SKIP")
-        self.assertEqual(self.check(s, "cce:1 held-out")["result"], "SKIP")
+        self.assertIn("+0.0070, inside the band 0.0100", self.check(s, "final:1 held-out")["detail"])
+        self.assertIn("+0.0130, outside (above) the band", self.check(s, "final:2 held-out")["detail"])
+        self.assertEqual(self.check(s, "final:2 held-out")["result"], "MEASURED")
+        self.assertIn("-0.0050, inside", self.check(s, "final_no_correction:1 held-out")["detail"])
+        self.assertEqual(self.check(s, "stage07:1 held-out")["result"], "NOT MEASURED")
+        self.assertEqual(self.check(s, "cce:1 held-out")["result"], "NOT MEASURED")
         self.assertEqual(self.check(s, "run torch:1")["result"], "PASS")
         self.assertEqual(self.check(s, "run stage07:1")["result"], "FAIL")
         self.assertIn("planted", self.check(s, "run stage07:1")["detail"])
@@ -411,7 +412,8 @@ class Summary(unittest.TestCase):
         doc = standard_doc()
         doc["runs"] = [r for r in doc["runs"] if r["kind"] != "stage07"]
         s = tc.summarize(doc)
-        self.assertEqual(self.check(s, "final:2 held-out")["result"], "FAIL")
+        self.assertIn("outside (above)", self.check(s, "final:2 held-out")["detail"])
+        self.assertNotIn("FAIL", [c["result"] for c in s["checks"]])  # cce:1 skipped, the rest completed
         self.assertEqual(s["exit_status"], 0)
         self.assertEqual(s["failed_runs"], [])
 
@@ -421,8 +423,8 @@ class Summary(unittest.TestCase):
         s = tc.summarize(doc)
         self.assertAlmostEqual(s["torch_spread"], 0.03)
         self.assertAlmostEqual(s["band"], 0.06)
-        self.assertEqual(self.check(s, "final:1 held-out")["result"], "PASS")  # 0.045 <= 0.06
-        self.assertEqual(self.check(s, "final:2 held-out")["result"], "FAIL")  # 0.075 > 0.06
+        self.assertIn("+0.0450, inside", self.check(s, "final:1 held-out")["detail"])  # 0.045 <= 0.06
+        self.assertIn("+0.0750, outside (above)", self.check(s, "final:2 held-out")["detail"])  # 0.075 > 0.06
         self.assertEqual(s["exit_status"], 0)
 
     def test_one_torch_seed_gives_no_band(self):
@@ -431,7 +433,7 @@ class Summary(unittest.TestCase):
         self.assertIsNone(s["torch_spread"])
         self.assertIsNone(s["band"])
         c = self.check(s, "final:1 held-out")
-        self.assertEqual(c["result"], "SKIP")
+        self.assertEqual(c["result"], "NOT MEASURED")
         self.assertIn("needs two completed torch runs (have 1)", c["detail"])
         self.assertEqual(s["exit_status"], 0)
 
@@ -444,13 +446,15 @@ class Summary(unittest.TestCase):
         self.assertIn("still running", c["detail"])
         self.assertEqual(s["exit_status"], 1)
 
-    def test_every_claim_printed_says_pass_fail_or_skip(self):
+    def test_every_claim_printed_says_pass_fail_or_skip_and_the_band_is_measured(self):
         text = tc.format_summary(tc.summarize(standard_doc()), SETTINGS)
         lines = text.splitlines()
         start = next(i for i, line in enumerate(lines) if line.startswith("torch seeds:"))
         self.assertIn("mean 3.9020, spread (max - min) 0.0040; band 0.0100", lines[start])
-        claims = lines[start + 1:]
-        self.assertEqual(len(claims), 7 + 5 + 1)  # one per run, one per non-torch run, the verdict
+        printed = lines[start + 1:]
+        self.assertEqual(len(printed), 7 + 5 + 1)  # one per run, one per non-torch run, the verdict
+        claims = [line for line in printed if not line.startswith(("MEASURED  ", "NOT MEASURED  "))]
+        self.assertEqual(len(claims), 7 + 1)  # the band is measured, not claimed
         for line in claims:
             self.assertRegex(line, r"^(PASS|FAIL|SKIP)[ :]")
         self.assertTrue(claims[-1].startswith("FAIL: 1 run(s) did not complete"), claims[-1])
@@ -567,7 +571,8 @@ class PlotOnly(unittest.TestCase):
             proc = run("--plot-only", path, "--figure", png)
             self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)  # stage07:1 did not complete
             self.assertIn("run stage07:1 completed 10/20 steps: RuntimeError: cce_stages: planted", proc.stdout)
-            self.assertIn("FAIL  final:2 held-out loss within the band", proc.stdout)
+            self.assertIn("MEASURED  final:2 held-out loss against the torch seeds' mean: 3.9150 vs 3.9020: +0.0130, "
+                          "outside (above) the band", proc.stdout)
             self.assertIn("wrote %s" % png, proc.stdout)
             with open(png, "rb") as f:
                 data = f.read()
