@@ -8,8 +8,9 @@
   stand-in torch.py on PYTHONPATH plays each part, so the test means the same on a machine with PyTorch);
 - run selection (parse_runs), the default settings and the time estimate of the defaults;
 - the summary on fabricated documents: the torch seeds' mean and spread, the band max(2 x spread, 0.01), the
-  within-band decision, PASS / FAIL / SKIP on every check, the exit status (1 only when a run did not
-  complete), the mean times without the first timing_skip steps;
+  within-band decision printed as a measurement (MEASURED / NOT MEASURED), PASS / FAIL / SKIP on every check
+  (that each run completed), the exit status (1 only when a run did not complete), the mean times without the
+  first timing_skip steps;
 - the JSON: write, read back and validate (round trip), the malformed documents refused, --merge's rules;
 - --plot-only on a fabricated document: the summary, the exit status, a PNG (needs matplotlib, which the
   repository's install-deps.sh installs: python3-matplotlib).
