@@ -122,7 +122,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # lm_data beside it, whoever imports peers
+    sys.path.insert(0, HERE)
 from lm_data import git_commit  # noqa: E402  (the standard library alone at import time)
 
 SHAPES = {
