@@ -2,7 +2,7 @@
 // average logit before computing any tile, then run the fused forward over
 // the sorted vocabulary, chunk by chunk, keeping each (row, tile)'s
 // statistics (tile_stats.cuh). Deterministic: every reduction runs in a
-// fixed order (the ranges' states are merged by one thread per row).
+// fixed order (each row's ranges are merged in one fixed tree).
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
@@ -28,11 +28,11 @@ constexpr int64_t kChunkMultiple = 256;  // the forward's chunks: whole tiles of
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
 // Partial column sums of the valid rows of E: partial[chunk][k] = Σ_{rows of the chunk, t_i valid} E_ik.
-// A block is 32 column lanes × 8 row lanes (row lane y takes rows y, y + 8, ...), so
-// that a chunk's 256 rows are read by 8 warps at once; the lanes are then
+// A block is 32 column lanes × 32 row lanes (row lane y takes rows y, y + 32, ...), so
+// that a chunk's 256 rows are read by 32 warps at once; the lanes are then
 // added in a fixed order. A column lane takes kWidth neighbouring columns with
 // one 8-byte load where E's rows allow it (kWidth = 1 otherwise).
-constexpr int kSumColumns = 32, kSumLanes = 8;
+constexpr int kSumColumns = 32, kSumLanes = 32;
 template <typename T, int kWidth>
 __global__ void __launch_bounds__(kSumColumns* kSumLanes)
     valid_row_partial_sums_kernel(const T* __restrict__ e, const int64_t* __restrict__ targets, int64_t n, int64_t d,
@@ -43,14 +43,17 @@ __global__ void __launch_bounds__(kSumColumns* kSumLanes)
   const int64_t k = (static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x) * kWidth, chunk = blockIdx.y;
   float sum[kWidth] = {};
   const int64_t end = n < (chunk + 1) * kSumRows ? n : (chunk + 1) * kSumRows;
+  // Every row's piece is loaded, the ignored ones' added as 0: no load waits
+  // for its row's target, so the unrolled loop keeps several rows in flight.
   if (k < d)
-    for (int64_t i = chunk * kSumRows + threadIdx.y; i < end; i += kSumLanes)
-      if (targets[i] != ignore_index) {
-        const Piece piece = *reinterpret_cast<const Piece*>(e + i * d + k);
-        const T* x = reinterpret_cast<const T*>(&piece);
+#pragma unroll 4
+    for (int64_t i = chunk * kSumRows + threadIdx.y; i < end; i += kSumLanes) {
+      const bool valid = targets[i] != ignore_index;
+      const Piece piece = *reinterpret_cast<const Piece*>(e + i * d + k);
+      const T* x = reinterpret_cast<const T*>(&piece);
 #pragma unroll
-        for (int u = 0; u < kWidth; ++u) sum[u] += to_float(x[u]);
-      }
+      for (int u = 0; u < kWidth; ++u) sum[u] += valid ? to_float(x[u]) : 0.0f;
+    }
 #pragma unroll
   for (int u = 0; u < kWidth; ++u) lanes[threadIdx.y][threadIdx.x * kWidth + u] = sum[u];
   __syncthreads();
@@ -180,14 +183,28 @@ __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restric
   }
 }
 
-// Merges the chunk's ranges into the running (max, sum) of each row, in range order.
+// Merges the chunk's ranges into the running (max, sum) of each row. A row
+// has kMergeLanes lanes of one warp: lane l merges ranges l, l + kMergeLanes,
+// ... in order, the lanes are joined by shuffles at distances 4, 2, 1, and
+// lane 0 merges the result into the row's running state. A fixed order (the
+// same bits every run), with eight times the loads in flight of a thread per row.
+constexpr int kMergeLanes = 8;
 __global__ void merge_chunk_kernel(const float2* __restrict__ partial, int64_t n, int64_t ranges,
                                    float2* __restrict__ row_state) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  OnlineSoftmax state{row_state[i].x, row_state[i].y};
-  for (int64_t r = 0; r < ranges; ++r) state.merge(OnlineSoftmax{partial[r * n + i].x, partial[r * n + i].y});
-  row_state[i] = make_float2(state.max, state.sum);
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t i = thread / kMergeLanes;
+  const int lane = static_cast<int>(thread % kMergeLanes);
+  OnlineSoftmax state;  // empty; rows past n stay so, and still take part in the shuffles
+  if (i < n)
+    for (int64_t r = lane; r < ranges; r += kMergeLanes)
+      state.merge(OnlineSoftmax{partial[r * n + i].x, partial[r * n + i].y});
+  for (int offset = kMergeLanes / 2; offset > 0; offset /= 2)
+    state.merge(OnlineSoftmax{__shfl_xor_sync(0xffffffffu, state.max, offset),
+                              __shfl_xor_sync(0xffffffffu, state.sum, offset)});
+  if (i >= n || lane != 0) return;
+  OnlineSoftmax row{row_state[i].x, row_state[i].y};
+  row.merge(state);
+  row_state[i] = make_float2(row.max, row.sum);
 }
 
 __global__ void lse_and_loss_kernel(const float2* __restrict__ row_state, const float* __restrict__ target_logit,
@@ -355,7 +372,8 @@ void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan
                            kept.stats};
     launch_tile_units<TileStatsEpilogue>(chunk_problem(p, rows), in.e.get(), work, chunk.path, chunk.units, params,
                                          stream);
-    merge_chunk_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.range_states, p.n, chunk.units.ranges,
+    merge_chunk_kernel<<<blocks_for(p.n * kMergeLanes), kThreads, 0, stream>>>(buffers.range_states, p.n,
+                                                                               chunk.units.ranges,
                                                                  buffers.row_states);
     CCE_CHECK_LAUNCH();
   }

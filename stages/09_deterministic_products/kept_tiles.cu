@@ -5,11 +5,11 @@
 #include <cmath>
 #include <type_traits>
 
-#include <cub/device/device_radix_sort.cuh>
 
 #include "common/check.h"
 #include "common/device_math.cuh"
 #include "common/radix_sort.cuh"
+#include "common/sort_pairs.h"
 #include "common/tile/tile_path.cuh"
 #include "common/token_reduction.h"
 #include "stages/03_fused_gemm_ce/online_fold.cuh"
@@ -230,9 +230,8 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
                                                                 plan.tiles * plan.tile_cols, key, token);
     CCE_CHECK_LAUNCH();
     size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
-    CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted, token, sorted + p.n,
-                                                   static_cast<int>(p.n), 0, radix_key_bits(plan.tiles * plan.tile_cols),
-                                                   stream));
+    sort_int_pairs(temp, temp_bytes, key, sorted, token, sorted + p.n, p.n, radix_key_bits(plan.tiles * plan.tile_cols),
+                   stream);
     tile_target_offsets_kernel<<<blocks_for(plan.tiles + 1), kThreads, 0, stream>>>(sorted, p.n, plan.tiles,
                                                                                    plan.tile_cols, sorted + 2 * p.n);
     CCE_CHECK_LAUNCH();

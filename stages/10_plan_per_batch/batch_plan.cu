@@ -2,7 +2,6 @@
 // before any logit is recomputed: the automatic eps (the largest candidate
 // whose dropped softmax mass is within a budget) and the token grouping (rows
 // sorted by how many tiles they need).
-#include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +9,7 @@
 #include "common/check.h"
 #include "common/device_math.cuh"
 #include "common/radix_sort.cuh"
+#include "common/sort_pairs.h"
 #include "stages/08_drop_before_recompute/tile_stats.cuh"
 #include "stages/10_plan_per_batch/plan_per_batch.h"
 
@@ -188,8 +188,8 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
       std::log(std::ldexp(1.0f, -kGroupingExponent)), key);
   CCE_CHECK_LAUNCH();
   size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
-  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, key, sorted_key, token, buffers.token_order,
-                                                 static_cast<int>(p.n), 0, radix_key_bits(plan.tiles + 1), stream));
+  sort_int_pairs(temp, temp_bytes, key, sorted_key, token, buffers.token_order, p.n, radix_key_bits(plan.tiles + 1),
+                 stream);
   token_place_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.token_order, p.n, buffers.token_place);
   CCE_CHECK_LAUNCH();
   return s08::TokenBlocks{buffers.token_order, buffers.token_place};

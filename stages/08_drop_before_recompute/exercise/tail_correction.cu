@@ -19,17 +19,18 @@
 namespace cce::s08 {
 namespace {
 
-constexpr int kThreads = 256;
 
 // In place over the statistics of one tile (a block per tile): stats[T][i]
 // (4 bytes) becomes M[T][i] (the dtype's bytes) at element i of a row of
 // stats_bytes / element bytes elements. The block walks the row in pieces of
 // kTailRowsPerThread rows a thread, reading a piece before it writes: a write
 // at element i of a bf16 row covers the statistics of entries i/2 .. which the
-// block has read already. Several rows a thread keep that many loads in flight.
-constexpr int kTailRowsPerThread = 4;
+// block has read already. Several rows a thread keep that many loads in flight,
+// and blocks of 1024 threads keep every SM full when there are few tiles (at
+// V = 32000, 250 blocks for 132 SMs).
+constexpr int kTailThreads = 1024, kTailRowsPerThread = 4;
 template <typename T>
-__global__ void tail_mass_kernel(uint32_t* __restrict__ stats, const float* __restrict__ lse,
+__global__ void __launch_bounds__(kTailThreads) tail_mass_kernel(uint32_t* __restrict__ stats, const float* __restrict__ lse,
                                  const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
                                  const int64_t* __restrict__ position, const uint8_t* __restrict__ flags,
                                  const int* __restrict__ token_place, int64_t n, int64_t token_blocks,
@@ -72,7 +73,7 @@ void correct_dropped_tail(const DeviceInputs& in, const TileGrid& grid, const De
   const TileStatistics& forward = *inputs.forward;
   dispatch_dtype(p.dtype, [&](auto element_type) {
     using T = decltype(element_type);
-    tail_mass_kernel<T><<<static_cast<unsigned>(grid.tiles), kThreads, 0, stream>>>(
+    tail_mass_kernel<T><<<static_cast<unsigned>(grid.tiles), kTailThreads, 0, stream>>>(
         forward.stats, inputs.lse, inputs.grad_scale, forward.target_logit, forward.target_position, keep,
         inputs.blocks.token_place, p.n, grid.token_blocks, grid.tile_rows, grid.tile_cols, p.softcap);
     CCE_CHECK_LAUNCH();

@@ -46,6 +46,7 @@
 #include "common/device_math.cuh"
 #include "common/mapped_value.h"
 #include "common/radix_sort.cuh"
+#include "common/sort_pairs.h"
 #include "common/tile/launch.cuh"
 #include "common/token_reduction.h"
 #include "stages/03_fused_gemm_ce/split_lse.cuh"
@@ -741,8 +742,7 @@ int64_t sort_rows_by_target(const Problem& p, const int64_t* targets, const Dens
   target_key_kernel<<<blocks, kSlabThreads, 0, stream>>>(targets, p.n, p.ignore_index, p.v, t.key, t.row);
   CCE_CHECK_LAUNCH();
   size_t bytes = t.temp_bytes;
-  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(t.temp, bytes, t.key, t.sorted_key, t.row, t.sorted_row,
-                                                 static_cast<int>(p.n), 0, radix_key_bits(p.v), stream));
+  sort_int_pairs(t.temp, bytes, t.key, t.sorted_key, t.row, t.sorted_row, p.n, radix_key_bits(p.v), stream);
   run_head_kernel<<<blocks, kSlabThreads, 0, stream>>>(t.sorted_key, p.n, p.v, t.key);  // the keys are free now
   CCE_CHECK_LAUNCH();
   bytes = t.temp_bytes;
