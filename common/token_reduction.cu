@@ -4,53 +4,68 @@
 namespace cce {
 namespace {
 
-constexpr int kThreads = 1024;
+constexpr int kThreads = 1024, kWarps = kThreads / 32;
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T x) {
+  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
+// The block's total of every thread's (sum, count), in a fixed order (shuffles
+// within each warp, then warp 0 over the warps' totals): the same bits every
+// run, with two barriers where a tree in shared memory takes ten.
+struct SumAndCount {
+  double sum;
+  long long count;
+};
+__device__ SumAndCount block_sum_and_count(double sum, long long count) {
+  __shared__ double warp_sums[kWarps];
+  __shared__ long long warp_counts[kWarps];
+  __shared__ SumAndCount total;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  sum = warp_sum(sum);
+  count = warp_sum(count);
+  if (lane == 0) warp_sums[warp] = sum, warp_counts[warp] = count;
+  __syncthreads();
+  if (warp == 0) {
+    sum = warp_sum(lane < kWarps ? warp_sums[lane] : 0.0);
+    count = warp_sum(lane < kWarps ? warp_counts[lane] : 0ll);
+    if (lane == 0) total = SumAndCount{sum, count};
+  }
+  __syncthreads();
+  return total;
+}
 
 // One block: N is at most a few ten thousand tokens, a single pass is enough.
-// Sums in double so that the reduced loss does not depend on N's size.
-__global__ void reduce_token_losses_kernel(const float* __restrict__ loss_per_token,
-                                           const int64_t* __restrict__ targets, int64_t n, int64_t ignore_index,
-                                           bool mean, float* __restrict__ loss) {
-  __shared__ double partial_sum[kThreads];
-  __shared__ int64_t partial_count[kThreads];
+// Sums in double so that the reduced loss does not depend on N's size. Every
+// token's loss is loaded (an ignored token's is 0) so that no load waits on
+// its target.
+__global__ void __launch_bounds__(kThreads)
+    reduce_token_losses_kernel(const float* __restrict__ loss_per_token, const int64_t* __restrict__ targets,
+                               int64_t n, int64_t ignore_index, bool mean, float* __restrict__ loss) {
   double sum = 0.0;
-  int64_t count = 0;
+  long long count = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    if (targets[i] != ignore_index) {
-      sum += loss_per_token[i];
-      ++count;
-    }
+    const bool valid = targets[i] != ignore_index;
+    const float token_loss = loss_per_token[i];
+    sum += valid ? token_loss : 0.0f;
+    count += valid;
   }
-  partial_sum[threadIdx.x] = sum;
-  partial_count[threadIdx.x] = count;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) {
-      partial_sum[threadIdx.x] += partial_sum[threadIdx.x + stride];
-      partial_count[threadIdx.x] += partial_count[threadIdx.x + stride];
-    }
-    __syncthreads();
-  }
+  const SumAndCount total = block_sum_and_count(sum, count);
   if (threadIdx.x == 0) {
-    double total = partial_sum[0];
-    if (mean) total = partial_count[0] > 0 ? total / static_cast<double>(partial_count[0]) : 0.0;
-    *loss = static_cast<float>(total);
+    double result = total.sum;
+    if (mean) result = total.count > 0 ? result / static_cast<double>(total.count) : 0.0;
+    *loss = static_cast<float>(result);
   }
 }
 
-__global__ void token_grad_scale_kernel(const int64_t* __restrict__ targets, int64_t n, int64_t ignore_index,
-                                        int reduction, const float* __restrict__ upstream,
-                                        float* __restrict__ grad_scale) {
-  __shared__ int64_t partial_count[kThreads];
-  int64_t count = 0;
+__global__ void __launch_bounds__(kThreads)
+    token_grad_scale_kernel(const int64_t* __restrict__ targets, int64_t n, int64_t ignore_index, int reduction,
+                            const float* __restrict__ upstream, float* __restrict__ grad_scale) {
+  long long count = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) count += targets[i] != ignore_index;
-  partial_count[threadIdx.x] = count;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial_count[threadIdx.x] += partial_count[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const int64_t n_valid = partial_count[0];
+  const long long n_valid = block_sum_and_count(0.0, count).count;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float g;
     if (targets[i] == ignore_index)

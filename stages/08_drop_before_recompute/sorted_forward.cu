@@ -81,7 +81,10 @@ inline bool rows_in_vectors_of(const void* base, int64_t row_bytes, int bytes) {
 
 // key_j = C_j · Σ_i E_i: a warp per vocabulary row; N·key_j/#valid is the
 // average logit of entry j (without softcap; with it, the same order is used).
-// kWide: a lane reads 16 bytes of C and the matching ΣE as float4s.
+// kWide: a lane reads 16 bytes of C and the matching ΣE as float4s, the
+// pieces kKeyBatch at a time: their loads in flight together, the sum in the
+// same order as one piece after another.
+constexpr int kKeyBatch = 4;
 template <typename T, bool kWide>
 __global__ void sort_key_kernel(const T* __restrict__ c, const float* __restrict__ e_sum, int64_t v, int64_t d,
                                 float* __restrict__ key, int* __restrict__ identity) {
@@ -93,14 +96,23 @@ __global__ void sort_key_kernel(const T* __restrict__ c, const float* __restrict
     constexpr int kWidth = 16 / sizeof(T), kSums = kWidth / 4;
     const uint4* row = reinterpret_cast<const uint4*>(c + j * d);
     const float4* sums = reinterpret_cast<const float4*>(e_sum);
-    for (int64_t q = lane; q < d / kWidth; q += 32) {
-      const uint4 piece = row[q];
-      const T* x = reinterpret_cast<const T*>(&piece);
+    const int64_t pieces = d / kWidth;
+    for (int64_t q0 = lane; q0 < pieces; q0 += 32 * kKeyBatch) {
+      uint4 batch[kKeyBatch];
 #pragma unroll
-      for (int h = 0; h < kSums; ++h) {
-        const float4 s = sums[q * kSums + h];
-        dot += to_float(x[4 * h]) * s.x + to_float(x[4 * h + 1]) * s.y + to_float(x[4 * h + 2]) * s.z +
-               to_float(x[4 * h + 3]) * s.w;
+      for (int u = 0; u < kKeyBatch; ++u)
+        if (q0 + 32 * u < pieces) batch[u] = row[q0 + 32 * u];
+#pragma unroll
+      for (int u = 0; u < kKeyBatch; ++u) {
+        const int64_t q = q0 + 32 * u;
+        if (q >= pieces) break;
+        const T* x = reinterpret_cast<const T*>(&batch[u]);
+#pragma unroll
+        for (int h = 0; h < kSums; ++h) {
+          const float4 s = sums[q * kSums + h];
+          dot += to_float(x[4 * h]) * s.x + to_float(x[4 * h + 1]) * s.y + to_float(x[4 * h + 2]) * s.z +
+                 to_float(x[4 * h + 3]) * s.w;
+        }
       }
     }
   } else {
@@ -130,7 +142,7 @@ __global__ void target_position_kernel(const int64_t* __restrict__ targets, cons
 // tile of tile_cols rows: out[r] = C[order[first + r]], and the tile's mean
 // row C̄_T (the tail correction's) on the way, as the rows pass anyway.
 constexpr int kGatherMaxRows = 128;  // tile_cols of every dtype fits
-constexpr int kGatherBatch = 8;      // rows whose loads are in flight at once per thread
+constexpr int kGatherBatch = 16;     // rows whose loads are in flight at once per thread
 
 template <typename T>
 __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restrict__ order, int64_t first,
