@@ -49,6 +49,8 @@ std::vector<Case> reference_cases() {
       {"contention_small_n_large_v", 40, 128, 65613, D::kBFloat16, R::kMean, M::kRealistic},
       {"extreme_logits_fp32", 64, 96, 2053, D::kFloat32, R::kMean, M::kRandom, 0.0, 0.0f, false, 1e4},
       {"extreme_logits_bf16_softcap", 64, 96, 2053, D::kBFloat16, R::kNone, M::kRandom, 0.0, 30.0f, false, 1e4},
+      // More tokens than the one-block reductions have threads (1024): every warp of them holds a share.
+      {"many_tokens_fp32_mean_ignore", 3001, 64, 515, D::kFloat32, R::kMean, M::kRandom, 0.1},
   };
   std::vector<Case> out;
   for (const Case& c : cases) {
