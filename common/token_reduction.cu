@@ -14,7 +14,7 @@ __device__ __forceinline__ T warp_sum(T x) {
 
 // The block's total of every thread's (sum, count), in a fixed order (shuffles
 // within each warp, then warp 0 over the warps' totals): the same bits every
-// run, with two barriers where a tree in shared memory takes ten.
+// run, and two barriers in all.
 struct SumAndCount {
   double sum;
   long long count;
