@@ -1,7 +1,7 @@
 // common/sort_pairs.h against std::stable_sort: the same keys and values, bit
 // for bit, on both sides of one block's capacity (one block, then cub's device
 // sort), with many ties, keys at the top of their bits, and nothing written
-// past the count.
+// past the count (the refusals: tests/cpu/test_sort_pairs.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,11 +73,6 @@ TEST(SortPairs, StableAsTheHostsSortOnBothSidesOfOneBlock) {
         EXPECT_EQ(got.values[k], -1) << "value written past the count " << count << " at " << k;
       }
     }
-}
-
-TEST(SortPairs, RefusesKeyBitsOutsideOneTo31) {
-  SKIP_WITHOUT_GPU();
-  for (const int bits : {0, 32}) EXPECT_THROW(sort_int_pairs(nullptr, 0, nullptr, nullptr, nullptr, nullptr, 4, bits, nullptr), CudaError);
 }
 
 }  // namespace
