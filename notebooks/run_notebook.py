@@ -35,7 +35,7 @@ import time
 DEBIAN_PACKAGES = "python3-numpy python3-matplotlib python3-nbclient python3-nbformat python3-ipykernel"
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # Jupyter's: plt.show() sends the figure as a PNG
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-UNHELD = "DOES NOT HOLD"  # what the notebooks' claim helpers say of a false claim
+UNHELD = "DOES NOT HOLD"  # what the notebooks' claim helpers say of a false claim (matched in any case)
 
 
 def fail(message, code=1):
@@ -91,12 +91,12 @@ def write_figures(nb, stem, directory):
 
 
 def claim_not_holding(nb):
-    """The first output line saying DOES NOT HOLD, with its cell, or None: a notebook whose cells ran but
-    printed that a claim does not hold has failed, whatever printed it."""
+    """The first output line saying DOES NOT HOLD (in any case), with its cell, or None: a notebook whose cells
+    ran but printed that a claim does not hold has failed, whatever printed it and however it spelled it."""
     for index, cell in enumerate(nb.cells):
         for output in cell.get("outputs", []):
             for line in text_of(output).splitlines():
-                if UNHELD in line:
+                if UNHELD in line.upper():
                     return f"cell {index} printed that a claim does not hold: {line.strip()}"
     return None
 

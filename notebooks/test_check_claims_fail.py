@@ -10,7 +10,8 @@ Small notebooks, written to a temporary folder:
   check_claims_fail.py must exit 0 there too;
 - they say nothing of a false claim (print the sentence and return): check_claims_fail.py must exit 1 and say
   DID NOT FAIL AS IT MUST, for both;
-- no claim() at all, a cell that prints "... DOES NOT HOLD": run_notebook.py must exit 1 naming the cell.
+- no claim() at all, a cell that prints "... DOES NOT HOLD", or "... does not hold": run_notebook.py must exit 1
+  naming the cell.
 Exit 0 when every verdict is right, 1 otherwise. ctest runs it as notebook.claims_fail.self_test.
 """
 import json
@@ -73,9 +74,10 @@ def main():
     code, out = verdict(SILENT)
     if code != 1 or out.count("DID NOT FAIL AS IT MUST") != 2:
         wrong.append(f"silent claims: check_claims_fail.py exit {code}, want 1 with two DID NOT FAIL\n{out[-1500:]}")
-    code, out = verdict('print("two is three: DOES NOT HOLD")', script="run_notebook.py", claims=None)
-    if code != 1 or "cell 0 printed that a claim does not hold" not in out:
-        wrong.append(f"a printed DOES NOT HOLD without claim(): run_notebook.py exit {code}, want 1\n{out[-1500:]}")
+    for printed in ("two is three: DOES NOT HOLD", "two is three: does not hold"):
+        code, out = verdict(f'print("{printed}")', script="run_notebook.py", claims=None)
+        if code != 1 or "cell 0 printed that a claim does not hold" not in out:
+            wrong.append(f"a printed {printed!r} without claim(): run_notebook.py exit {code}, want 1\n{out[-1500:]}")
     for w in wrong:
         print("test_check_claims_fail.py: " + w)
     print("check_claims_fail.py: " + ("right on every notebook" if not wrong else "WRONG"))
