@@ -1,6 +1,9 @@
 #include "common/check.h"
 
 #include <cstdio>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace cce {
 
@@ -16,6 +19,17 @@ int current_device_index() {
     throw CudaError("device " + std::to_string(device) + " is beyond the " + std::to_string(kMaxDevices) +
                     " this build keeps state for");
   return device;
+}
+
+void allow_dynamic_shared_memory(const void* kernel, size_t bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> allowed;  // (kernel, device) -> the limit set there
+  const int device = current_device_index();
+  std::lock_guard<std::mutex> lock(mutex);
+  size_t& limit = allowed[{kernel, device}];
+  if (limit >= bytes) return;
+  CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  limit = bytes;
 }
 
 const char* cublas_status_name(cublasStatus_t status) {

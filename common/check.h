@@ -35,6 +35,16 @@ constexpr int kMaxDevices = 64;
 // The current device's index, checked to be below kMaxDevices (CudaError else).
 int current_device_index();
 
+// Lets `kernel` launch with `bytes` of dynamic shared memory on the current
+// device. cudaFuncSetAttribute costs microseconds of host time, which the GPU
+// waits for where the host is the slower side (the small kernels before a
+// forward, the decision's wait): the limit set is remembered per (kernel, device).
+void allow_dynamic_shared_memory(const void* kernel, size_t bytes);
+template <class Kernel>
+void allow_dynamic_shared_memory(Kernel* kernel, size_t bytes) {
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
+}
+
 }  // namespace cce
 
 #define CCE_CUDA_CHECK(call)                                                          \

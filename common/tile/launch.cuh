@@ -70,7 +70,7 @@ int resident_blocks_per_sm(TilePath path) {
     using Tile = decltype(tile);
     auto kernel = block_units_kernel<Tile, decltype(element), decltype(aligned)::value, Epilogue>;
     const size_t shared = Tile::kSharedBytes + Epilogue<Tile>::kSharedBytes;
-    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    allow_dynamic_shared_memory(kernel, shared);
     CCE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, shared));
   });
   if (blocks < 1) blocks = 1;
@@ -108,8 +108,7 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
     std::atomic<int>& asked = clusters_on[current_device_index()];
     int clusters = asked.load();
     if (units.token_blocks >= 2 && clusters >= 0) {
-      CCE_CUDA_CHECK(
-          cudaFuncSetAttribute(pair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+      allow_dynamic_shared_memory(pair_kernel, shared);
       if (clusters == 0) {
         config.gridDim = dim3(2 * static_cast<unsigned>(multiprocessor_count() / 2));
         CCE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, pair_kernel, &config));
@@ -126,7 +125,7 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
       return;
     }
     auto kernel = wgmma_pipeline_kernel<Epilogue>;
-    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    allow_dynamic_shared_memory(kernel, shared);
     const CUtensorMap c_map = make_bf16_tensor_map(c, p.v, p.d, WgmmaPipeline::kBN);
     kernel<<<static_cast<unsigned>(units.grid), WgmmaPipeline::kThreads, shared, stream>>>(
         e_map, c_map, units, k_tiles, params);
@@ -141,7 +140,7 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
     using T = decltype(element);
     auto kernel = block_units_kernel<Tile, T, decltype(aligned)::value, Epilogue>;
     const size_t shared = Tile::kSharedBytes + Epilogue<Tile>::kSharedBytes;
-    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    allow_dynamic_shared_memory(kernel, shared);
     kernel<<<static_cast<unsigned>(units.grid), Tile::kThreads, shared, stream>>>(
         static_cast<const T*>(e), static_cast<const T*>(c), p.n, p.d, p.v, units, params);
     CCE_CHECK_LAUNCH();

@@ -84,7 +84,7 @@ void backward_over_kept_pairs(const DeviceInputs& in, const KeptBackwardInputs& 
     using T = decltype(element);
     auto kernel = kept_backward_kernel<Tile, T, decltype(aligned)::value>;
     const size_t shared = BackwardShared<Tile, T>::kBytes;
-    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    allow_dynamic_shared_memory(kernel, shared);
     kernel<<<static_cast<unsigned>(kept.pair_count), Tile::kThreads, shared, stream>>>(
         reinterpret_cast<const T*>(in.e.get()), reinterpret_cast<const T*>(in.c.get()), in.targets.get(), kept.lse,
         kept.grad_scale, p.n, p.d, p.v, p.softcap, kept.pairs, kept.vocabulary_order, kept.de_acc, kept.dc_acc);

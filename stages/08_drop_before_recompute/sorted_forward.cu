@@ -130,12 +130,17 @@ __global__ void rank_kernel(const int* __restrict__ order, int64_t v, int* __res
   const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p < v) rank[order[p]] = static_cast<int>(p);
 }
+// The same pass starts each row's state (max −∞, sum 0) and its target logit
+// (0: an ignored token keeps it) for the chunks' merges.
 __global__ void target_position_kernel(const int64_t* __restrict__ targets, const int* __restrict__ rank, int64_t n,
-                                       int64_t v, int64_t ignore_index, int64_t* __restrict__ position) {
+                                       int64_t v, int64_t ignore_index, int64_t* __restrict__ position,
+                                       float2* __restrict__ row_state, float* __restrict__ target_logit) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int64_t t = targets[i];
   position[i] = t != ignore_index && t >= 0 && t < v ? rank[t] : -1;  // −1: ignored
+  row_state[i] = make_float2(-INFINITY, 0.0f);
+  target_logit[i] = 0.0f;
 }
 
 // Rows [first, first + rows) of the sorted vocabulary, a block per backward
@@ -227,11 +232,6 @@ __global__ void lse_and_loss_kernel(const float2* __restrict__ row_state, const 
   const float row_lse = OnlineSoftmax{row_state[i].x, row_state[i].y}.lse();
   lse[i] = row_lse;
   loss_per_token[i] = position[i] < 0 ? 0.0f : row_lse - target_logit[i];
-}
-
-__global__ void fill_row_state_kernel(float2* __restrict__ row_state, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) row_state[i] = make_float2(-INFINITY, 0.0f);
 }
 
 Problem chunk_problem(const Problem& p, int64_t rows) {
@@ -359,13 +359,11 @@ void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan
   rank_kernel<<<blocks_for(p.v), kThreads, 0, stream>>>(order, p.v, rank);
   CCE_CHECK_LAUNCH();
   target_position_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(in.targets.get(), rank, p.n, p.v, p.ignore_index,
-                                                                   kept.target_position);
+                                                                   kept.target_position, buffers.row_states,
+                                                                   kept.target_logit);
   CCE_CHECK_LAUNCH();
 
   // 2. The forward over the sorted vocabulary, a gathered chunk at a time.
-  fill_row_state_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.row_states, p.n);
-  CCE_CHECK_LAUNCH();
-  CCE_CUDA_CHECK(cudaMemsetAsync(kept.target_logit, 0, p.n * sizeof(float), stream));  // ignored tokens keep 0
   for (int64_t first = 0; first < p.v; first += plan.chunk_rows) {
     const int64_t rows = std::min(plan.chunk_rows, p.v - first);
     dispatch([&](auto element_type) {

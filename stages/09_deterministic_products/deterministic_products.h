@@ -247,9 +247,11 @@ KeptTiles decide_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const 
 // and the per-tile counts buffers.kept_counts are on the stream already, and
 // host.read_back was reset where that decision started. Everything that needs
 // the flags alone is queued before the one wait: the dropped targets, the
-// lists, and, into de_acc (overwritten), stage 08's tail correction when
-// choice.correct_tail, else zeros (de_acc null: neither, for a decision that
-// recomputes nothing).
+// lists, the slots, into de_acc (overwritten) stage 08's tail correction when
+// choice.correct_tail, else zeros, and dC's rows of the tiles without a kept
+// pair (de_acc null: neither of the last three, for a decision that
+// recomputes nothing). The host reads the counts and lists back in the wait
+// and makes the same offsets as the device for its chunks and runs.
 KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
                                 const float* lse, const BackwardChoice& choice, float* de_acc, void* dc,
                                 HostTables& host, cudaStream_t stream);
@@ -276,6 +278,11 @@ inline int64_t de_column_tiles(const Problem& p) { return (p.d + 63) / 64; }
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
                    const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side, HostTables& host);
+// dC's rows of the tiles without a kept pair (every tile's: those with one are left to kept_products): the tail's
+// share and the dropped targets' terms. Needs the flags' slot offsets on the device, the dropped targets sorted, and
+// the tail sums (null: no share).
+void unkept_dc_rows(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const TailSums& tail,
+                    void* dc, cudaStream_t stream);
 void finish_de(const DeviceInputs& in, const BackwardBuffers& buffers, const float* de_acc, void* de, cudaStream_t stream);
 // finish_de's target terms only, added to the fp32 accumulator in place (for
 // a caller that sums several accumulators before rounding them).

@@ -6,7 +6,8 @@
 //       S_bTᵀ · E_b, plus the dropped tail's share G_T/|T| and the exact terms
 //       a_i E_i of the targets that fell in dropped tiles (tokens in order),
 //       written to the dC rows of T's vocabulary entries. Tiles without a
-//       kept token block get the last two only (dc_unkept_rows).
+//       kept token block get the last two only (dc_unkept_rows, queued by the
+//       decision before its wait: they need the flags alone).
 //   dE: a block per (part of token block b's kept tiles, 128 columns of D):
 //       dE_acc += the sum over the part's tiles T (ascending) of S_bT · C_T.
 //       A short list is one part; a long one (grouped tokens) several, which
@@ -746,6 +747,31 @@ __global__ void finish_de_kernel(const float* de_acc, const float* __restrict__ 
 
 }  // namespace
 
+void unkept_dc_rows(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const TailSums& tail,
+                    void* dc, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const int* sorted = buffers.sorted_targets;
+  ProductArgs args{};
+  args.offsets = buffers.kept_counts + plan.tiles;  // slot_offsets_kernel's
+  args.order = buffers.forward.kept.vocabulary_order;
+  args.n = p.n, args.d = p.d, args.v = p.v, args.tiles = plan.tiles, args.tile_begin = 0, args.tile_end = plan.tiles;
+  args.sorted_position = sorted;
+  args.sorted_token = sorted + p.n;
+  args.coefficient = buffers.target_coefficient;
+  args.tile_target_offsets = sorted + 2 * p.n;
+  args.tail_sums = tail.sums;
+  args.tail_ld = tail.ld;
+  args.tile_cols = plan.tile_cols;
+  const dim3 grid(static_cast<unsigned>(plan.tiles), kUnkeptRowGroups);
+  if (p.dtype == Dtype::kBFloat16)
+    dc_unkept_rows<__nv_bfloat16><<<grid, unkept_rows_threads(p), 0, stream>>>(
+        args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
+  else
+    dc_unkept_rows<float><<<grid, unkept_rows_threads(p), 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
+                                                                      static_cast<float*>(dc));
+  CCE_CHECK_LAUNCH();
+}
+
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
                    const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side, HostTables& host) {
@@ -818,17 +844,18 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   args.de_part_count = static_cast<int64_t>(parts.size());
   args.de_turns = de_space + 4 * de_part_capacity(plan);
   args.de_ticket = args.de_turns + plan.token_blocks * de_column_tiles(p);
-  host.sent.send(de_space, parts.data(), parts.size() * sizeof(int4), stream);
-  CCE_CUDA_CHECK(cudaMemsetAsync(args.de_turns, 0, static_cast<size_t>(plan.token_blocks * de_column_tiles(p) + 1) * 4,
-                                 stream));
   // x: D's column tiles, so that the blocks of the chunk's first (most kept,
   // longest) tiles are dispatched first, all their columns together.
   const dim3 dc_grid(d_tiles, kept_tiles);
   const unsigned de_blocks = static_cast<unsigned>(parts.size()) * d_tiles;
-  const dim3 unkept_grid(static_cast<unsigned>(tile_end - tile_begin), kUnkeptRowGroups);
-  const unsigned unkept_threads = unkept_rows_threads(p);
-  // dE's blocks run on the side stream, beside dC's (they read the same S tiles and write other outputs).
+  // dE's blocks run on the side stream, beside dC's (they read the same S tiles and write other outputs). Their
+  // parts and turns go over on it first, beside the recomputation: after the decision's read-backs (this call's
+  // scratch is the stream's from there on), not after the recomputation, which dC's blocks then follow at once.
   side.create();
+  CCE_CUDA_CHECK(cudaStreamWaitEvent(side.stream, host.read_backs_done, 0));
+  host.sent.send(de_space, parts.data(), parts.size() * sizeof(int4), side.stream);
+  CCE_CUDA_CHECK(cudaMemsetAsync(args.de_turns, 0, static_cast<size_t>(plan.token_blocks * de_column_tiles(p) + 1) * 4,
+                                 side.stream));
   CCE_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   CCE_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   if (p.dtype == Dtype::kBFloat16) {
@@ -839,8 +866,8 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
       auto dc_kernel = rows_by_tma ? dc_products_bf16<kWgmma, kAligned, kWgmma> : dc_products_bf16<kWgmma, kAligned, false>;
       auto de_kernel = de_products_bf16<kWgmma, kAligned>;
       constexpr size_t kShared = product_shared_bytes(kWgmma);
-      CCE_CUDA_CHECK(cudaFuncSetAttribute(dc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
-      CCE_CUDA_CHECK(cudaFuncSetAttribute(de_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
+      allow_dynamic_shared_memory(dc_kernel, kShared);
+      allow_dynamic_shared_memory(de_kernel, kShared);
       const CUtensorMap e_map = rows_by_tma ? make_bf16_tensor_map(in.e.get(), p.n, p.d, kStep) : CUtensorMap{};
       if (de_blocks > 0) {
         de_kernel<<<de_blocks, 256, kShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
@@ -857,11 +884,6 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
     if (choose_block_path(p) == TilePath::kWgmma) launch(std::true_type{}, std::true_type{});
     else if (p.d % 8 == 0) launch(std::false_type{}, std::true_type{});
     else launch(std::false_type{}, std::false_type{});
-    if (dc != nullptr) {
-      dc_unkept_rows<__nv_bfloat16><<<unkept_grid, unkept_threads, 0, stream>>>(
-          args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
-      CCE_CHECK_LAUNCH();
-    }
   } else {
     if (kept_tiles > 0 && dc != nullptr) {
       dc_products_fp32<<<dc_grid, 256, 0, stream>>>(args, reinterpret_cast<const float*>(in.e.get()),
@@ -871,11 +893,6 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
     if (!parts.empty()) {
       de_products_fp32<<<dim3(static_cast<unsigned>(parts.size()), d_tiles), 256, 0, side.stream>>>(
           args, reinterpret_cast<const float*>(in.c.get()), de_acc);
-      CCE_CHECK_LAUNCH();
-    }
-    if (dc != nullptr) {
-      dc_unkept_rows<float><<<unkept_grid, unkept_threads, 0, stream>>>(
-          args, reinterpret_cast<const float*>(in.e.get()), static_cast<float*>(dc));
       CCE_CHECK_LAUNCH();
     }
   }

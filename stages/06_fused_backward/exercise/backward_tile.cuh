@@ -36,7 +36,7 @@ struct BackwardShared {
 template <class Tile, typename T, class Kernel, class... Args>
 void launch_tile_backward(Kernel kernel, const TileUnits& units, cudaStream_t stream, Args... args) {
   const size_t shared = BackwardShared<Tile, T>::kBytes;
-  CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+  allow_dynamic_shared_memory(kernel, shared);
   kernel<<<static_cast<unsigned>(units.grid), Tile::kThreads, shared, stream>>>(args...);
   CCE_CHECK_LAUNCH();
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include <cub/block/block_scan.cuh>
 
 #include "common/check.h"
 #include "common/device_math.cuh"
@@ -43,6 +44,34 @@ __global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* 
     CCE_EXERCISE_MISSING("09_deterministic_products", "the slot numbering");
     // END EXERCISE
   }
+}
+
+// offsets[T] = the kept pairs of the tiles before T (a scan of the counts), and
+// the tiles with a kept pair ascending: one block, a step of 1024 tiles at a
+// time. The host makes the same tables from the counts it reads back.
+constexpr int kOffsetThreads = 1024;
+__global__ void __launch_bounds__(kOffsetThreads)
+    slot_offsets_kernel(const int* __restrict__ counts, int64_t tiles, int* __restrict__ offsets,
+                        int* __restrict__ tiles_with_slots) {
+  using Scan = cub::BlockScan<int, kOffsetThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  int slots_before = 0, listed_before = 0;  // the same in every thread
+  for (int64_t first = 0; first < tiles; first += kOffsetThreads) {
+    const int64_t tile = first + threadIdx.x;
+    const int count = tile < tiles ? counts[tile] : 0;
+    int slot = 0, place = 0, step_slots = 0, step_listed = 0;
+    Scan(scan).ExclusiveSum(count, slot, step_slots);
+    __syncthreads();
+    Scan(scan).ExclusiveSum(count > 0 ? 1 : 0, place, step_listed);
+    __syncthreads();
+    if (tile < tiles) {
+      offsets[tile] = slots_before + slot;
+      if (count > 0) tiles_with_slots[listed_before + place] = static_cast<int>(tile);
+    }
+    slots_before += step_slots;
+    listed_before += step_listed;
+  }
+  if (threadIdx.x == 0) offsets[tiles] = slots_before;
 }
 
 // dC's owners add the dropped targets' terms (stage 08's coefficients a_i,
@@ -240,14 +269,23 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
   CCE_CUDA_CHECK(cudaMemcpyAsync(kept.block_lists.data(), buffers.block_lists, list_ints * 4, cudaMemcpyDeviceToHost,
                                  stream));
   host.mark_read_backs(stream);
-  // The tail correction needs the flags alone: the GPU runs it during the wait's
-  // aftermath, while the host builds the tables below.
+  // What needs the flags alone runs on the GPU while the host waits for the
+  // read-backs and then builds its tables below: the slots, the tail
+  // correction, and dC's rows of the tiles without a kept pair.
+  slot_offsets_kernel<<<1, kOffsetThreads, 0, stream>>>(counts, plan.tiles, offsets, tiles_with_slots);
+  CCE_CHECK_LAUNCH();
+  int* slots = buffers.slots;
+  const int64_t pairs = plan.tiles * plan.token_blocks;
+  fill_slots_kernel<<<blocks_for(plan.tiles * 32), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
+                                                                     slots, slots + pairs, slots + 2 * pairs);
+  CCE_CHECK_LAUNCH();
   if (de_acc != nullptr && choice.correct_tail) {
     if (choice.correct_dc && dc != nullptr) kept.tail = buffers.tail;
     s08::correct_dropped_tail(in, s08::tile_grid(p), inputs, flags, de_acc, kept.tail, stream);
   } else if (de_acc != nullptr) {
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
   }
+  if (de_acc != nullptr && dc != nullptr) unkept_dc_rows(in, plan, buffers, kept.tail, dc, stream);
   // The decision's one wait: the counts and lists are here, and every copy sent before has been made.
   host.wait_for_read_backs();
   host.sent.reset();
@@ -259,16 +297,6 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
     if (host_counts[t] > 0) with_slots[kept.tiles_with_slots.count++] = static_cast<int>(t);
   }
   kept.tiles_with_slots.ptr = with_slots;
-  CCE_CUDA_CHECK(cudaMemcpyAsync(offsets, kept.offsets.data(), kept.offsets.size() * 4, cudaMemcpyHostToDevice,
-                                 stream));
-  if (!kept.tiles_with_slots.empty())
-    CCE_CUDA_CHECK(cudaMemcpyAsync(tiles_with_slots, kept.tiles_with_slots.data(), kept.tiles_with_slots.size() * 4,
-                                   cudaMemcpyHostToDevice, stream));
-  int* slots = buffers.slots;
-  const int64_t pairs = plan.tiles * plan.token_blocks;
-  fill_slots_kernel<<<blocks_for(plan.tiles * 32), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
-                                                                     slots, slots + pairs, slots + 2 * pairs);
-  CCE_CHECK_LAUNCH();
   return kept;
 }
 
@@ -279,7 +307,7 @@ void dispatch_recompute_kernel(const Problem& p, F&& f) {
     using Tile = decltype(tile);
     auto kernel = recompute_kept_kernel<Tile, decltype(element), decltype(aligned)::value>;
     const size_t shared = Tile::kSharedBytes + RowGradientInputs<Tile>::kSharedBytes;
-    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    allow_dynamic_shared_memory(kernel, shared);
     f(tile, element, kernel, shared);
   });
 }
