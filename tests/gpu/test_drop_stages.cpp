@@ -5,6 +5,8 @@
 //   - the kept list is the brute-force one: no dropped tile holds a softmax
 //     entry ≥ eps, and every kept tile holds one up to the rounding of the
 //     stored tile max (bf16, rounded up: at most 2^-7·|m| in the logit);
+//   - the vocabulary's order falls with the average logit C_j·ΣE, up to the
+//     16 bits its sort keeps;
 //   - the automatic eps is the largest candidate whose brute-force dropped
 //     mass is within the budget (the default budget too), decides as that eps
 //     given by hand, and falls back to 2^-16 when no candidate is within it;
@@ -345,6 +347,38 @@ void check_kept_list_is_the_brute_force_one(Which which) {
 TEST(DropBeforeRecompute, KeptListIsTheBruteForceOne) { check_kept_list_is_the_brute_force_one(Which::kStage08); }
 TEST(DeterministicProducts, KeptListIsTheBruteForceOne) { check_kept_list_is_the_brute_force_one(Which::kStage09); }
 TEST(PlanPerBatch, KeptListIsTheBruteForceOne) { check_kept_list_is_the_brute_force_one(Which::kStage10); }
+
+// The vocabulary's order is by the average logit, largest first: key_j = C_j · ΣE over the rows with a target,
+// from the host in double, never rising along the order by more than the 16 bits the sort keeps (7 of mantissa)
+// and the device's float sums allow.
+TEST(DropBeforeRecompute, VocabularyOrderFallsWithTheAverageLogit) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 40009);
+  const HostInputs in = decision_inputs(p, 82);
+  const DropRun run = run_drop(Which::kStage08, p, in, default_upstream(p, 3), {"--drop-eps", "0.00390625"});
+  ASSERT_EQ(static_cast<int64_t>(run.order.size()), p.v);
+  std::vector<char> seen(static_cast<size_t>(p.v), 0);
+  for (const int j : run.order) {
+    ASSERT_TRUE(j >= 0 && j < p.v) << "entry " << j << " outside the vocabulary";
+    ASSERT_EQ(seen[j]++, 0) << "entry " << j << " twice in the order";
+  }
+  std::vector<double> e_sum(static_cast<size_t>(p.d), 0.0), key(static_cast<size_t>(p.v), 0.0);
+  for (int64_t i = 0; i < p.n; ++i)
+    if (in.targets[i] != p.ignore_index)
+      for (int64_t k = 0; k < p.d; ++k) e_sum[k] += in.e[i * p.d + k];
+  double largest = 0.0;
+  for (int64_t j = 0; j < p.v; ++j) {
+    for (int64_t k = 0; k < p.d; ++k) key[j] += double(in.c[j * p.d + k]) * e_sum[k];
+    largest = std::max(largest, std::fabs(key[j]));
+  }
+  int64_t rises = 0;
+  for (int64_t pos = 0; pos + 1 < p.v; ++pos) {
+    const double a = key[run.order[pos]], b = key[run.order[pos + 1]];
+    rises += b > a + std::ldexp(std::max(std::fabs(a), std::fabs(b)), -6) + 1e-3 * largest;
+  }
+  EXPECT_EQ(rises, 0) << "places where the key rises along the order by more than the sort's resolution";
+  EXPECT_GT(key[run.order.front()], key[run.order.back()]);
+}
 
 // --no-token-grouping: token blocks are the rows in their order, the kept
 // list is still the brute-force one, and both ways pass the reference check.
