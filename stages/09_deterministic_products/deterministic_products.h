@@ -249,7 +249,7 @@ KeptTiles decide_kept_tiles(const DeviceInputs& in, const DropPlan& plan, const 
 // the flags alone is queued before the one wait: the dropped targets, the
 // lists, the slots, into de_acc (overwritten) stage 08's tail correction when
 // choice.correct_tail, else zeros, and dC's rows of the tiles without a kept
-// pair (de_acc null: neither of the last three, for a decision that
+// pair (de_acc null: neither of the last two, for a decision that
 // recomputes nothing). The host reads the counts and lists back in the wait
 // and makes the same offsets as the device for its chunks and runs.
 KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers,
