@@ -89,7 +89,8 @@ __device__ __forceinline__ float softmax_gradient(float z_minus_lse, float z, bo
   return s;
 }
 
-__device__ __forceinline__ float warp_reduce_sum(float x) {
+template <typename T>  // float, and the per-token reductions' double and long long
+__device__ __forceinline__ T warp_reduce_sum(T x) {
   for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
   return x;
 }

@@ -1,16 +1,11 @@
 #include "common/check.h"
+#include "common/device_math.cuh"
 #include "common/token_reduction.h"
 
 namespace cce {
 namespace {
 
 constexpr int kThreads = 1024, kWarps = kThreads / 32;
-
-template <typename T>
-__device__ __forceinline__ T warp_sum(T x) {
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
 
 // The block's total of every thread's (sum, count), in a fixed order (shuffles
 // within each warp, then warp 0 over the warps' totals): the same bits every
@@ -24,13 +19,13 @@ __device__ SumAndCount block_sum_and_count(double sum, long long count) {
   __shared__ long long warp_counts[kWarps];
   __shared__ SumAndCount total;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  sum = warp_sum(sum);
-  count = warp_sum(count);
+  sum = warp_reduce_sum(sum);
+  count = warp_reduce_sum(count);
   if (lane == 0) warp_sums[warp] = sum, warp_counts[warp] = count;
   __syncthreads();
   if (warp == 0) {
-    sum = warp_sum(lane < kWarps ? warp_sums[lane] : 0.0);
-    count = warp_sum(lane < kWarps ? warp_counts[lane] : 0ll);
+    sum = warp_reduce_sum(lane < kWarps ? warp_sums[lane] : 0.0);
+    count = warp_reduce_sum(lane < kWarps ? warp_counts[lane] : 0ll);
     if (lane == 0) total = SumAndCount{sum, count};
   }
   __syncthreads();

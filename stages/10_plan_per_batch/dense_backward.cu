@@ -746,11 +746,10 @@ int64_t sort_rows_by_target(const Problem& p, const int64_t* targets, const Dens
   const unsigned blocks = static_cast<unsigned>((p.n + kSlabThreads - 1) / kSlabThreads);
   target_key_kernel<<<blocks, kSlabThreads, 0, stream>>>(targets, p.n, p.ignore_index, p.v, t.key, t.row);
   CCE_CHECK_LAUNCH();
-  size_t bytes = t.temp_bytes;
-  sort_int_pairs(t.temp, bytes, t.key, t.sorted_key, t.row, t.sorted_row, p.n, radix_key_bits(p.v), stream);
+  sort_int_pairs(t.temp, t.temp_bytes, t.key, t.sorted_key, t.row, t.sorted_row, p.n, radix_key_bits(p.v), stream);
   run_head_kernel<<<blocks, kSlabThreads, 0, stream>>>(t.sorted_key, p.n, p.v, t.key);  // the keys are free now
   CCE_CHECK_LAUNCH();
-  bytes = t.temp_bytes;
+  size_t bytes = t.temp_bytes;  // cub's scan may lower it
   CCE_CUDA_CHECK(cub::DeviceScan::InclusiveSum(t.temp, bytes, t.key, t.run_of, static_cast<int>(p.n), stream));
   run_tokens_kernel<<<blocks, kSlabThreads, 0, stream>>>(t.sorted_key, t.run_of, p.n, p.v, t.run_token, runs);
   CCE_CHECK_LAUNCH();

@@ -19,7 +19,6 @@
 namespace cce::s08 {
 namespace {
 
-
 // In place over the statistics of one tile (a block per tile): stats[T][i]
 // (4 bytes) becomes M[T][i] (the dtype's bytes) at element i of a row of
 // stats_bytes / element bytes elements. The block walks the row in pieces of
