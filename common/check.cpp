@@ -32,6 +32,20 @@ void allow_dynamic_shared_memory(const void* kernel, size_t bytes) {
   limit = bytes;
 }
 
+bool dependent_launch_allowed(const void* kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, bool> allowed;  // (kernel, device) -> the answer
+  const int device = current_device_index();
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto known = allowed.find({kernel, device});
+  if (known != allowed.end()) return known->second;
+  int major = 0;
+  CCE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  cudaFuncAttributes attributes{};
+  CCE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  return allowed[{kernel, device}] = major >= 9 && attributes.binaryVersion >= 90;
+}
+
 const char* cublas_status_name(cublasStatus_t status) {
   switch (status) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";

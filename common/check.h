@@ -45,6 +45,11 @@ void allow_dynamic_shared_memory(Kernel* kernel, size_t bytes) {
   allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
 }
 
+// Whether `kernel` may be launched as a programmatic dependent launch on the current device
+// (common/dependent_launch.cuh): the device is sm_90 or newer and the kernel's binary was built for sm_90 or
+// newer, so its griddepcontrol.wait is there. Asked once per (kernel, device).
+bool dependent_launch_allowed(const void* kernel);
+
 }  // namespace cce
 
 #define CCE_CUDA_CHECK(call)                                                          \

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/check.h"
+#include "common/dependent_launch.cuh"
 
 namespace cce {
 namespace {
@@ -17,6 +18,7 @@ namespace {
 __global__ void __launch_bounds__(kOneBlockSortThreads)
     one_block_sort_pairs_kernel(const int* __restrict__ keys, int* __restrict__ sorted_keys,
                                 const int* __restrict__ values, int* __restrict__ sorted_values, int count, int bits) {
+  wait_for_kernel_ahead();
   using Sort = cub::BlockRadixSort<int, kOneBlockSortThreads, kOneBlockSortItems, int>;
   __shared__ typename Sort::TempStorage storage;
   int key[kOneBlockSortItems], value[kOneBlockSortItems];
@@ -45,9 +47,8 @@ void sort_int_pairs(void* temp, size_t temp_bytes, const int* keys, int* sorted_
   if (bits < 1 || bits > 31) throw CudaError("sort_int_pairs: bits must be 1..31, got " + std::to_string(bits));
   if (count <= 0) return;
   if (count <= kOneBlockSortPairs) {
-    one_block_sort_pairs_kernel<<<1, kOneBlockSortThreads, 0, stream>>>(keys, sorted_keys, values, sorted_values,
-                                                                        static_cast<int>(count), bits);
-    CCE_CHECK_LAUNCH();
+    launch_dependent(one_block_sort_pairs_kernel, 1, kOneBlockSortThreads, stream, keys, sorted_keys, values,
+                     sorted_values, static_cast<int>(count), bits);
     return;
   }
   CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, sorted_keys, values, sorted_values,

@@ -1,4 +1,5 @@
 #include "common/check.h"
+#include "common/dependent_launch.cuh"
 #include "common/device_math.cuh"
 #include "common/token_reduction.h"
 
@@ -39,6 +40,7 @@ __device__ SumAndCount block_sum_and_count(double sum, long long count) {
 __global__ void __launch_bounds__(kThreads)
     reduce_token_losses_kernel(const float* __restrict__ loss_per_token, const int64_t* __restrict__ targets,
                                int64_t n, int64_t ignore_index, bool mean, float* __restrict__ loss) {
+  wait_for_kernel_ahead();
   double sum = 0.0;
   long long count = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -58,6 +60,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     token_grad_scale_kernel(const int64_t* __restrict__ targets, int64_t n, int64_t ignore_index, int reduction,
                             const float* __restrict__ upstream, float* __restrict__ grad_scale) {
+  wait_for_kernel_ahead();
   long long count = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) count += targets[i] != ignore_index;
   const long long n_valid = block_sum_and_count(0.0, count).count;
@@ -79,9 +82,8 @@ __global__ void __launch_bounds__(kThreads)
 
 void reduce_token_losses(const Problem& p, const float* loss_per_token, const int64_t* targets, float* loss,
                          cudaStream_t stream) {
-  reduce_token_losses_kernel<<<1, kThreads, 0, stream>>>(loss_per_token, targets, p.n, p.ignore_index,
-                                                         p.reduction == Reduction::kMean, loss);
-  CCE_CHECK_LAUNCH();
+  launch_dependent(reduce_token_losses_kernel, 1, kThreads, stream, loss_per_token, targets, p.n, p.ignore_index,
+                   p.reduction == Reduction::kMean, loss);
 }
 
 std::vector<MemoryItem> per_token_loss_scratch(const Problem& p) {
@@ -100,9 +102,8 @@ void finish_loss(const Problem& p, const float* loss_per_token, const int64_t* t
 
 void compute_token_grad_scale(const Problem& p, const int64_t* targets, const float* upstream, float* grad_scale,
                               cudaStream_t stream) {
-  token_grad_scale_kernel<<<1, kThreads, 0, stream>>>(targets, p.n, p.ignore_index, static_cast<int>(p.reduction),
-                                                      upstream, grad_scale);
-  CCE_CHECK_LAUNCH();
+  launch_dependent(token_grad_scale_kernel, 1, kThreads, stream, targets, p.n, p.ignore_index,
+                   static_cast<int>(p.reduction), upstream, grad_scale);
 }
 
 }  // namespace cce

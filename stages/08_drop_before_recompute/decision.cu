@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/check.h"
+#include "common/dependent_launch.cuh"
 #include "common/device_math.cuh"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
 #include "stages/08_drop_before_recompute/tile_stats.cuh"
@@ -49,6 +50,7 @@ __global__ void target_coefficient_kernel(const float* __restrict__ grad_scale, 
                                           const uint8_t* __restrict__ keep, const int* __restrict__ token_place,
                                           int64_t n, int64_t token_blocks, int64_t tile_rows, int64_t tile_cols,
                                           float softcap, float* __restrict__ coefficient) {
+  wait_for_kernel_ahead();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   bool dropped = position[i] >= 0 && grad_scale[i] != 0.0f;
@@ -92,10 +94,9 @@ void decide_kept_pairs(const Problem& p, const TileGrid& grid, const DecisionInp
 void target_coefficients(const Problem& p, const TileGrid& grid, const DecisionInputs& inputs, const uint8_t* keep,
                          float* coefficient, cudaStream_t stream) {
   if (p.n == 0) return;
-  target_coefficient_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(
+  launch_dependent(target_coefficient_kernel, blocks_for(p.n), kThreads, stream,
       inputs.grad_scale, inputs.lse, inputs.forward->target_logit, inputs.forward->target_position, keep,
       inputs.blocks.token_place, p.n, grid.token_blocks, grid.tile_rows, grid.tile_cols, p.softcap, coefficient);
-  CCE_CHECK_LAUNCH();
 }
 
 }  // namespace cce::s08

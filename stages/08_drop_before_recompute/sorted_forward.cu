@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "common/check.h"
+#include "common/dependent_launch.cuh"
 #include "common/device_math.cuh"
 #include "common/radix_sort.cuh"
 #include "common/tile/launch.cuh"
@@ -208,6 +209,7 @@ __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restric
 constexpr int kMergeLanes = 8;
 __global__ void merge_chunk_kernel(const float2* __restrict__ partial, int64_t n, int64_t ranges,
                                    float2* __restrict__ row_state) {
+  wait_for_kernel_ahead();
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t i = thread / kMergeLanes;
   const int lane = static_cast<int>(thread % kMergeLanes);
@@ -227,6 +229,7 @@ __global__ void merge_chunk_kernel(const float2* __restrict__ partial, int64_t n
 __global__ void lse_and_loss_kernel(const float2* __restrict__ row_state, const float* __restrict__ target_logit,
                                     const int64_t* __restrict__ position, int64_t n, float* __restrict__ lse,
                                     float* __restrict__ loss_per_token) {
+  wait_for_kernel_ahead();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float row_lse = OnlineSoftmax{row_state[i].x, row_state[i].y}.lse();
@@ -382,10 +385,8 @@ void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan
                            kept.stats};
     launch_tile_units<TileStatsEpilogue>(chunk_problem(p, rows), in.e.get(), work, chunk.path, chunk.units, params,
                                          stream);
-    merge_chunk_kernel<<<blocks_for(p.n * kMergeLanes), kThreads, 0, stream>>>(buffers.range_states, p.n,
-                                                                               chunk.units.ranges,
-                                                                 buffers.row_states);
-    CCE_CHECK_LAUNCH();
+    launch_dependent(merge_chunk_kernel, blocks_for(p.n * kMergeLanes), kThreads, stream, buffers.range_states, p.n,
+                     chunk.units.ranges, buffers.row_states);
   }
 }
 
@@ -393,9 +394,8 @@ void sorted_forward_finish(const DeviceInputs& in, const SortedForwardBuffers& b
                            const Scratch& scratch, cudaStream_t stream) {
   const Problem& p = in.problem;
   float* per_token = per_token_loss_buffer(p, loss, scratch);
-  lse_and_loss_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.row_states, buffers.kept.target_logit,
-                                                                buffers.kept.target_position, p.n, lse, per_token);
-  CCE_CHECK_LAUNCH();
+  launch_dependent(lse_and_loss_kernel, blocks_for(p.n), kThreads, stream, buffers.row_states,
+                   buffers.kept.target_logit, buffers.kept.target_position, p.n, lse, per_token);
   finish_loss(p, per_token, in.targets.get(), loss, stream);
 }
 

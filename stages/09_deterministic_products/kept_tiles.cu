@@ -8,6 +8,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "common/check.h"
+#include "common/dependent_launch.cuh"
 #include "common/device_math.cuh"
 #include "common/radix_sort.cuh"
 #include "common/sort_pairs.h"
@@ -30,6 +31,7 @@ unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThre
 __global__ void fill_slots_kernel(const uint8_t* __restrict__ flags, const int* __restrict__ offsets, int64_t tiles,
                                   int64_t token_blocks, int* __restrict__ slot_block, int* __restrict__ slot_tile,
                                   int* __restrict__ slot_of) {
+  wait_for_kernel_ahead();
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (tile >= tiles) return;
@@ -57,6 +59,7 @@ constexpr int kOffsetThreads = 1024;
 __global__ void __launch_bounds__(kOffsetThreads)
     slot_offsets_kernel(const int* __restrict__ counts, int64_t tiles, int* __restrict__ offsets,
                         int* __restrict__ tiles_with_slots) {
+  wait_for_kernel_ahead();
   using Scan = cub::BlockScan<int, kOffsetThreads>;
   __shared__ typename Scan::TempStorage scan;
   int slots_before = 0, listed_before = 0;  // the same in every thread
@@ -84,6 +87,7 @@ __global__ void __launch_bounds__(kOffsetThreads)
 // tiles·tile_cols (past every tile's positions).
 __global__ void target_key_kernel(const float* __restrict__ coefficient, const int64_t* __restrict__ position,
                                   int64_t n, int64_t no_term_key, int* __restrict__ sort_key, int* __restrict__ token) {
+  wait_for_kernel_ahead();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   sort_key[i] = static_cast<int>(coefficient[i] != 0.0f ? position[i] : no_term_key);
@@ -93,6 +97,7 @@ __global__ void target_key_kernel(const float* __restrict__ coefficient, const i
 // off[T] = the first entry of the sorted target positions at or past T·tile_cols (T = 0..tiles).
 __global__ void tile_target_offsets_kernel(const int* __restrict__ sorted_position, int64_t n, int64_t tiles,
                                            int64_t tile_cols, int* __restrict__ offsets) {
+  wait_for_kernel_ahead();
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tile > tiles) return;
   offsets[tile] = lower_bound_index(sorted_position, 0, static_cast<int>(n), tile * tile_cols);
@@ -101,6 +106,7 @@ __global__ void tile_target_offsets_kernel(const int* __restrict__ sorted_positi
 // Each token block's kept tiles, ascending: lists[b] = {count, tiles...}.
 __global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64_t tiles, int64_t token_blocks,
                                         int* __restrict__ lists) {
+  wait_for_kernel_ahead();
   __shared__ int warp_counts[32];
   __shared__ int base;
   const int64_t b = blockIdx.x;
@@ -255,18 +261,15 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
     int* sorted = buffers.sorted_targets;
     float* coefficient = buffers.target_coefficient;
     s08::target_coefficients(p, s08::tile_grid(p), inputs, flags, coefficient, stream);
-    target_key_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(coefficient, forward.target_position, p.n,
-                                                                plan.tiles * plan.tile_cols, key, token);
-    CCE_CHECK_LAUNCH();
+    launch_dependent(target_key_kernel, blocks_for(p.n), kThreads, stream, coefficient, forward.target_position, p.n,
+                     plan.tiles * plan.tile_cols, key, token);
     size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
     sort_int_pairs(temp, temp_bytes, key, sorted, token, sorted + p.n, p.n, radix_key_bits(plan.tiles * plan.tile_cols),
                    stream);
-    tile_target_offsets_kernel<<<blocks_for(plan.tiles + 1), kThreads, 0, stream>>>(sorted, p.n, plan.tiles,
-                                                                                   plan.tile_cols, sorted + 2 * p.n);
-    CCE_CHECK_LAUNCH();
-    fill_block_lists_kernel<<<static_cast<unsigned>(plan.token_blocks), kThreads, 0, stream>>>(
+    launch_dependent(tile_target_offsets_kernel, blocks_for(plan.tiles + 1), kThreads, stream, sorted, p.n,
+                     plan.tiles, plan.tile_cols, sorted + 2 * p.n);
+    launch_dependent(fill_block_lists_kernel, static_cast<unsigned>(plan.token_blocks), kThreads, stream,
         flags, plan.tiles, plan.token_blocks, buffers.block_lists);
-    CCE_CHECK_LAUNCH();
   }
   const size_t list_ints = static_cast<size_t>(plan.token_blocks * (plan.tiles + 1));
   kept.block_lists = {host.read_back.take<int>(list_ints), list_ints};
@@ -276,13 +279,11 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
   // What needs the flags alone runs on the GPU while the host waits for the
   // read-backs and then builds its tables below: the slots, the tail
   // correction, and dC's rows of the tiles without a kept pair.
-  slot_offsets_kernel<<<1, kOffsetThreads, 0, stream>>>(counts, plan.tiles, offsets, tiles_with_slots);
-  CCE_CHECK_LAUNCH();
+  launch_dependent(slot_offsets_kernel, 1, kOffsetThreads, stream, counts, plan.tiles, offsets, tiles_with_slots);
   int* slots = buffers.slots;
   const int64_t pairs = plan.tiles * plan.token_blocks;
-  fill_slots_kernel<<<blocks_for(plan.tiles * 32), kThreads, 0, stream>>>(flags, offsets, plan.tiles, plan.token_blocks,
-                                                                     slots, slots + pairs, slots + 2 * pairs);
-  CCE_CHECK_LAUNCH();
+  launch_dependent(fill_slots_kernel, blocks_for(plan.tiles * 32), kThreads, stream, flags, offsets, plan.tiles,
+                   plan.token_blocks, slots, slots + pairs, slots + 2 * pairs);
   if (de_acc != nullptr && choice.correct_tail) {
     if (choice.correct_dc && dc != nullptr) kept.tail = buffers.tail;
     s08::correct_dropped_tail(in, s08::tile_grid(p), inputs, flags, de_acc, kept.tail, stream);

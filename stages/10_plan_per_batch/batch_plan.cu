@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/check.h"
+#include "common/dependent_launch.cuh"
 #include "common/device_math.cuh"
 #include "common/radix_sort.cuh"
 #include "common/sort_pairs.h"
@@ -56,6 +57,7 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
                                     const int64_t* __restrict__ position, const int* __restrict__ token_order,
                                     int64_t n, int64_t tiles, int64_t token_blocks, int64_t tile_cols, LogEps log_eps,
                                     unsigned long long* __restrict__ mass, uint8_t* __restrict__ drop_exponent) {
+  wait_for_kernel_ahead();
   __shared__ float warp_max[kMassTiles][32], warp_mass[kMassTiles][32];
   __shared__ int warp_rows[32];
   __shared__ unsigned long long block_mass[kAutoExponents];
@@ -125,6 +127,7 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
 // longest blocks are dispatched first); rows without a gradient last.
 __global__ void token_key_kernel(const float* __restrict__ grad_scale, int64_t n, int64_t tiles,
                                  int* __restrict__ key, int* __restrict__ token) {
+  wait_for_kernel_ahead();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   key[i] = grad_scale[i] != 0.0f ? static_cast<int>(tiles) : static_cast<int>(tiles) + 1;
@@ -137,6 +140,7 @@ constexpr int kTilesPerCount = 16;
 __global__ void token_count_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
                                    const float* __restrict__ grad_scale, int64_t n, int64_t tiles, float log_threshold,
                                    int* __restrict__ key) {
+  wait_for_kernel_ahead();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n || grad_scale[i] == 0.0f) return;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kTilesPerCount;
@@ -147,6 +151,7 @@ __global__ void token_count_kernel(const uint32_t* __restrict__ stats, const flo
   if (count > 0) atomicSub(key + i, count);
 }
 __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t n, int* __restrict__ token_place) {
+  wait_for_kernel_ahead();
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k < n) token_place[token_order[k]] = static_cast<int>(k);
 }
@@ -180,18 +185,16 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
   int* sorted_key = token + p.n;
   void* temp = sorted_key + p.n;
   const float* grad_scale = backward.grad_scale;
-  token_key_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(grad_scale, p.n, plan.tiles, key, token);
-  CCE_CHECK_LAUNCH();
+  launch_dependent(token_key_kernel, blocks_for(p.n), kThreads, stream, grad_scale, p.n, plan.tiles, key, token);
   const unsigned tile_groups = static_cast<unsigned>((plan.tiles + kTilesPerCount - 1) / kTilesPerCount);
-  token_count_kernel<<<dim3(blocks_for(p.n), tile_groups), kThreads, 0, stream>>>(
+  launch_dependent(token_count_kernel, dim3(blocks_for(p.n), tile_groups), kThreads, stream,
       backward.forward.kept.stats, lse, grad_scale, p.n, plan.tiles,
       std::log(std::ldexp(1.0f, -kGroupingExponent)), key);
-  CCE_CHECK_LAUNCH();
   size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
   sort_int_pairs(temp, temp_bytes, key, sorted_key, token, buffers.token_order, p.n, radix_key_bits(plan.tiles + 1),
                  stream);
-  token_place_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(buffers.token_order, p.n, buffers.token_place);
-  CCE_CHECK_LAUNCH();
+  launch_dependent(token_place_kernel, blocks_for(p.n), kThreads, stream, buffers.token_order, p.n,
+                   buffers.token_place);
   return s08::TokenBlocks{buffers.token_order, buffers.token_place};
 }
 
@@ -215,6 +218,7 @@ __host__ __device__ void dropped_per_row(const unsigned long long* mass, unsigne
 // One thread: the candidate index the decision keeps at.
 __global__ void choose_candidate_kernel(const unsigned long long* __restrict__ measured, double budget,
                                         int* __restrict__ chosen) {
+  wait_for_kernel_ahead();
   double dropped[kAutoExponents];
   dropped_per_row(measured, measured[kAutoExponents], dropped);
   *chosen = first_within_budget(dropped, budget) - kAutoFirstExponent;
@@ -234,10 +238,9 @@ void measure_dropped_mass(const Problem& p, const s09::DropPlan& plan, const Bat
   unsigned long long* mass = buffers.dropped_mass;
   CCE_CUDA_CHECK(cudaMemsetAsync(mass, 0, (kAutoExponents + 1) * 8, stream));
   const s08::TileStatistics& forward = backward.forward.kept;
-  dropped_mass_kernel<<<pair_grid(plan), static_cast<unsigned>(plan.tile_rows), 0, stream>>>(
+  launch_dependent(dropped_mass_kernel, pair_grid(plan), static_cast<unsigned>(plan.tile_rows), stream,
       forward.stats, lse, backward.grad_scale, forward.target_logit, forward.target_position,
       blocks.token_order, p.n, plan.tiles, plan.token_blocks, plan.tile_cols, log_eps, mass, backward.keep);
-  CCE_CHECK_LAUNCH();
 }
 
 namespace {
@@ -246,6 +249,7 @@ namespace {
 // block per tile, an integer sum.
 __global__ void keep_at_exponent_kernel(uint8_t* __restrict__ flags, int64_t token_blocks,
                                         const int* __restrict__ chosen_candidate, int* __restrict__ kept_per_tile) {
+  wait_for_kernel_ahead();
   __shared__ int count;
   if (threadIdx.x == 0) count = 0;
   __syncthreads();
@@ -265,8 +269,7 @@ __global__ void keep_at_exponent_kernel(uint8_t* __restrict__ flags, int64_t tok
 
 PendingEps choose_eps_on_device(const BatchPlanBuffers& buffers, double budget, HostTables& host,
                                 cudaStream_t stream) {
-  choose_candidate_kernel<<<1, 1, 0, stream>>>(buffers.dropped_mass, budget, buffers.chosen_candidate);
-  CCE_CHECK_LAUNCH();
+  launch_dependent(choose_candidate_kernel, 1, 1, stream, buffers.dropped_mass, budget, buffers.chosen_candidate);
   PendingEps pending;
   pending.budget = budget;
   pending.measured = {host.read_back.take<unsigned long long>(kAutoExponents + 1), kAutoExponents + 1};
@@ -278,9 +281,8 @@ PendingEps choose_eps_on_device(const BatchPlanBuffers& buffers, double budget, 
 void keep_pairs_at_chosen_eps(const DropPlan& plan, const s09::BackwardBuffers& backward,
                               const BatchPlanBuffers& buffers, cudaStream_t stream) {
   if (plan.tiles == 0) return;
-  keep_at_exponent_kernel<<<static_cast<unsigned>(plan.tiles), kThreads, 0, stream>>>(
+  launch_dependent(keep_at_exponent_kernel, static_cast<unsigned>(plan.tiles), kThreads, stream,
       backward.keep, plan.token_blocks, buffers.chosen_candidate, backward.kept_counts);
-  CCE_CHECK_LAUNCH();
 }
 
 // The largest eps within the budget.

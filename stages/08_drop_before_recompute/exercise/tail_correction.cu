@@ -12,6 +12,7 @@
 
 #include "common/check.h"
 #include "common/cublas_handle.h"
+#include "common/dependent_launch.cuh"
 #include "common/device_math.cuh"
 #include "stages/08_drop_before_recompute/drop_before_recompute.h"
 #include "stages/08_drop_before_recompute/tile_stats.cuh"
@@ -34,6 +35,7 @@ __global__ void __launch_bounds__(kTailThreads) tail_mass_kernel(uint32_t* __res
                                  const int64_t* __restrict__ position, const uint8_t* __restrict__ flags,
                                  const int* __restrict__ token_place, int64_t n, int64_t token_blocks,
                                  int64_t tile_rows, int64_t tile_cols, float softcap) {
+  wait_for_kernel_ahead();
   const int64_t tile = blockIdx.x;
   uint32_t* row_stats = stats + tile * n;
   T* mass = reinterpret_cast<T*>(row_stats);
@@ -72,10 +74,9 @@ void correct_dropped_tail(const DeviceInputs& in, const TileGrid& grid, const De
   const TileStatistics& forward = *inputs.forward;
   dispatch_dtype(p.dtype, [&](auto element_type) {
     using T = decltype(element_type);
-    tail_mass_kernel<T><<<static_cast<unsigned>(grid.tiles), kTailThreads, 0, stream>>>(
+    launch_dependent(tail_mass_kernel<T>, static_cast<unsigned>(grid.tiles), kTailThreads, stream,
         forward.stats, inputs.lse, inputs.grad_scale, forward.target_logit, forward.target_position, keep,
         inputs.blocks.token_place, p.n, grid.token_blocks, grid.tile_rows, grid.tile_cols, p.softcap);
-    CCE_CHECK_LAUNCH();
   });
 
   // Row-major dE [N, D] is column-major D×N: dEᵀ = C̄ᵀ (D×tiles, ld D) · Mᵀ, with

@@ -5,7 +5,7 @@
 // starting with griddepcontrol.launch_dependents (the next one may launch) and griddepcontrol.wait (the one before
 // has finished and its writes are visible). The chain's result is checked against the host's in both forms.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90 docs/wip/pdl/chain_bench.cu -o /tmp/chain_bench && /tmp/chain_bench
+//   nvcc -std=c++17 -O3 -arch=sm_90 docs/profiles/session45_h200/chain_bench.cu -o /tmp/chain_bench && /tmp/chain_bench
 //
 // Prints, per grid size, the median µs per kernel of each form over 30 chains; exit 1 on a wrong result.
 #include <cuda_runtime.h>
