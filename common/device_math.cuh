@@ -99,21 +99,32 @@ __device__ __forceinline__ float warp_reduce_max(float x) {
   return x;
 }
 
-// Block-wide reductions for blockDim.x a multiple of 32 (at most 1024). Every
-// thread gets the result. `scratch` holds 32 floats of shared memory; the
-// trailing barrier lets the caller reuse it at once.
-template <bool kIsMax>
-__device__ __forceinline__ float block_reduce(float x, float* scratch) {
+// Block-wide reductions for blockDim.x a multiple of 32 (at most 1024), in a
+// fixed order (the same bits every run). Every thread gets the result.
+// `scratch` holds 32 values of shared memory; the trailing barrier lets the
+// caller reuse it at once. The max is for floats; the sum for any T.
+template <bool kIsMax, typename T>
+__device__ __forceinline__ T warp_reduce(T x) {
+  if constexpr (kIsMax)
+    return warp_reduce_max(x);
+  else
+    return warp_reduce_sum(x);
+}
+template <bool kIsMax, typename T>
+__device__ __forceinline__ T block_reduce(T x, T* scratch) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  x = kIsMax ? warp_reduce_max(x) : warp_reduce_sum(x);
+  x = warp_reduce<kIsMax>(x);
   if (lane == 0) scratch[warp] = x;
   __syncthreads();
-  x = lane < warps ? scratch[lane] : (kIsMax ? -INFINITY : 0.0f);
-  x = kIsMax ? warp_reduce_max(x) : warp_reduce_sum(x);
+  T identity{};
+  if constexpr (kIsMax) identity = -INFINITY;
+  x = lane < warps ? scratch[lane] : identity;
+  x = warp_reduce<kIsMax>(x);
   __syncthreads();
   return x;
 }
-__device__ __forceinline__ float block_reduce_sum(float x, float* scratch) { return block_reduce<false>(x, scratch); }
+template <typename T>
+__device__ __forceinline__ T block_reduce_sum(T x, T* scratch) { return block_reduce<false>(x, scratch); }
 __device__ __forceinline__ float block_reduce_max(float x, float* scratch) { return block_reduce<true>(x, scratch); }
 
 // Calls f(float{}) or f(__nv_bfloat16{}) for the problem's dtype, so that a

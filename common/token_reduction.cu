@@ -6,35 +6,11 @@
 namespace cce {
 namespace {
 
-constexpr int kThreads = 1024, kWarps = kThreads / 32;
-
-// The block's total of every thread's (sum, count), in a fixed order (shuffles
-// within each warp, then warp 0 over the warps' totals): the same bits every
-// run, and two barriers in all.
-struct SumAndCount {
-  double sum;
-  long long count;
-};
-__device__ SumAndCount block_sum_and_count(double sum, long long count) {
-  __shared__ double warp_sums[kWarps];
-  __shared__ long long warp_counts[kWarps];
-  __shared__ SumAndCount total;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  sum = warp_reduce_sum(sum);
-  count = warp_reduce_sum(count);
-  if (lane == 0) warp_sums[warp] = sum, warp_counts[warp] = count;
-  __syncthreads();
-  if (warp == 0) {
-    sum = warp_reduce_sum(lane < kWarps ? warp_sums[lane] : 0.0);
-    count = warp_reduce_sum(lane < kWarps ? warp_counts[lane] : 0ll);
-    if (lane == 0) total = SumAndCount{sum, count};
-  }
-  __syncthreads();
-  return total;
-}
+constexpr int kThreads = 1024;
 
 // One block: N is at most a few ten thousand tokens, a single pass is enough.
-// Sums in double so that the reduced loss does not depend on N's size. Every
+// Sums in double so that the reduced loss does not depend on N's size, in
+// block_reduce_sum's fixed order (the same bits every run). Every
 // token's loss is loaded (an ignored token's is 0) so that no load waits on
 // its target.
 __global__ void __launch_bounds__(kThreads)
@@ -49,11 +25,13 @@ __global__ void __launch_bounds__(kThreads)
     sum += valid ? token_loss : 0.0f;
     count += valid;
   }
-  const SumAndCount total = block_sum_and_count(sum, count);
+  __shared__ double sums[32];
+  __shared__ long long counts[32];
+  sum = block_reduce_sum(sum, sums);
+  count = block_reduce_sum(count, counts);
   if (threadIdx.x == 0) {
-    double result = total.sum;
-    if (mean) result = total.count > 0 ? result / static_cast<double>(total.count) : 0.0;
-    *loss = static_cast<float>(result);
+    if (mean) sum = count > 0 ? sum / static_cast<double>(count) : 0.0;
+    *loss = static_cast<float>(sum);
   }
 }
 
@@ -63,7 +41,8 @@ __global__ void __launch_bounds__(kThreads)
   wait_for_kernel_ahead();
   long long count = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) count += targets[i] != ignore_index;
-  const long long n_valid = block_sum_and_count(0.0, count).count;
+  __shared__ long long counts[32];
+  const long long n_valid = block_reduce_sum(count, counts);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float g;
     if (targets[i] == ignore_index)
