@@ -99,10 +99,6 @@ __device__ __forceinline__ float warp_reduce_max(float x) {
   return x;
 }
 
-// Block-wide reductions for blockDim.x a multiple of 32 (at most 1024), in a
-// fixed order (the same bits every run). Every thread gets the result.
-// `scratch` holds 32 values of shared memory; the trailing barrier lets the
-// caller reuse it at once. The max is for floats; the sum for any T.
 template <bool kIsMax, typename T>
 __device__ __forceinline__ T warp_reduce(T x) {
   if constexpr (kIsMax)
@@ -110,6 +106,11 @@ __device__ __forceinline__ T warp_reduce(T x) {
   else
     return warp_reduce_sum(x);
 }
+
+// Block-wide reductions for blockDim.x a multiple of 32 (at most 1024), in a
+// fixed order (the same bits every run). Every thread gets the result.
+// `scratch` holds 32 values of shared memory; the trailing barrier lets the
+// caller reuse it at once. The max is for floats; the sum for any T.
 template <bool kIsMax, typename T>
 __device__ __forceinline__ T block_reduce(T x, T* scratch) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
