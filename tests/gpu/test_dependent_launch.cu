@@ -1,8 +1,8 @@
 // common/dependent_launch.cuh on the device. Behind a kernel that lets the next one launch and then runs for
 // 200 µs, a kernel started by launch_dependent still reads what that kernel wrote, and so does each kernel of a
-// chain of them; on sm_90 (a device and a build with sm_90 code) it also begins before the kernel ahead ends,
-// which is what the dependent launch is for. The stages' small kernels rely on the first property, their speed
-// on the second.
+// chain of them; on sm_90 (a device and a build with sm_90 code) it also begins before the kernel ahead ends (in
+// one try of three), which is what the dependent launch is for. The stages' small kernels rely on the first
+// property, their speed on the second.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -70,22 +70,6 @@ class DependentLaunch : public ::testing::Test {
 };
 
 TEST_F(DependentLaunch, ReaderSeesTheWritesAndStartsEarlyOnSm90) {
-  DeviceBuffer<int> value(kCount), out(kCount);
-  DeviceBuffer<long long> times(2);  // the writer's end, the reader's start
-  poison_device(value.get(), value.bytes());
-  poison_device(out.get(), out.bytes());
-  CCE_CUDA_CHECK(cudaDeviceSynchronize());
-  slow_writer_kernel<<<1, kThreadsPerBlock, 0, stream_>>>(value.get(), times.get());
-  CCE_CHECK_LAUNCH();
-  launch_dependent(reader_kernel, kCount / kThreadsPerBlock, kThreadsPerBlock, stream_, value.get(), out.get(),
-                   times.get() + 1);
-  CCE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<int> got(kCount);
-  copy_to_host(got.data(), out.get(), out.bytes());
-  EXPECT_EQ(wrong_entries(got, 1), 0) << "the reader read before the writer's writes were visible";
-
-  long long ended_started[2] = {};
-  copy_to_host(ended_started, times.get(), times.bytes());
   int major = 0, device = 0;
   CCE_CUDA_CHECK(cudaGetDevice(&device));
   CCE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -93,12 +77,31 @@ TEST_F(DependentLaunch, ReaderSeesTheWritesAndStartsEarlyOnSm90) {
   CCE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(reader_kernel)));
   const bool sm90 = major >= 9 && attributes.binaryVersion >= 90;
   EXPECT_EQ(dependent_launch_allowed(reinterpret_cast<const void*>(reader_kernel)), sm90);
-  if (sm90)
-    EXPECT_LT(ended_started[1], ended_started[0])
-        << "launched as a dependent launch, the reader began only after the writer ended (ns: began "
-        << ended_started[1] << ", ended " << ended_started[0] << ")";
-  else
-    EXPECT_GE(ended_started[1], ended_started[0]) << "launched plainly, the reader began before the writer ended";
+
+  DeviceBuffer<int> value(kCount), out(kCount);
+  DeviceBuffer<long long> times(2);  // the writer's end, the reader's start
+  // PTX promises no early start, only that the wait sees the writes: a start after the writer's end (another
+  // process's kernels holding the SMs) is retried, and the test fails only if no attempt of three starts early.
+  int early = 0;
+  for (int attempt = 0; attempt < 3 && early == 0; ++attempt) {
+    poison_device(value.get(), value.bytes());
+    poison_device(out.get(), out.bytes());
+    CCE_CUDA_CHECK(cudaDeviceSynchronize());
+    slow_writer_kernel<<<1, kThreadsPerBlock, 0, stream_>>>(value.get(), times.get());
+    CCE_CHECK_LAUNCH();
+    launch_dependent(reader_kernel, kCount / kThreadsPerBlock, kThreadsPerBlock, stream_, value.get(), out.get(),
+                     times.get() + 1);
+    CCE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<int> got(kCount);
+    copy_to_host(got.data(), out.get(), out.bytes());
+    EXPECT_EQ(wrong_entries(got, 1), 0) << "the reader read before the writer's writes were visible";
+    long long ended_started[2] = {};
+    copy_to_host(ended_started, times.get(), times.bytes());
+    early += ended_started[1] < ended_started[0];
+    if (!sm90)
+      EXPECT_GE(ended_started[1], ended_started[0]) << "launched plainly, the reader began before the writer ended";
+  }
+  if (sm90) EXPECT_EQ(early, 1) << "launched as a dependent launch, the reader began after the writer ended 3 times";
 }
 
 TEST_F(DependentLaunch, ChainAddsUpBehindASlowKernel) {
