@@ -1,5 +1,5 @@
-// Programmatic dependent launch (Hopper, sm_90): a small kernel in a chain of small kernels is launched before
-// the kernel ahead of it in the stream has ended and waits for it on the device. Launched plainly, a chain of
+// Programmatic dependent launch (Hopper, sm_90): a small kernel in a chain of small kernels may start before the
+// kernel ahead of it in the stream has ended, and waits for it on the device. Launched plainly, a chain of
 // small kernels that the host has queued long before still costs about 2.1 µs a kernel on one H200, dependent
 // 1.2 µs (docs/profiles/session45_h200/chain_bench.cu); stage 10 runs about 20 of them after its forward.
 //
