@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 namespace cce {
@@ -21,29 +22,47 @@ int current_device_index() {
   return device;
 }
 
+namespace {
+// What the launches ask about a kernel on a device, asked once and kept for the
+// process: the answers cost microseconds of host time on every call otherwise.
+// `update(value, device)` runs under the lock; an exception leaves the value as it was.
+template <typename T>
+class PerKernelAndDevice {
+ public:
+  template <class Update>
+  auto with(const void* kernel, Update&& update) {
+    const int device = current_device_index();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return update(values_[{kernel, device}], device);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<const void*, int>, T> values_;
+};
+}  // namespace
+
 void allow_dynamic_shared_memory(const void* kernel, size_t bytes) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, size_t> allowed;  // (kernel, device) -> the limit set there
-  const int device = current_device_index();
-  std::lock_guard<std::mutex> lock(mutex);
-  size_t& limit = allowed[{kernel, device}];
-  if (limit >= bytes) return;
-  CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  limit = bytes;
+  static PerKernelAndDevice<size_t> limits;  // the limit set there
+  limits.with(kernel, [&](size_t& limit, int) {
+    if (limit >= bytes) return;
+    CCE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    limit = bytes;
+  });
 }
 
 bool dependent_launch_allowed(const void* kernel) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, bool> allowed;  // (kernel, device) -> the answer
-  const int device = current_device_index();
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto known = allowed.find({kernel, device});
-  if (known != allowed.end()) return known->second;
-  int major = 0;
-  CCE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  cudaFuncAttributes attributes{};
-  CCE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  return allowed[{kernel, device}] = major >= 9 && attributes.binaryVersion >= 90;
+  static PerKernelAndDevice<std::optional<bool>> answers;
+  return answers.with(kernel, [&](std::optional<bool>& allowed, int device) {
+    if (!allowed) {
+      int major = 0;
+      CCE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+      cudaFuncAttributes attributes{};
+      CCE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+      allowed = major >= 9 && attributes.binaryVersion >= 90;
+    }
+    return *allowed;
+  });
 }
 
 const char* cublas_status_name(cublasStatus_t status) {

@@ -47,7 +47,7 @@ dim3 pair_grid(const s09::DropPlan& plan) {
 // with a gradient. A block per (token block, kMassTiles tiles), a thread per row.
 // The pair's largest such e, as e − kAutoFirstExponent + 1 (0: none), goes to
 // its flag [tile][token block], so that the decision at the chosen eps needs
-// no second pass over the statistics (keep_pairs_at_chosen_eps).
+// no second pass over the statistics (keep_pairs_within_budget).
 constexpr double kMassUnit = 4294967296.0;  // 2^32
 struct LogEps {
   float at[kAutoExponents];
@@ -159,7 +159,7 @@ __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t 
 }  // namespace
 
 namespace {
-constexpr const char* kDroppedMassItem = "dropped mass per eps, rows with a gradient, the chosen candidate [candidates + 2]";
+constexpr const char* kDroppedMassItem = "dropped mass per eps, rows with a gradient, the dense head's length [candidates + 2]";
 }  // namespace
 
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
@@ -172,8 +172,7 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   b.token_order = scratch.get<int>("token order, each token's place in it [2][N]");
   b.token_place = b.token_order + p.n;
   b.dropped_mass = scratch.get<unsigned long long>(kDroppedMassItem);
-  b.chosen_candidate = reinterpret_cast<int*>(b.dropped_mass + kAutoExponents + 1);
-  b.head_tiles = b.chosen_candidate + 1;  // the other half of the last 8 bytes
+  b.head_tiles = reinterpret_cast<int*>(b.dropped_mass + kAutoExponents + 1);  // in the last 8 bytes
   return b;
 }
 
@@ -215,14 +214,6 @@ __host__ __device__ void dropped_per_row(const unsigned long long* mass, unsigne
   for (int k = kAutoExponents - 1; k >= 0; --k)
     above += mass[k], dropped[k] = static_cast<double>(above) / kMassUnit / rows;
 }
-// One thread: the candidate index the decision keeps at.
-__global__ void choose_candidate_kernel(const unsigned long long* __restrict__ measured, double budget,
-                                        int* __restrict__ chosen) {
-  wait_for_kernel_ahead();
-  double dropped[kAutoExponents];
-  dropped_per_row(measured, measured[kAutoExponents], dropped);
-  *chosen = first_within_budget(dropped, budget) - kAutoFirstExponent;
-}
 }  // namespace
 
 int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget) {
@@ -244,16 +235,25 @@ void measure_dropped_mass(const Problem& p, const s09::DropPlan& plan, const Bat
 }
 
 namespace {
-// flag = 1 when the pair is kept at candidate `chosen` (its largest dropping
-// candidate, stored + 1, is below it), and the tile's count of kept pairs: a
-// block per tile, an integer sum.
-__global__ void keep_at_exponent_kernel(uint8_t* __restrict__ flags, int64_t token_blocks,
-                                        const int* __restrict__ chosen_candidate, int* __restrict__ kept_per_tile) {
+// The candidate within the budget (first_within_budget, the host's arithmetic),
+// then flag = 1 when the pair is kept at it (its largest dropping candidate,
+// stored + 1, is below it), and the tile's count of kept pairs: a block per
+// tile, an integer sum. Block 0 also writes the masses into the host's
+// page-locked memory (with unified addressing the device writes it directly),
+// so that the host's report needs no copy of its own.
+__global__ void keep_within_budget_kernel(const unsigned long long* __restrict__ measured, double budget,
+                                          uint8_t* __restrict__ flags, int64_t token_blocks,
+                                          int* __restrict__ kept_per_tile, unsigned long long* __restrict__ on_host) {
   wait_for_kernel_ahead();
-  __shared__ int count;
-  if (threadIdx.x == 0) count = 0;
+  __shared__ int chosen, count;
+  if (threadIdx.x == 0) {
+    double dropped[kAutoExponents];
+    dropped_per_row(measured, measured[kAutoExponents], dropped);
+    chosen = first_within_budget(dropped, budget) - kAutoFirstExponent;
+    count = 0;
+  }
+  if (blockIdx.x == 0 && threadIdx.x <= kAutoExponents) on_host[threadIdx.x] = measured[threadIdx.x];
   __syncthreads();
-  const int chosen = *chosen_candidate;
   int kept = 0;
   for (int64_t b = threadIdx.x; b < token_blocks; b += blockDim.x) {
     uint8_t& flag = flags[blockIdx.x * token_blocks + b];
@@ -267,22 +267,22 @@ __global__ void keep_at_exponent_kernel(uint8_t* __restrict__ flags, int64_t tok
 }
 }  // namespace
 
-PendingEps choose_eps_on_device(const BatchPlanBuffers& buffers, double budget, HostTables& host,
-                                cudaStream_t stream) {
-  launch_dependent(choose_candidate_kernel, 1, 1, stream, buffers.dropped_mass, budget, buffers.chosen_candidate);
+PendingEps keep_pairs_within_budget(const DropPlan& plan, const s09::BackwardBuffers& backward,
+                                    const BatchPlanBuffers& buffers, double budget, HostTables& host,
+                                    cudaStream_t stream) {
   PendingEps pending;
   pending.budget = budget;
   pending.measured = {host.read_back.take<unsigned long long>(kAutoExponents + 1), kAutoExponents + 1};
-  CCE_CUDA_CHECK(cudaMemcpyAsync(pending.measured.data(), buffers.dropped_mass, pending.measured.size() * 8,
-                                 cudaMemcpyDeviceToHost, stream));
+  static_assert(kAutoExponents + 1 <= kThreads, "a thread per mass");
+  if (plan.tiles == 0) {  // no block to write them: the masses by a copy
+    CCE_CUDA_CHECK(cudaMemcpyAsync(pending.measured.data(), buffers.dropped_mass, pending.measured.size() * 8,
+                                   cudaMemcpyDeviceToHost, stream));
+    return pending;
+  }
+  launch_dependent(keep_within_budget_kernel, static_cast<unsigned>(plan.tiles), kThreads, stream,
+                   static_cast<const unsigned long long*>(buffers.dropped_mass), budget, backward.keep,
+                   plan.token_blocks, backward.kept_counts, pending.measured.data());
   return pending;
-}
-
-void keep_pairs_at_chosen_eps(const DropPlan& plan, const s09::BackwardBuffers& backward,
-                              const BatchPlanBuffers& buffers, cudaStream_t stream) {
-  if (plan.tiles == 0) return;
-  launch_dependent(keep_at_exponent_kernel, static_cast<unsigned>(plan.tiles), kThreads, stream,
-      backward.keep, plan.token_blocks, buffers.chosen_candidate, backward.kept_counts);
 }
 
 // The largest eps within the budget.

@@ -96,8 +96,8 @@ void measure_for_decision(const Problem& p, const DropPlan& plan, const float* l
 KeptPairs finish_decision(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,
                           BatchBackward& batch, float* de_acc, void* dc, HostTables& host, cudaStream_t stream) {
   if (settings.dropped_mass > 0.0) {
-    const PendingEps pending = choose_eps_on_device(batch.plan_buffers, settings.dropped_mass, host, stream);
-    keep_pairs_at_chosen_eps(plan, batch.buffers, batch.plan_buffers, stream);
+    const PendingEps pending =
+        keep_pairs_within_budget(plan, batch.buffers, batch.plan_buffers, settings.dropped_mass, host, stream);
     // A decision that recomputes nothing (de_acc null: a sample's) has no head to run.
     const int* head = settings.dense_head_share > 0.0 && de_acc != nullptr
                           ? mark_dense_head(plan, batch.buffers, settings.dense_head_share,

@@ -324,8 +324,7 @@ struct BatchPlanBuffers {
   int* token_order = nullptr;  // [N]: token block b holds rows token_order[128b ..]
   int* token_place = nullptr;  // [N]: its inverse
   unsigned long long* dropped_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
-  int* chosen_candidate = nullptr;             // after them: the candidate index the decision keeps at
-  int* head_tiles = nullptr;                   // beside it: the dense head's length (mark_dense_head)
+  int* head_tiles = nullptr;                   // after them: the dense head's length (mark_dense_head)
 };
 std::vector<MemoryItem> batch_plan_items(const Problem& problem);
 BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scratch);
@@ -349,22 +348,23 @@ void measure_dropped_mass(const Problem& problem, const DropPlan& plan, const Ba
                           cudaStream_t stream);
 // The largest candidate eps whose dropped mass per row is within budget.
 EpsChoice choose_drop_eps(const DroppedMass& measured, double budget);
-// The same choice made on the device, so that the decision needs no read-back
-// of its own: a one-thread kernel writes the candidate to
-// buffers.chosen_candidate, and the masses are copied into host.read_back for
-// the report. Valid after the decision's wait (s09::kept_tiles_from_flags):
-// then chosen() gives the EpsChoice the device chose.
+// The same choice made on the device, with the decision at it, so that the
+// decision needs no read-back of its own: one kernel (a block per tile) picks
+// the candidate from buffers.dropped_mass with the host's arithmetic, turns each
+// pair's largest dropping candidate in backward.keep (measure_dropped_mass's)
+// into a keep flag (a pair is kept when a row's largest entry reaches eps, stage
+// 08's test) and writes backward.kept_counts, without reading the statistics
+// again; it also writes the masses into host.read_back for the report. Valid
+// after the decision's wait (s09::kept_tiles_from_flags): then chosen() gives
+// the EpsChoice the device chose.
 struct PendingEps {
   HostSpan<unsigned long long> measured;  // [candidates + 1], as in buffers.dropped_mass
   double budget = 0.0;
   EpsChoice chosen() const;
 };
-PendingEps choose_eps_on_device(const BatchPlanBuffers& buffers, double budget, HostTables& host, cudaStream_t stream);
-// Stage 08's decision at the chosen candidate, from what measure_dropped_mass
-// left in backward.keep: the same flags (a pair is kept when a row's largest
-// entry reaches eps) and backward.kept_counts, without reading the statistics again.
-void keep_pairs_at_chosen_eps(const DropPlan& plan, const s09::BackwardBuffers& backward,
-                              const BatchPlanBuffers& buffers, cudaStream_t stream);
+PendingEps keep_pairs_within_budget(const DropPlan& plan, const s09::BackwardBuffers& backward,
+                                    const BatchPlanBuffers& buffers, double budget, HostTables& host,
+                                    cudaStream_t stream);
 
 // ---- plan_per_batch.cu: the stage ----
 // The backward's settings (the stage's flags).

@@ -242,13 +242,11 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
   int* tiles_with_slots = offsets + plan.tiles + 1;
   const s08::TileStatistics& forward = buffers.forward.kept;
   const s08::DecisionInputs inputs{&forward, lse, buffers.grad_scale, choice.blocks};
-  const HostSpan<int> host_counts{host.read_back.take<int>(static_cast<size_t>(plan.tiles)),
-                                  static_cast<size_t>(plan.tiles)};
-  CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
 
-  // Meanwhile on the device: the targets of dropped tiles (coefficients, and
-  // the tokens sorted by target position, stable, for dC's owners) and each
-  // token block's list of kept tiles (dE's owners).
+  // On the device: the targets of dropped tiles (coefficients, and the tokens
+  // sorted by target position, stable, for dC's owners) and each token block's
+  // list of kept tiles (dE's owners); then the counts and lists come back, the
+  // two copies queued together behind the kernels that follow one another.
   {
     unsigned char* work = buffers.forward.work;  // free between forward and correction
     int* key = reinterpret_cast<int*>(work);
@@ -267,6 +265,9 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
     launch_dependent(fill_block_lists_kernel, static_cast<unsigned>(plan.token_blocks), kThreads, stream,
         flags, plan.tiles, plan.token_blocks, buffers.block_lists);
   }
+  const HostSpan<int> host_counts{host.read_back.take<int>(static_cast<size_t>(plan.tiles)),
+                                  static_cast<size_t>(plan.tiles)};
+  CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
   const size_t list_ints = static_cast<size_t>(plan.token_blocks * (plan.tiles + 1));
   kept.block_lists = {host.read_back.take<int>(list_ints), list_ints};
   CCE_CUDA_CHECK(cudaMemcpyAsync(kept.block_lists.data(), buffers.block_lists, list_ints * 4, cudaMemcpyDeviceToHost,
