@@ -99,14 +99,18 @@ __global__ void tile_target_offsets_kernel(const int* __restrict__ sorted_positi
   offsets[tile] = lower_bound_index(sorted_position, 0, static_cast<int>(n), tile * tile_cols);
 }
 
-// Each token block's kept tiles, ascending: lists[b] = {count, tiles...}.
+// Each token block's kept tiles, ascending: lists[b] = {count, tiles...},
+// written twice: for the products on the device, and into the host's
+// page-locked memory (with unified addressing the device writes it), which
+// the host reads after the decision's wait: no copy to queue.
 __global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64_t tiles, int64_t token_blocks,
-                                        int* __restrict__ lists) {
+                                        int* __restrict__ lists, int* __restrict__ lists_on_host) {
   wait_for_kernel_ahead();
   __shared__ int warp_counts[32];
   __shared__ int base;
   const int64_t b = blockIdx.x;
   int* list = lists + b * (tiles + 1);
+  int* host_list = lists_on_host + b * (tiles + 1);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   if (threadIdx.x == 0) base = 0;
   __syncthreads();
@@ -118,13 +122,13 @@ __global__ void fill_block_lists_kernel(const uint8_t* __restrict__ flags, int64
     __syncthreads();
     int before = base + __popc(ballot & ((1u << lane) - 1u));
     for (int w = 0; w < warp; ++w) before += warp_counts[w];
-    if (kept) list[1 + before] = static_cast<int>(t);
+    if (kept) list[1 + before] = host_list[1 + before] = static_cast<int>(t);
     __syncthreads();
     if (threadIdx.x == 0)
       for (int w = 0; w < warps; ++w) base += warp_counts[w];
     __syncthreads();
   }
-  if (threadIdx.x == 0) list[0] = base;
+  if (threadIdx.x == 0) list[0] = host_list[0] = base;
 }
 
 // One block per run of consecutive kept tiles of one token block (a few
@@ -245,8 +249,11 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
 
   // On the device: the targets of dropped tiles (coefficients, and the tokens
   // sorted by target position, stable, for dC's owners) and each token block's
-  // list of kept tiles (dE's owners); then the counts and lists come back, the
-  // two copies queued together behind the kernels that follow one another.
+  // list of kept tiles (dE's owners, and the host's tables: the lists come
+  // back by the kernel's own writes, and the host counts each tile's pairs
+  // from them).
+  const size_t list_ints = static_cast<size_t>(plan.token_blocks * (plan.tiles + 1));
+  kept.block_lists = {host.read_back.take<int>(list_ints), list_ints};
   {
     unsigned char* work = buffers.forward.work;  // free between forward and correction
     int* key = reinterpret_cast<int*>(work);
@@ -263,15 +270,8 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
     launch_dependent(tile_target_offsets_kernel, blocks_for(plan.tiles + 1), kThreads, stream, sorted, p.n,
                      plan.tiles, plan.tile_cols, sorted + 2 * p.n);
     launch_dependent(fill_block_lists_kernel, static_cast<unsigned>(plan.token_blocks), kThreads, stream,
-        flags, plan.tiles, plan.token_blocks, buffers.block_lists);
+        flags, plan.tiles, plan.token_blocks, buffers.block_lists, kept.block_lists.data());
   }
-  const HostSpan<int> host_counts{host.read_back.take<int>(static_cast<size_t>(plan.tiles)),
-                                  static_cast<size_t>(plan.tiles)};
-  CCE_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
-  const size_t list_ints = static_cast<size_t>(plan.token_blocks * (plan.tiles + 1));
-  kept.block_lists = {host.read_back.take<int>(list_ints), list_ints};
-  CCE_CUDA_CHECK(cudaMemcpyAsync(kept.block_lists.data(), buffers.block_lists, list_ints * 4, cudaMemcpyDeviceToHost,
-                                 stream));
   host.mark_read_backs(stream);
   // What needs the flags alone runs on the GPU while the host waits for the
   // read-backs and then builds its tables below: the slots, the tail
@@ -288,15 +288,21 @@ KeptTiles kept_tiles_from_flags(const DeviceInputs& in, const DropPlan& plan, co
     CCE_CUDA_CHECK(cudaMemsetAsync(de_acc, 0, static_cast<size_t>(p.n * p.d) * sizeof(float), stream));
   }
   if (de_acc != nullptr && dc != nullptr) unkept_dc_rows(in, plan, buffers, kept.tail, dc, stream);
-  // The decision's one wait: the counts and lists are here, and every copy sent before has been made.
+  // The decision's one wait: the lists are here, and every copy sent before has been made.
   host.wait_for_read_backs();
   host.sent.reset();
-  kept.offsets = {host.sent.take<int>(host_counts.size() + 1), host_counts.size() + 1};
-  int* with_slots = host.sent.take<int>(host_counts.size());
-  kept.offsets[0] = 0;
-  for (size_t t = 0; t < host_counts.size(); ++t) {
-    kept.offsets[t + 1] = kept.offsets[t] + host_counts[t];
-    if (host_counts[t] > 0) with_slots[kept.tiles_with_slots.count++] = static_cast<int>(t);
+  const size_t tiles = static_cast<size_t>(plan.tiles);
+  kept.offsets = {host.sent.take<int>(tiles + 1), tiles + 1};
+  int* with_slots = host.sent.take<int>(tiles);
+  // Each tile's kept pairs (the device's kept_counts, counted again from the lists), then their offsets.
+  std::fill(kept.offsets.begin(), kept.offsets.end(), 0);
+  for (int64_t b = 0; b < plan.token_blocks; ++b) {
+    const int* list = kept.block_lists.data() + b * (plan.tiles + 1);
+    for (int k = 1; k <= list[0]; ++k) ++kept.offsets[list[k] + 1];
+  }
+  for (size_t t = 0; t < tiles; ++t) {
+    if (kept.offsets[t + 1] > 0) with_slots[kept.tiles_with_slots.count++] = static_cast<int>(t);
+    kept.offsets[t + 1] += kept.offsets[t];
   }
   kept.tiles_with_slots.ptr = with_slots;
   return kept;
