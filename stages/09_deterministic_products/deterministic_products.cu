@@ -263,8 +263,8 @@ float* backward_to_accumulator(const DeviceInputs& in, const DropPlan& plan, con
     const int64_t first_slot = kept.offsets[first];
     const HostSpan<int> runs = recompute_runs(kept, plan, first, last, resident_blocks, host);
     recompute_kept_tiles(in, plan, buffers, lse, choice.blocks, runs, first_slot, space, stream);
-    kept_products(in, plan, buffers, kept, choice.blocks, tail, space, first_slot, first, last, de_acc, dc, stream, side,
-                  host);
+    kept_products(in, plan, buffers, kept, choice.blocks, choice.e_in_token_order, tail, space, first_slot, first, last,
+                  de_acc, dc, stream, side, host);
     first = last;
     ++chunks;
   }

@@ -114,11 +114,14 @@ struct HostTables {
 };
 
 // What the backward decides with: eps (0: every pair with a gradient kept),
-// the token blocks (null: the rows in their order), the corrections.
+// the token blocks (null: the rows in their order), the corrections, and
+// E's rows copied into the blocks' token order (bf16, null: none), which
+// dC's owners then read by TMA as they read E's own rows in their order.
 struct BackwardChoice {
   float eps = 0.0f;
   TokenBlocks blocks;
   bool correct_tail = true, correct_dc = true;
+  const void* e_in_token_order = nullptr;
 };
 
 struct DropStats {
@@ -276,8 +279,13 @@ inline int64_t de_part_capacity(const DropPlan& plan) {
 }
 inline int64_t de_column_tiles(const Problem& p) { return (p.d + 63) / 64; }
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
-                   const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
+                   const TokenBlocks& blocks, const void* e_in_token_order, const TailSums& tail, const SlotSpace& space,
+                   int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side, HostTables& host);
+// Whether dC's owners read a k-step's rows of E by TMA where they are
+// consecutive (bf16 products on wgmma): E's own rows in their order, or
+// BackwardChoice::e_in_token_order.
+bool dc_rows_by_tma(const Problem& problem);
 // dC's rows of the tiles without a kept pair (every tile's: those with one are left to kept_products): the tail's
 // share and the dropped targets' terms. Needs the flags' slot offsets on the device, the dropped targets sorted, and
 // the tail sums (null: no share).

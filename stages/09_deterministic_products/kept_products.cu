@@ -17,9 +17,10 @@
 // with cp.async stages, two blocks per SM, each step's indices found a step
 // ahead; the products on wgmma on Hopper (the tile engine's block-level path,
 // D % 8 == 0), on mma.sync elsewhere. On wgmma, dC's rows of E come by TMA
-// when the token blocks hold rows in their order (a step's 64 rows are then
-// consecutive: two boxes, where cp.async takes 1024 copies). The dE blocks
-// run on a side stream of the highest priority beside dC's.
+// when a step's 64 rows are consecutive (E's own rows in their order, or a
+// copy of E in the token order): two boxes, where cp.async takes 1024
+// copies. The dE blocks run on a side stream of the highest priority beside
+// dC's.
 // fp32 (the tests' other dtype): FFMA on 64×64.
 #include <algorithm>
 #include <limits>
@@ -669,15 +670,15 @@ __global__ void __launch_bounds__(256) de_products_fp32(ProductArgs args, const 
 
 // The dC rows of tiles without a kept token block: the dropped tail's share
 // (or zeros), plus the dropped targets' terms on the rows that have some.
-// A block per (tile, group of its rows): a tile's 128 rows are 1–2 MB of dC
-// at gemma2, too much for one block to write.
-constexpr unsigned kUnkeptRowGroups = 16;
+// One item: a group of a tile's rows (its 128 rows are 1–2 MB of dC at
+// gemma2, too much for one block to write).
+constexpr int64_t kUnkeptRowGroups = 16;
 template <typename T>
-__global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __restrict__ dc) {
-  const int64_t tile = args.tile_begin + blockIdx.x;
+__device__ void unkept_row_group(const ProductArgs& args, int64_t tile, int64_t group, const T* __restrict__ e,
+                                 T* __restrict__ dc) {
   if (args.offsets[tile + 1] > args.offsets[tile]) return;  // the products' blocks write this tile
-  const int64_t group_rows = (args.tile_cols + gridDim.y - 1) / gridDim.y;
-  const int64_t first = tile * args.tile_cols + blockIdx.y * group_rows;
+  const int64_t group_rows = (args.tile_cols + kUnkeptRowGroups - 1) / kUnkeptRowGroups;
+  const int64_t first = tile * args.tile_cols + group * group_rows;
   const int64_t tile_end = (tile + 1) * args.tile_cols < args.v ? (tile + 1) * args.tile_cols : args.v;
   const int64_t last = first + group_rows < tile_end ? first + group_rows : tile_end;
   if (first >= last) return;
@@ -710,6 +711,16 @@ __global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __r
       row[col] = from_float<T>(tail_share(args, tile, col) +
                                target_terms(targets, args.sorted_token, args.coefficient, e, args.d, col));
   }
+}
+
+// A persistent grid (kUnkeptBlocksPerSm blocks an SM) walks the items: fewer
+// blocks to launch and retire than one per item.
+constexpr int kUnkeptBlocksPerSm = 8;
+template <typename T>
+__global__ void dc_unkept_rows(ProductArgs args, const T* __restrict__ e, T* __restrict__ dc) {
+  const int64_t items = (args.tile_end - args.tile_begin) * kUnkeptRowGroups;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x)
+    unkept_row_group(args, args.tile_begin + item / kUnkeptRowGroups, item % kUnkeptRowGroups, e, dc);
 }
 
 // dc_unkept_rows' block: a thread per 16-byte piece of a row (whole warps, 128 to 1024), so that the common
@@ -762,7 +773,8 @@ void unkept_dc_rows(const DeviceInputs& in, const DropPlan& plan, const Backward
   args.tail_sums = tail.sums;
   args.tail_ld = tail.ld;
   args.tile_cols = plan.tile_cols;
-  const dim3 grid(static_cast<unsigned>(plan.tiles), kUnkeptRowGroups);
+  const unsigned grid = static_cast<unsigned>(
+      std::min<int64_t>(plan.tiles * kUnkeptRowGroups, int64_t{kUnkeptBlocksPerSm} * multiprocessor_count()));
   if (p.dtype == Dtype::kBFloat16)
     dc_unkept_rows<__nv_bfloat16><<<grid, unkept_rows_threads(p), 0, stream>>>(
         args, reinterpret_cast<const __nv_bfloat16*>(in.e.get()), static_cast<__nv_bfloat16*>(dc));
@@ -773,7 +785,8 @@ void unkept_dc_rows(const DeviceInputs& in, const DropPlan& plan, const Backward
 }
 
 void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardBuffers& buffers, const KeptTiles& kept,
-                   const TokenBlocks& blocks, const TailSums& tail, const SlotSpace& space, int64_t first_slot, int64_t tile_begin, int64_t tile_end,
+                   const TokenBlocks& blocks, const void* e_in_token_order, const TailSums& tail, const SlotSpace& space,
+                   int64_t first_slot, int64_t tile_begin, int64_t tile_end,
                    float* de_acc, void* dc, cudaStream_t stream, SideStream& side, HostTables& host) {
   const Problem& p = in.problem;
   const int* slots = buffers.slots;
@@ -861,14 +874,15 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   if (p.dtype == Dtype::kBFloat16) {
     auto launch = [&](auto wgmma, auto aligned) {
       constexpr bool kWgmma = decltype(wgmma)::value, kAligned = decltype(aligned)::value;
-      // dC's rows by TMA where they are consecutive: wgmma, rows in their order.
-      const bool rows_by_tma = kWgmma && blocks.token_order == nullptr;
+      // dC's rows by TMA where they are consecutive (dc_rows_by_tma): E's own rows in their order, or the copy.
+      const void* e_rows = blocks.token_order == nullptr ? in.e.get() : e_in_token_order;
+      const bool rows_by_tma = kWgmma && e_rows != nullptr;
       auto dc_kernel = rows_by_tma ? dc_products_bf16<kWgmma, kAligned, kWgmma> : dc_products_bf16<kWgmma, kAligned, false>;
       auto de_kernel = de_products_bf16<kWgmma, kAligned>;
       constexpr size_t kShared = product_shared_bytes(kWgmma);
       allow_dynamic_shared_memory(dc_kernel, kShared);
       allow_dynamic_shared_memory(de_kernel, kShared);
-      const CUtensorMap e_map = rows_by_tma ? make_bf16_tensor_map(in.e.get(), p.n, p.d, kStep) : CUtensorMap{};
+      const CUtensorMap e_map = rows_by_tma ? make_bf16_tensor_map(e_rows, p.n, p.d, kStep) : CUtensorMap{};
       if (de_blocks > 0) {
         de_kernel<<<de_blocks, 256, kShared, side.stream>>>(args, reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
                                                              de_acc, static_cast<int64_t>(d_tiles));
@@ -898,6 +912,10 @@ void kept_products(const DeviceInputs& in, const DropPlan& plan, const BackwardB
   }
   CCE_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
   CCE_CUDA_CHECK(cudaStreamWaitEvent(stream, side.join, 0));
+}
+
+bool dc_rows_by_tma(const Problem& p) {
+  return p.dtype == Dtype::kBFloat16 && choose_block_path(p) == TilePath::kWgmma;
 }
 
 void SideStream::create() {

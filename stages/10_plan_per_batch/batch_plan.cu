@@ -155,6 +155,13 @@ __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t 
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k < n) token_place[token_order[k]] = static_cast<int>(k);
 }
+// out[k] = E[token_order[k]]: a block per row, 16 bytes a thread and step (D % 8 == 0).
+__global__ void rows_in_token_order_kernel(const __nv_bfloat16* __restrict__ e, const int* __restrict__ token_order,
+                                           int64_t d, __nv_bfloat16* __restrict__ out) {
+  const uint4* from = reinterpret_cast<const uint4*>(e + static_cast<int64_t>(token_order[blockIdx.x]) * d);
+  uint4* to = reinterpret_cast<uint4*>(out + static_cast<int64_t>(blockIdx.x) * d);
+  for (int64_t x = threadIdx.x; x < d / 8; x += blockDim.x) to[x] = from[x];
+}
 
 }  // namespace
 
@@ -165,6 +172,29 @@ constexpr const char* kDroppedMassItem = "dropped mass per eps, rows with a grad
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
   return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
           {kDroppedMassItem, (kAutoExponents + 2) * 8}};
+}
+
+DropPlan plan_with_rows_in_de(DropPlan plan) {
+  plan.spill_slot_capacity = 0;
+  return plan;
+}
+
+bool copies_rows_in_token_order(const Problem& p, const DropPlan& plan, int64_t kept, const s08::TokenBlocks& blocks,
+                                const void* de, const void* dc) {
+  if (blocks.token_order == nullptr || de == nullptr || dc == nullptr || !s09::dc_rows_by_tma(p)) return false;
+  if (kept <= plan.chunk_slots()) return false;  // one chunk with the dE output's slots: no copy
+  // Without them at most twice the chunks: each chunk ends dE's parts with a pass over their fp32 sums.
+  return 2 * plan_with_rows_in_de(plan).chunk_slots() >= plan.chunk_slots();
+}
+
+const void* copy_rows_in_token_order(const DeviceInputs& in, const s08::TokenBlocks& blocks, void* de,
+                                     cudaStream_t stream) {
+  const Problem& p = in.problem;
+  constexpr unsigned kRowThreads = 128;
+  rows_in_token_order_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
+      reinterpret_cast<const __nv_bfloat16*>(in.e.get()), blocks.token_order, p.d, static_cast<__nv_bfloat16*>(de));
+  CCE_CHECK_LAUNCH();
+  return de;
 }
 
 BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {

@@ -130,8 +130,14 @@ float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& 
       dense_head_backward(in, plan, batch.buffers, batch.head_tiles, scratch, lse,
                           s09::de_accumulator(p, batch.buffers, de), dc, stream);
     }
-    return s09::backward_to_accumulator(in, plan, batch.buffers, lse, batch.choice, batch.kept, de, dc, stream, side,
-                                        host, stats, batch.head_tiles);
+    s09::BackwardChoice choice = batch.choice;
+    chosen.rows_in_token_order = copies_rows_in_token_order(p, plan, batch.kept.kept(), choice.blocks, de, dc);
+    if (!chosen.rows_in_token_order)
+      return s09::backward_to_accumulator(in, plan, batch.buffers, lse, choice, batch.kept, de, dc, stream, side,
+                                          host, stats, batch.head_tiles);
+    choice.e_in_token_order = copy_rows_in_token_order(in, choice.blocks, de, stream);
+    return s09::backward_to_accumulator(in, plan_with_rows_in_de(plan), batch.buffers, lse, choice, batch.kept, de, dc,
+                                        stream, side, host, stats, batch.head_tiles);
   }
   // Dense: every target's term is in S, so finish_de must add none.
   chosen.slabs = plan_dense_slabs(p, settings.dense_slab_columns);
@@ -466,14 +472,21 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag, const std::s
                   why.c_str());
   else
     std::snprintf(buf, sizeof buf, "backward     sparse: stage 09's products over the kept pairs (%s)", why.c_str());
-  return buf;
+  std::string line = buf;
+  if (ran.plan == BackwardPlan::kSparse && ran.rows_in_token_order)
+    line += "; dC's owners read E's rows by TMA from a copy in the token order (in dE's output)";
+  return line;
 }
 
 std::vector<std::string> PlanPerBatchStage::report_lines() const {
   std::vector<std::string> lines = DeterministicProductsStage::report_lines();  // plan, drop, kept tiles
   if (lines.size() < 2) return lines;
+  const DropPlan plan =
+      ran_.rows_in_token_order ? plan_with_rows_in_de(plan_for(last_problem_)) : plan_for(last_problem_);
   if (sorted_c_in_dc_)  // forward_into_dc: one chunk of all V rows, in dC's output
-    lines[0] = s09::describe_drop_plan(plan_for(last_problem_), last_problem_.v) + "; sorted C in dC's output";
+    lines[0] = s09::describe_drop_plan(plan, last_problem_.v) + "; sorted C in dC's output";
+  else
+    lines[0] = s09::describe_drop_plan(plan, plan.chunk_rows);
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
   std::string rule = s08::describe_eps(eps);
   if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, dropped_mass_budget());

@@ -328,6 +328,21 @@ struct BatchPlanBuffers {
 };
 std::vector<MemoryItem> batch_plan_items(const Problem& problem);
 BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scratch);
+// dC's owners read a k-step's rows of E by TMA where they are consecutive
+// (s09::dc_rows_by_tma). With grouped token blocks they are not, so the
+// sparse plan with a dC to write copies E's rows into the token order first,
+// into the bf16 dE output, free until finish_de writes it; no S tiles spill
+// there then (plan_with_rows_in_de): the slots' other places hold the chunks.
+// Only where the backward's `kept` pairs take several chunks even with
+// those slots, and the slots left hold at least half of them: one chunk
+// more at gemma2 (one chunk) measured slower once, and where the chunks
+// grow 2.5 to 3.7 times dE's owners lost what dC's gained or more; at
+// lm128k (1.5 times) the call gained 1% (stage 09's WORKLOG, session 48).
+bool copies_rows_in_token_order(const Problem& problem, const DropPlan& plan, int64_t kept,
+                                const s08::TokenBlocks& blocks, const void* de, const void* dc);
+DropPlan plan_with_rows_in_de(DropPlan plan);
+const void* copy_rows_in_token_order(const DeviceInputs& in, const s08::TokenBlocks& blocks, void* de,
+                                     cudaStream_t stream);  // returns de
 // The grouped token order (after s09::compute_grad_scale).
 s08::TokenBlocks group_tokens(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                               const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream);
@@ -388,6 +403,7 @@ struct PlanChoice {
   DenseTargetRows target_rows;  // its target rows of dC
   int64_t sample_rows = 0;      // > 0: this batch decided on a sample of that many rows
   int64_t head_tiles = 0;       // the sparse plan's dense head (0: none)
+  bool rows_in_token_order = false;  // the sparse plan's dC owners read E's rows from a copy in the token order
 };
 // What the plan is chosen from: the (token block, tile) pairs the decision
 // keeps at the chosen eps, of all. Sums over any split of the tiles.

@@ -515,7 +515,9 @@ TEST(PlanPerBatch, TokenGroupingOrdersRowsByTheTilesTheyNeed) {
 // At the automatic eps, with tiles and targets dropped, the tail sums in the
 // statistics rows, several backward chunks (1 MiB of slots) and several
 // forward chunks (4096 rows of C each): bitwise equal over two runs, and
-// within the reference check.
+// within the reference check. Where dC's owners can read rows by TMA, E's rows
+// go to them through a copy in the token order (the work buffer's slots are
+// more than half of a chunk's with the dE output's): that path, too.
 TEST(PlanPerBatch, BitwiseEqualOverTwoRunsAtTheAutomaticEps) {
   SKIP_WITHOUT_GPU();
   Problem p = bf16_problem(1100, 192, 30011);
@@ -536,6 +538,14 @@ TEST(PlanPerBatch, BitwiseEqualOverTwoRunsAtTheAutomaticEps) {
   EXPECT_LT(a.stats.kept_tiles, a.stats.tiles) << "nothing dropped";
   EXPECT_GT(a.stats.chunks, 1) << "one backward chunk: the order across chunks is not exercised";
   EXPECT_GT(dropped_targets(p, in, a), 0) << "no target in a dropped tile: their exact terms are not exercised";
+  ASSERT_GE(2 * s10::plan_with_rows_in_de(plan).chunk_slots(), plan.chunk_slots())
+      << "without the dE output's slots the chunks would more than double: no copy at this shape";
+  if (s09::dc_rows_by_tma(p)) {
+    const bool copied = std::any_of(a.report.begin(), a.report.end(), [](const std::string& line) {
+      return line.find("read E's rows by TMA from a copy in the token order") != std::string::npos;
+    });
+    EXPECT_TRUE(copied) << "E's rows were not copied into the token order for dC's owners";
+  }
   EXPECT_EQ(a.out.loss, b.out.loss);
   EXPECT_EQ(a.out.lse, b.out.lse);
   EXPECT_TRUE(a.out.de == b.out.de) << "dE differs between two runs";
