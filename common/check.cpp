@@ -4,7 +4,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <utility>
 
 namespace cce {
 
@@ -25,20 +24,28 @@ int current_device_index() {
 namespace {
 // What the launches ask about a kernel on a device, asked once and kept for the
 // process: the answers cost microseconds of host time on every call otherwise.
-// `update(value, device)` runs under the lock; an exception leaves the value as it was.
+// `update(value, device)` runs under the device's own lock; an exception leaves
+// the value as it was. One lock per device, not one for all: under lazy module
+// loading the driver call in `update` can wait for that GPU to finish what it
+// runs, and in stage 11 that may be a collective waiting for another GPU, whose
+// thread must not then wait for this lock (a deadlock seen on two H200s).
 template <typename T>
 class PerKernelAndDevice {
  public:
   template <class Update>
   auto with(const void* kernel, Update&& update) {
     const int device = current_device_index();
-    std::lock_guard<std::mutex> lock(mutex_);
-    return update(values_[{kernel, device}], device);
+    PerDevice& mine = devices_[device];
+    std::lock_guard<std::mutex> lock(mine.mutex);
+    return update(mine.values[kernel], device);
   }
 
  private:
-  std::mutex mutex_;
-  std::map<std::pair<const void*, int>, T> values_;
+  struct PerDevice {
+    std::mutex mutex;
+    std::map<const void*, T> values;
+  };
+  PerDevice devices_[kMaxDevices];
 };
 }  // namespace
 
