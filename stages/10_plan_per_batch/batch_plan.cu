@@ -179,12 +179,16 @@ DropPlan plan_with_rows_in_de(DropPlan plan) {
   return plan;
 }
 
-bool copies_rows_in_token_order(const Problem& p, const DropPlan& plan, int64_t kept, const s08::TokenBlocks& blocks,
-                                const void* de, const void* dc) {
-  if (blocks.token_order == nullptr || de == nullptr || dc == nullptr || !s09::dc_rows_by_tma(p)) return false;
+bool rows_copy_pays(const DropPlan& plan, int64_t kept) {
   if (kept <= plan.chunk_slots()) return false;  // one chunk with the dE output's slots: no copy
   // Without them at most twice the chunks: each chunk ends dE's parts with a pass over their fp32 sums.
   return 2 * plan_with_rows_in_de(plan).chunk_slots() >= plan.chunk_slots();
+}
+
+bool copies_rows_in_token_order(const Problem& p, const DropPlan& plan, int64_t kept, const s08::TokenBlocks& blocks,
+                                const void* de, const void* dc) {
+  if (blocks.token_order == nullptr || de == nullptr || dc == nullptr || !s09::dc_rows_by_tma(p)) return false;
+  return rows_copy_pays(plan, kept);
 }
 
 const void* copy_rows_in_token_order(const DeviceInputs& in, const s08::TokenBlocks& blocks, void* de,

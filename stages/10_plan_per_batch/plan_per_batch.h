@@ -340,6 +340,7 @@ BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scrat
 // lm128k (1.5 times) the call gained 1% (stage 09's WORKLOG, session 48).
 bool copies_rows_in_token_order(const Problem& problem, const DropPlan& plan, int64_t kept,
                                 const s08::TokenBlocks& blocks, const void* de, const void* dc);
+bool rows_copy_pays(const DropPlan& plan, int64_t kept);  // its condition on the chunks alone
 DropPlan plan_with_rows_in_de(DropPlan plan);
 const void* copy_rows_in_token_order(const DeviceInputs& in, const s08::TokenBlocks& blocks, void* de,
                                      cudaStream_t stream);  // returns de

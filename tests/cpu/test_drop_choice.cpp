@@ -1,9 +1,10 @@
 // The drop stages' host-side choices, without a GPU: stage 08's tile grid,
 // default eps, forward plan and kept-pair list; stage 10's automatic eps's
 // pick from the measured masses (the default budget, the boundary, the
-// fallback) and the settings its flags give; stage 09's plan sizes (where
-// the dC tail sums live) and where S lies in a slot (s_index), against the
-// shared-memory layouts the owners' wgmma reads.
+// fallback), the settings its flags give and where it copies E's rows for
+// dC's owners; stage 09's plan sizes (where the dC tail sums live) and where
+// S lies in a slot (s_index), against the shared-memory layouts the owners'
+// wgmma reads.
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
@@ -364,6 +365,10 @@ TEST(DropChoice, PlanLineSaysWhichPlanAndWhy) {
   EXPECT_EQ(describe_plan(sparse, BackwardPlan::kAuto),
             "backward     sparse: stage 09's products over the kept pairs (the decision keeps 1.25% of the pairs, "
             "at most 33.33%)");
+  sparse.rows_in_token_order = true;
+  EXPECT_EQ(describe_plan(sparse, BackwardPlan::kAuto),
+            "backward     sparse: stage 09's products over the kept pairs (the decision keeps 1.25% of the pairs, "
+            "at most 33.33%); dC's owners read E's rows by TMA from a copy in the token order (in dE's output)");
   PlanChoice before;
   before.plan = BackwardPlan::kDense;
   before.kept_fraction = 0.9999;
@@ -384,6 +389,36 @@ TEST(DropChoice, PlanLineSaysWhichPlanAndWhy) {
   EXPECT_EQ(describe_plan(before, BackwardPlan::kDense),
             "backward     dense before the forward: loss and gradient by 3 GEMMs per chunk of 2048 rows (4 chunks, "
             "fp32 logits) (--plan dense)");
+}
+
+// E's rows are copied into the token order for dC's owners only where the
+// kept pairs take several chunks even with the dE output's slots, and the
+// work buffer's slots alone hold at least half of a chunk's: lm128k's shape
+// copies (1.5 times the chunks, measured faster), gemma2's and llama3's do
+// not (2.5 and 3.7 times, measured even and slower on an H200, session 48);
+// nor without a token order, or without a dC to write.
+TEST(DropChoice, RowsCopiedForDcOnlyWhereTheChunksAtMostDouble) {
+  const Problem lm128k = problem(8192, 2048, 128000, Dtype::kBFloat16);
+  const DropPlan plan = plan_drop(lm128k);
+  ASSERT_GT(plan.spill_slot_capacity, 0);
+  EXPECT_EQ(plan_with_rows_in_de(plan).spill_slot_capacity, 0);
+  const int64_t several = 3 * plan.chunk_slots();
+  EXPECT_TRUE(rows_copy_pays(plan, several));
+  EXPECT_FALSE(rows_copy_pays(plan, plan.chunk_slots())) << "one chunk";
+  for (const Problem& p : {problem(8192, 2304, 256000, Dtype::kBFloat16), problem(8192, 4096, 128256, Dtype::kBFloat16)}) {
+    const DropPlan wide = plan_drop(p);
+    EXPECT_FALSE(rows_copy_pays(wide, 3 * wide.chunk_slots()))
+        << "D = " << p.d << ": " << wide.slot_capacity << " slots without the dE output's " << wide.spill_slot_capacity;
+  }
+  // The whole rule, where this build has the owners that read rows by TMA.
+  if (!s09::dc_rows_by_tma(lm128k)) GTEST_SKIP() << "this build has no wgmma owners (no sm_90a): no rows by TMA";
+  int somewhere[2] = {};
+  const s08::TokenBlocks grouped{somewhere, somewhere}, in_order{};
+  void* out = somewhere;
+  EXPECT_TRUE(copies_rows_in_token_order(lm128k, plan, several, grouped, out, out));
+  EXPECT_FALSE(copies_rows_in_token_order(lm128k, plan, plan.chunk_slots(), grouped, out, out)) << "one chunk";
+  EXPECT_FALSE(copies_rows_in_token_order(lm128k, plan, several, in_order, out, out)) << "rows in their order";
+  EXPECT_FALSE(copies_rows_in_token_order(lm128k, plan, several, grouped, out, nullptr)) << "no dC";
 }
 
 // A bf16 slot holds each of a 128 × 128 tile's elements once, and fp32's
