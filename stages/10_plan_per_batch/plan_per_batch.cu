@@ -132,12 +132,10 @@ float* run_backward_plan(const DeviceInputs& in, const DropPlan& plan, Scratch& 
     }
     s09::BackwardChoice choice = batch.choice;
     chosen.rows_in_token_order = copies_rows_in_token_order(p, plan, batch.kept.kept(), choice.blocks, de, dc);
-    if (!chosen.rows_in_token_order)
-      return s09::backward_to_accumulator(in, plan, batch.buffers, lse, choice, batch.kept, de, dc, stream, side,
-                                          host, stats, batch.head_tiles);
-    choice.e_in_token_order = copy_rows_in_token_order(in, choice.blocks, de, stream);
-    return s09::backward_to_accumulator(in, plan_with_rows_in_de(plan), batch.buffers, lse, choice, batch.kept, de, dc,
-                                        stream, side, host, stats, batch.head_tiles);
+    if (chosen.rows_in_token_order) choice.e_in_token_order = copy_rows_in_token_order(in, choice.blocks, de, stream);
+    return s09::backward_to_accumulator(in, chosen.rows_in_token_order ? plan_with_rows_in_de(plan) : plan,
+                                        batch.buffers, lse, choice, batch.kept, de, dc, stream, side, host, stats,
+                                        batch.head_tiles);
   }
   // Dense: every target's term is in S, so finish_de must add none.
   chosen.slabs = plan_dense_slabs(p, settings.dense_slab_columns);
@@ -481,8 +479,8 @@ std::string describe_plan(const PlanChoice& ran, BackwardPlan flag, const std::s
 std::vector<std::string> PlanPerBatchStage::report_lines() const {
   std::vector<std::string> lines = DeterministicProductsStage::report_lines();  // plan, drop, kept tiles
   if (lines.size() < 2) return lines;
-  const DropPlan plan =
-      ran_.rows_in_token_order ? plan_with_rows_in_de(plan_for(last_problem_)) : plan_for(last_problem_);
+  DropPlan plan = plan_for(last_problem_);
+  if (ran_.rows_in_token_order) plan = plan_with_rows_in_de(plan);  // the slots the backward ran with
   if (sorted_c_in_dc_)  // forward_into_dc: one chunk of all V rows, in dC's output
     lines[0] = s09::describe_drop_plan(plan, last_problem_.v) + "; sorted C in dC's output";
   else
