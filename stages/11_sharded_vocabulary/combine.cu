@@ -164,13 +164,13 @@ void join_dropped_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t s
              "ncclAllReduce (dropped mass per eps)");
 }
 
-s10::KeptPairs join_kept_pairs(const s10::KeptPairs& local, const Scratch& scratch, ncclComm_t comm,
+s10::KeptPairs join_kept_pairs(const s10::KeptPairs& local, const Scratch& scratch, int64_t* host, ncclComm_t comm,
                                cudaStream_t stream) {
-  int64_t host[2] = {local.kept, local.pairs};
+  host[0] = local.kept, host[1] = local.pairs;
   int64_t* joined = scratch.get<int64_t>(kJoinItem);
-  CCE_CUDA_CHECK(cudaMemcpyAsync(joined, host, sizeof host, cudaMemcpyHostToDevice, stream));
+  CCE_CUDA_CHECK(cudaMemcpyAsync(joined, host, 2 * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
   check_nccl(ncclAllReduce(joined, joined, 2, ncclInt64, ncclSum, comm, stream), "ncclAllReduce (kept pairs)");
-  CCE_CUDA_CHECK(cudaMemcpyAsync(host, joined, sizeof host, cudaMemcpyDeviceToHost, stream));
+  CCE_CUDA_CHECK(cudaMemcpyAsync(host, joined, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
   CCE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return s10::KeptPairs{host[0], host[1]};
 }

@@ -5,6 +5,7 @@
 #include "stages/11_sharded_vocabulary/sharded_vocabulary.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 
 #include "common/check.h"
 #include "common/cublas_handle.h"
+#include "common/mapped_value.h"
 #include "common/timer.h"
 #include "stages/04_indexed_dot/indexed_dot.h"
 
@@ -83,14 +85,20 @@ struct ShardedVocabulary::Rank {
   size_t nccl_timed = 0;  // the pairs the last step used
   size_t baseline = 0;  // tracked bytes on this GPU before its inputs (the cuBLAS workspace)
 
+  MappedHostValue<std::array<int64_t, 2>> joined_on_host;  // join_kept_pairs' kept pairs and pairs
+
   size_t input_bytes() const { return in.bytes() + targets.bytes() + dot_targets.bytes(); }
-  // `collective` (NCCL calls, and the kernels between them) between the next pair of events on the stream.
-  template <typename Collective>
-  void in_nccl(const Collective& collective) {
-    for (size_t k = nccl_events.size(); k < 2 * (nccl_timed + 1); ++k) {
+  // Event pairs for `pairs` collectives (made before a step's first one: see step()).
+  void reserve_nccl_events(size_t pairs) {
+    for (size_t k = nccl_events.size(); k < 2 * pairs; ++k) {
       nccl_events.push_back(nullptr);
       CCE_CUDA_CHECK(cudaEventCreate(&nccl_events.back()));
     }
+  }
+  // `collective` (NCCL calls, and the kernels between them) between the next pair of events on the stream.
+  template <typename Collective>
+  void in_nccl(const Collective& collective) {
+    reserve_nccl_events(nccl_timed + 1);
     CCE_CUDA_CHECK(cudaEventRecord(nccl_events[2 * nccl_timed], stream));
     collective();
     CCE_CUDA_CHECK(cudaEventRecord(nccl_events[2 * nccl_timed + 1], stream));
@@ -175,6 +183,11 @@ ShardedVocabulary::ShardedVocabulary(const Problem& problem, const HostInputs& i
     copy_to_device(r.dot_targets.get(), dot_targets.data(), dot_targets.size() * 8);
     r.loss = DeviceBuffer<float>(per_token);
     r.lse = DeviceBuffer<float>(static_cast<size_t>(problem.n));
+    // The page-locked values the steps read back, made here, before any collective (see step()).
+    r.dense_read_backs.too_far.get();
+    r.dense_read_backs.runs.get();
+    r.dense_read_backs.whole.get();
+    r.joined_on_host.get();
   });
   AllocationTracker::reset_peak();
 }
@@ -204,8 +217,17 @@ void ShardedVocabulary::step(bool backward) {
   // after a batch whose decision kept more than a third of the pairs; every
   // kDecideEveryBatches-th batch of a dense run decides again on a sample of
   // its rows first (its forward on every shard, then the joined decision).
+  // What a step allocates (scratch, events) is made on every GPU first, in an
+  // on_every_gpu of its own that every thread leaves before any enqueues a
+  // collective: such driver calls may wait for a device or a driver-wide
+  // lock, and none should run while another GPU waits in a collective that
+  // this thread has yet to enqueue.
   int64_t sample_rows = 0;
   if (backward && s10::decides_on_sample(options_.drop.plan, history_)) {
+    on_every_gpu([&](Rank& r) {
+      r.sample_scratch.allocate(sample_items(r));
+      r.reserve_nccl_events(r.nccl_timed + kDecisionCollectives);
+    });
     on_every_gpu([&](Rank& r) { r.joined = decide_on_sample(r); });
     const s10::KeptPairs& sampled = ranks_.front()->joined;
     history_ = s10::PlanHistory::decided(sampled.fraction());
@@ -225,13 +247,21 @@ void ShardedVocabulary::step(bool backward) {
     // Each plan's scratch is released when the other one takes over: the peak is the larger plan's.
     if (r.scratch.has(s10::kDenseChunkItem) != dense_first) r.scratch.release();
     if (dense_first) {
+      r.scratch.allocate(dense_step_items(r.local));
+      r.reserve_nccl_events(kDenseChunkCollectives * static_cast<size_t>(dense_chunks(r.local).count));
+    } else {
+      r.scratch.allocate(concat(backward ? s10::backward_scratch(r.local, r.plan)
+                                         : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan)),
+                                combine_scratch(r.local)));
+      r.reserve_nccl_events(kDecisionCollectives + 2);  // and the row states', dE's
+    }
+  });
+  on_every_gpu([&](Rank& r) {
+    if (dense_first) {
       dense_step(r, sample_rows);
       CCE_CUDA_CHECK(cudaStreamSynchronize(r.stream));
       return;
     }
-    r.scratch.allocate(concat(backward ? s10::backward_scratch(r.local, r.plan)
-                                       : s08::sorted_forward_items(r.local, s10::forward_plan(r.plan)),
-                              combine_scratch(r.local)));
     s08::sorted_forward_states(r.in, s10::forward_plan(r.plan), s08::sorted_forward_buffers(r.scratch), r.stream);
     r.in_nccl([&] {
       combine_row_states(problem_, r.targets.get(), r.scratch, r.comm, r.loss.get(), r.lse.get(), r.stream);
@@ -336,7 +366,7 @@ s10::KeptPairs ShardedVocabulary::joined_decision(Rank& r, const DeviceInputs& i
   if (settings.dropped_mass > 0.0) r.in_nccl([&] { join_dropped_mass(batch.plan_buffers.dropped_mass, r.comm, r.stream); });
   const s10::KeptPairs local = s10::finish_decision(in, plan, lse, settings, batch, de_acc, dc, r.host, r.stream);
   s10::KeptPairs joined;
-  r.in_nccl([&] { joined = join_kept_pairs(local, scratch, r.comm, r.stream); });
+  r.in_nccl([&] { joined = join_kept_pairs(local, scratch, r.joined_on_host.get()->data(), r.comm, r.stream); });
   return joined;
 }
 

@@ -106,9 +106,14 @@ void join_chunk_lse(const s10::DenseChunk& chunk, const Scratch& scratch, const 
 // the same on every GPU and are not summed.
 void join_dropped_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t stream);
 // The kept pairs and the pairs summed over the shards (through the combine's
-// scratch item kJoinItem); waits for the stream.
-s10::KeptPairs join_kept_pairs(const s10::KeptPairs& local, const Scratch& scratch, ncclComm_t comm,
+// scratch item kJoinItem and `host`, two page-locked values: no pageable copy
+// while another GPU may wait in the all-reduce); waits for the stream.
+s10::KeptPairs join_kept_pairs(const s10::KeptPairs& local, const Scratch& scratch, int64_t* host, ncclComm_t comm,
                                cudaStream_t stream);
+// Collectives a decision joins (the row states of its forward, the dropped
+// mass, the kept pairs), and a dense step's per chunk of rows at most (the
+// target logits, the LSE twice, dE's rows): their events are made up front.
+constexpr size_t kDecisionCollectives = 3, kDenseChunkCollectives = 4;
 constexpr const char* kJoinItem = "kept pairs, pairs of every shard [2]";
 // What those all-reduces compute, on the host (the CPU tests' model of them):
 // masses, kept pairs and pairs summed; the rows with a gradient the first shard's.
