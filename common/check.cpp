@@ -28,7 +28,7 @@ namespace {
 // the value as it was. One lock per device, not one for all: under lazy module
 // loading the driver call in `update` can wait for that GPU to finish what it
 // runs, and in stage 11 that may be a collective waiting for another GPU, whose
-// thread must not then wait for this lock (a deadlock seen on two H200s).
+// thread must not then wait for this lock.
 template <typename T>
 class PerKernelAndDevice {
  public:

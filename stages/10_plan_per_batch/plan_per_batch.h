@@ -334,10 +334,9 @@ BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scrat
 // into the bf16 dE output, free until finish_de writes it; no S tiles spill
 // there then (plan_with_rows_in_de): the slots' other places hold the chunks.
 // Only where the backward's `kept` pairs take several chunks even with
-// those slots, and the slots left hold at least half of them: one chunk
-// more at gemma2 (one chunk) measured slower once, and where the chunks
-// grow 2.5 to 3.7 times dE's owners lost what dC's gained or more; at
-// lm128k (1.5 times) the call gained 1% (stage 09's WORKLOG, session 48).
+// those slots, and the slots left hold at least half of them: each chunk
+// more ends dE's parts with one more pass over their fp32 sums, which can
+// cost dE's owners more than the copy gives dC's (stage 09's WORKLOG).
 bool copies_rows_in_token_order(const Problem& problem, const DropPlan& plan, int64_t kept,
                                 const s08::TokenBlocks& blocks, const void* de, const void* dc);
 bool rows_copy_pays(const DropPlan& plan, int64_t kept);  // its condition on the chunks alone

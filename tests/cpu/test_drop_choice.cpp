@@ -394,9 +394,8 @@ TEST(DropChoice, PlanLineSaysWhichPlanAndWhy) {
 // E's rows are copied into the token order for dC's owners only where the
 // kept pairs take several chunks even with the dE output's slots, and the
 // work buffer's slots alone hold at least half of a chunk's: lm128k's shape
-// copies (1.5 times the chunks, measured faster), gemma2's and llama3's do
-// not (2.5 and 3.7 times, measured even and slower on an H200, session 48);
-// nor without a token order, or without a dC to write.
+// copies (1.5 times the chunks), gemma2's and llama3's do not (2.5 and 3.7
+// times); nor without a token order, or without a dC to write.
 TEST(DropChoice, RowsCopiedForDcOnlyWhereTheChunksAtMostDouble) {
   const Problem lm128k = problem(8192, 2048, 128000, Dtype::kBFloat16);
   const DropPlan plan = plan_drop(lm128k);
