@@ -155,12 +155,13 @@ __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t 
   const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k < n) token_place[token_order[k]] = static_cast<int>(k);
 }
-// out[k] = E[token_order[k]]: a block per row, 16 bytes a thread and step (D % 8 == 0).
-__global__ void rows_in_token_order_kernel(const __nv_bfloat16* __restrict__ e, const int* __restrict__ token_order,
-                                           int64_t d, __nv_bfloat16* __restrict__ out) {
-  const uint4* from = reinterpret_cast<const uint4*>(e + static_cast<int64_t>(token_order[blockIdx.x]) * d);
-  uint4* to = reinterpret_cast<uint4*>(out + static_cast<int64_t>(blockIdx.x) * d);
-  for (int64_t x = threadIdx.x; x < d / 8; x += blockDim.x) to[x] = from[x];
+// out[r] = rows[order[r]], a block per row, in pieces of 16, 4 or 2 bytes.
+template <typename Piece>
+__global__ void rows_by_index_kernel(const Piece* __restrict__ rows, const int* __restrict__ order, int64_t pieces,
+                                     Piece* __restrict__ out) {
+  const Piece* from = rows + static_cast<int64_t>(order[blockIdx.x]) * pieces;
+  Piece* to = out + static_cast<int64_t>(blockIdx.x) * pieces;
+  for (int64_t x = threadIdx.x; x < pieces; x += blockDim.x) to[x] = from[x];
 }
 
 }  // namespace
@@ -191,13 +192,31 @@ bool copies_rows_in_token_order(const Problem& p, const DropPlan& plan, int64_t 
   return rows_copy_pays(plan, kept);
 }
 
+void copy_rows_by_index(const Problem& p, const void* rows, const int* order, int64_t count, void* out,
+                        cudaStream_t stream) {
+  const auto row_bytes = static_cast<size_t>(p.d) * p.element_bytes();
+  // The widest piece that divides a row and both addresses.
+  const auto fits = [&](size_t piece) {
+    return row_bytes % piece == 0 && reinterpret_cast<uintptr_t>(rows) % piece == 0 &&
+           reinterpret_cast<uintptr_t>(out) % piece == 0;
+  };
+  constexpr unsigned kRowThreads = 128;
+  const auto blocks = static_cast<unsigned>(count);
+  if (fits(16))
+    rows_by_index_kernel<<<blocks, kRowThreads, 0, stream>>>(static_cast<const uint4*>(rows), order, row_bytes / 16,
+                                                             static_cast<uint4*>(out));
+  else if (fits(4))
+    rows_by_index_kernel<<<blocks, kRowThreads, 0, stream>>>(static_cast<const uint32_t*>(rows), order, row_bytes / 4,
+                                                             static_cast<uint32_t*>(out));
+  else
+    rows_by_index_kernel<<<blocks, kRowThreads, 0, stream>>>(static_cast<const uint16_t*>(rows), order, row_bytes / 2,
+                                                             static_cast<uint16_t*>(out));
+  CCE_CHECK_LAUNCH();
+}
+
 const void* copy_rows_in_token_order(const DeviceInputs& in, const s08::TokenBlocks& blocks, void* de,
                                      cudaStream_t stream) {
-  const Problem& p = in.problem;
-  constexpr unsigned kRowThreads = 128;
-  rows_in_token_order_kernel<<<static_cast<unsigned>(p.n), kRowThreads, 0, stream>>>(
-      reinterpret_cast<const __nv_bfloat16*>(in.e.get()), blocks.token_order, p.d, static_cast<__nv_bfloat16*>(de));
-  CCE_CHECK_LAUNCH();
+  copy_rows_by_index(in.problem, in.e.get(), blocks.token_order, in.problem.n, de, stream);
   return de;
 }
 

@@ -30,15 +30,6 @@ __global__ void keep_head_kernel(const int* __restrict__ head, int64_t token_blo
   if (threadIdx.x == 0) kept_counts[tile] = static_cast<int>(token_blocks);
 }
 
-// rows[r] = C[order[first + r]], a block per row.
-template <typename T>
-__global__ void gather_sorted_rows_kernel(const T* __restrict__ c, const int* __restrict__ order, int64_t first,
-                                          int64_t d, T* __restrict__ rows) {
-  const int64_t r = blockIdx.x;
-  const T* src = c + static_cast<int64_t>(order[first + r]) * d;
-  for (int64_t k = threadIdx.x; k < d; k += blockDim.x) rows[r * d + k] = src[k];
-}
-
 // dC[order[first + r]] = the slab's fp32 row r, rounded once to the output's type.
 template <typename T>
 __global__ void scatter_sorted_rows_kernel(const float* __restrict__ rows, const int* __restrict__ order,
@@ -86,15 +77,7 @@ void dense_head_backward(const DeviceInputs& in, const DropPlan& plan, const s09
   for (int64_t first = 0; first < head_columns; first += slabs.columns) {
     const int64_t count = std::min(slabs.columns, head_columns - first);
     const auto blocks = static_cast<unsigned>(count);
-    if (p.dtype == Dtype::kBFloat16)
-      gather_sorted_rows_kernel<<<blocks, kThreads, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(in.c.get()),
-                                                                forward.vocabulary_order, first, p.d,
-                                                                static_cast<__nv_bfloat16*>(rows));
-    else
-      gather_sorted_rows_kernel<<<blocks, kThreads, 0, stream>>>(reinterpret_cast<const float*>(in.c.get()),
-                                                                forward.vocabulary_order, first, p.d,
-                                                                static_cast<float*>(rows));
-    CCE_CHECK_LAUNCH();
+    copy_rows_by_index(p, in.c.get(), forward.vocabulary_order + first, count, rows, stream);
     // Column j of the slab is sorted position first + j; the targets as sorted positions (−1: ignored).
     const SlabColumns columns{in.e.get(), rows, first, count, forward.target_position, de_acc, true, dc_rows};
     slab_gradient_products(p, columns, lse, buffers.grad_scale, slab, slabs.pitch, stream);

@@ -343,6 +343,10 @@ bool rows_copy_pays(const DropPlan& plan, int64_t kept);  // its condition on th
 DropPlan plan_with_rows_in_de(DropPlan plan);
 const void* copy_rows_in_token_order(const DeviceInputs& in, const s08::TokenBlocks& blocks, void* de,
                                      cudaStream_t stream);  // returns de
+// out[r] = rows[order[r]] for r < count, rows of D elements of the problem's
+// dtype: E's rows in the token order above, sorted C's rows of the dense head.
+void copy_rows_by_index(const Problem& problem, const void* rows, const int* order, int64_t count, void* out,
+                        cudaStream_t stream);
 // The grouped token order (after s09::compute_grad_scale).
 s08::TokenBlocks group_tokens(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                               const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream);
