@@ -214,15 +214,19 @@ def figure_time_memory(plt, values, dims, gpus, out, shapes=TIME_SHAPES, name="t
     return path
 
 
-# The other GPU's sweep: a marker per implementation (the final stage filled, its op hollow, each peer its own).
-MARKERS = {"stage": ("o", "C0", True), "stage_op": ("o", "C0", False), "peer_torch_compile": ("s", "C1", True),
+# The other GPU's sweep: a marker per implementation (the final stage filled, its op hollow, an earlier stage a
+# hexagon, each peer its own).
+MARKERS = {"stage": ("o", "C0", True), "stage_op": ("o", "C0", False), "earlier_stage": ("h", "C9", True),
+           "peer_torch_compile": ("s", "C1", True),
            "peer_quack": ("D", "C2", True), "peer_cce": ("^", "C4", True), "peer_cce_nofilter": ("^", "C4", False),
            "peer_liger": ("v", "C5", True), "peer_torch_eager": ("X", "C7", True)}
 
 
-def marker_key(impl):
+def marker_key(impl, final_stage):
     if impl.startswith("stage"):
-        return "stage_op" if rt.is_stage_op(impl) else "stage"
+        if rt.is_stage_op(impl):
+            return "stage_op"
+        return "stage" if impl == final_stage else "earlier_stage"
     return impl
 
 
@@ -240,7 +244,7 @@ def figure_ratio_to_floor(plt, values, gpus, out, shapes, name):
                                      gridspec_kw={"width_ratios": (1.45, 1)})
     rows = {shape: len(shapes) - 1 - k for k, shape in enumerate(shapes)}  # the first shape at the top
     for impl in impls:
-        marker, color, filled = MARKERS.get(marker_key(impl), ("P", "C8", True))
+        marker, color, filled = MARKERS.get(marker_key(impl, final_stage), ("P", "C8", True))
         style = {"marker": marker, "s": 46, "linewidths": 1.3, "zorder": 3, "label": label(impl),
                  "facecolors": color if filled else "none", "edgecolors": color}
         at = [s for s in shapes if impl in loss_grad[s]]
