@@ -290,8 +290,7 @@ void ShardedVocabulary::step(bool backward) {
 void ShardedVocabulary::dense_step(Rank& r, int64_t sample_rows) const {
   const Problem& p = r.local;
   const bool q = s10::keeps_q(p);
-  const s10::DenseChunks chunks = dense_chunks(p);
-  r.scratch.allocate(dense_step_items(p));
+  const s10::DenseChunks chunks = dense_chunks(p);  // its scratch: step() made it on every GPU
   float* shard_lse = r.scratch.get<float>(kShardLseItem);
   s10::DenseCall call = s10::begin_dense_chunks(r.in, chunks, r.scratch, r.loss.get(), r.upstream.get(), true,
                                                 r.dense_read_backs, r.stream);
@@ -376,8 +375,7 @@ s10::KeptPairs ShardedVocabulary::joined_decision(Rank& r, const DeviceInputs& i
 // forward), then the joined decision, with nothing corrected.
 s10::KeptPairs ShardedVocabulary::decide_on_sample(Rank& r) const {
   const s10::RowSample sample = s10::plan_row_sample(problem_);
-  const s10::DropPlan& plan = r.sample_plan;
-  r.sample_scratch.allocate(sample_items(r));
+  const s10::DropPlan& plan = r.sample_plan;  // its scratch: step() made it on every GPU
   const s10::SampleInputs rows = s10::gather_sample(r.in, sample, r.sample_scratch, r.upstream.get(), r.stream);
   int64_t* targets = r.sample_scratch.get<int64_t>(kSampleTargetsItem);  // the targets themselves, for the join
   s10::gather_sample_rows(targets, r.targets.get(), sizeof(int64_t), sample, r.stream);
