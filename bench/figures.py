@@ -19,6 +19,8 @@ threshold sweeps (docs/drop_eps_sweep*.json). Writes:
                       shape it ran: loss+grad time of each implementation divided by the cuBLAS floor's time in
                       the same tables (left, with the final stage's and the fastest peer's times written out) and
                       peak memory (right)
+  h200_training_sweep.png  the same on the H200 (its block's files), with the implementations its one run in
+                      turns timed at every snapshot (H200_SWEEP_IMPLS: QuACK in place of CCE and Liger)
   training_sweep.png  lm128k during its training (the shapes lm128k_s0 ... lm128k_s300, then lm128k): loss+grad
                       time of stage 10, the cuBLAS floor and each peer against the training step (top), and
                       stage 10's kept share of the pairs, its eps and its plan (bottom); the steps and held-out
@@ -49,6 +51,8 @@ ERROR_SHAPES = ("gemma2", "gemma2_flat", "lm32k", "lm128k")  # figure 2: those p
 SWEEP_MODEL = "lm128k"                         # figure 4: its training snapshots lm128k_sK, then the final model
 SWEEP_IMPLS = ("cublas_floor", "stage10_plan_per_batch", "peer_torch_compile", "peer_torch_eager", "peer_cce",
                "peer_liger")
+# The H200's sweep (h200_training_sweep.png): the implementations its one run in turns timed at every snapshot.
+H200_SWEEP_IMPLS = ("cublas_floor", "stage10_plan_per_batch", "peer_torch_compile", "peer_torch_eager", "peer_quack")
 DENSE_ABOVE_KEPT = 1.0 / 3.0                   # kDenseAboveKept in stages/10_plan_per_batch/plan_per_batch.h
 PEER_LABELS = {"peer_torch_eager": "PyTorch eager", "peer_torch_compile": "torch.compile",
                "peer_cce": "Cut Cross-Entropy", "peer_cce_nofilter": "CCE, no filter",
@@ -408,11 +412,12 @@ def load_training_steps(model):
     return out
 
 
-def figure_training_sweep(plt, values, spreads, dims, gpus, steps, out):
+def figure_training_sweep(plt, values, spreads, dims, gpus, steps, out, impls=SWEEP_IMPLS,
+                          file_name="training_sweep.png"):
     shapes = [s for s, _, _ in steps]
-    missing = [f"{i} at {s}" for s in shapes for i in SWEEP_IMPLS if (i, "loss_grad", s) not in values]
+    missing = [f"{i} at {s}" for s in shapes for i in impls if (i, "loss_grad", s) not in values]
     if missing:
-        raise Fault("training_sweep.png needs loss_grad cases the benchmark files lack: " + ", ".join(missing))
+        raise Fault(f"{file_name} needs loss_grad cases the benchmark files lack: " + ", ".join(missing))
     x = [step for _, step, _ in steps]
     fig, (ax_t, ax_k) = plt.subplots(2, 1, figsize=(10, 8.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     styles = {"cublas_floor": dict(color=COLORS["floor"], ls="--", marker="s"),
@@ -420,8 +425,9 @@ def figure_training_sweep(plt, values, spreads, dims, gpus, steps, out):
               "peer_torch_compile": dict(color="C1", ls="-", marker="^"),
               "peer_torch_eager": dict(color="C3", ls=":", marker="v"),
               "peer_cce": dict(color="C2", ls="-.", marker="D"),
-              "peer_liger": dict(color="C4", ls=":", marker="P")}
-    for impl in SWEEP_IMPLS:
+              "peer_liger": dict(color="C4", ls=":", marker="P"),
+              "peer_quack": dict(color="C2", ls="-", marker="D")}
+    for impl in impls:
         ys = [values[(impl, "loss_grad", s)]["ms"] for s in shapes]
         name = "cuBLAS floor (4 GEMMs)" if impl == "cublas_floor" else "stage 10" if kind(impl) == "stage" \
             else label(impl)
@@ -435,7 +441,7 @@ def figure_training_sweep(plt, values, spreads, dims, gpus, steps, out):
             for xi, yi, fi in zip(x, ys, floor):  # above the point where it is above the floor, else below
                 ax_t.annotate(f"{yi:.1f} ms", (xi, yi), xytext=(0, 9 if yi > fi else -15), textcoords="offset points",
                               ha="center", fontsize=8, color=COLORS["stage"], fontweight="bold")
-    ax_t.set_ylim(0, 1.32 * max(values[(i, "loss_grad", s)]["ms"] for i in SWEEP_IMPLS for s in shapes))  # room for the legend
+    ax_t.set_ylim(0, 1.32 * max(values[(i, "loss_grad", s)]["ms"] for i in impls for s in shapes))  # room for the legend
     ax_t.set_ylabel("loss + gradient time, ms\n(median; whiskers: fastest and slowest repetition)")
     ax_t.grid(alpha=0.3)
     ax_t.legend(loc="upper center", ncol=3, fontsize=9, framealpha=0.9)
@@ -467,7 +473,7 @@ def figure_training_sweep(plt, values, spreads, dims, gpus, steps, out):
     fig.suptitle(f"Stage 10, the cuBLAS floor and the peers while the {SWEEP_MODEL} model trains{size}\n"
                  f"loss + gradient in bf16 on {gpu_words(gpus)}", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.96))
-    path = save(plt, fig, out, "training_sweep.png")
+    path = save(plt, fig, out, file_name)
     return path
 
 
@@ -501,10 +507,13 @@ def main(argv=None):
                    figure_eps_sweep(plt, sweep_data, sweep_gpus, sweep_values, args.out),
                    figure_training_sweep(plt, values, spreads, dims, gpus, steps, args.out)]
         for block, files in rt.OTHER_GPU_BLOCKS.items():  # another GPU's sweep: a figure of its own
-            other, other_dims, other_gpus, _ = load_bench(rt.default_paths(files))
+            other, other_dims, other_gpus, other_spreads = load_bench(rt.default_paths(files))
             shapes = [s for s in rt.ALL_SHAPES if any(k[2] == s for k in other)]
             written.append(figure_ratio_to_floor(plt, other, other_gpus, args.out, shapes,
                                                  block.replace("_summary", "") + "_time_memory.png"))
+            written.append(figure_training_sweep(plt, other, other_spreads, other_dims, other_gpus, steps,
+                                                 args.out, H200_SWEEP_IMPLS,
+                                                 block.replace("_summary", "") + "_training_sweep.png"))
     except Fault as e:
         print(f"figures.py: error: {e}", file=sys.stderr)
         return 1

@@ -38,7 +38,7 @@ BLOCKS = ("summary", "tables", "appendix")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import results_table  # noqa: E402  (the other GPU's block and its files)
 FIGURE_NAMES = ("time_memory.png", "gradient_error.png", "eps_sweep.png", "training_sweep.png",
-                "h200_time_memory.png")
+                "h200_time_memory.png", "h200_training_sweep.png")
 
 SUMMARY_HEADER = ("| shape | implementation | loss+grad ms | min–max ms | mean ms | loss+grad MB | dE err | dC err "
                   "| loss ms | loss MB |")
