@@ -14,6 +14,8 @@ correction: M_iT/|T| at every entry of the tile (M_iT its mass less the target's
 Per shape and eps it writes: the kept share of the pairs; D, the mean dropped mass per row with a gradient (the
 budget's measure); R, the mean of the correction's residual bound M_iT·(1 - M_iT/(|T|·p_max,iT)) (half the largest
 L1 residual a tile of mass M_iT and largest entry p_max can leave: 0 for a flat tile, M_iT for a single entry);
+the residual's exact squared L2 norm per row and its bound 2·p_max·R (the drop's noise, to set against eager's,
+about u²·Σ_j p_ij²·z_ij² per row with u = 2^-9/√3, written per shape exactly and from the statistics alone);
 drop_dE, drop_dC: the relative L2 error that the drop and correction alone add to dE and dC (fp32 arithmetic);
 bf16_dE, bf16_dC: the same gradient made as stage 10 rounds it, roughly (S rounded to bf16, bf16 products with fp32
 sums, one rounding of the output; not stage 10's own order of sums). And per shape: eager PyTorch's errors (bf16
@@ -70,8 +72,10 @@ def emulate(torch, F, e, c, t, exponents, self_check=False):
     lse = torch.logsumexp(z, 1)
     p = torch.exp(z - lse[:, None])
     ez, ez2 = (p * z).sum(1), (p * z * z).sum(1)
+    p2z2 = (p * p * z * z).sum(1)  # eager's rounding noise per row is about u²·Σ_j p_ij²·z_ij², u = 2^-9/√3
     p_t = p[rows, tc]
     scale = {"rms_logit_under_p": float(ez2.sqrt()[valid].mean()),
+             "p2z2_per_row": float(p2z2[valid].mean()),
              "spread_under_p": float((ez2 - ez * ez).clamp(min=0).sqrt()[valid].mean()),
              "lse": float(lse[valid].mean()), "target_logit": float(z[rows, tc][valid].mean()),
              "target_p": float(p_t[valid].mean())}
@@ -110,11 +114,15 @@ def emulate(torch, F, e, c, t, exponents, self_check=False):
     tpos = rank[tc]
     ttile = tpos // TILE
     mass = ps.view(n, tiles, TILE).sum(2)
+    # The same noise from the statistics alone: Σ_T p_max,iT·(tile mass)·m_iT², the tile's largest entry standing
+    # for its others.
+    pmax = torch.exp(m - lse[:, None])
+    scale["p2z2_from_statistics_per_row"] = float((pmax * mass * m * m).sum(1)[valid].mean())
     mass[rows, ttile] -= p_t
     mass.clamp_(min=0.0)
     mass[~valid] = 0.0
     log_pmax = m - lse[:, None]
-    resid = mass * (1.0 - mass / (width[None, :] * torch.exp(log_pmax))).clamp(min=0.0)
+    resid = mass * (1.0 - mass / (width[None, :] * pmax)).clamp(min=0.0)
 
     # Token blocks of grouped rows.
     count = (log_pmax >= math.log(2.0 ** -GROUPING_EXPONENT)).sum(1)
@@ -152,6 +160,7 @@ def emulate(torch, F, e, c, t, exponents, self_check=False):
         if self_check:  # the correction moves no mass within a dropped tile (where M was not clamped)
             sums = du.view(n, tiles, TILE).sum(2)
             assert float(sums.abs().max()) < 1e-5, "a dropped tile's residual does not sum to 0"
+        residual_l2sq = float(du.pow(2).sum()) / rows_g  # Σ_j ε_ij², at most 2·p_max·R per dropped tile
         dde = g[:, None] * (du @ c_sorted)
         ddc = du.T @ ge
         drop_de = float(dde.double().pow(2).sum().sqrt()) / de_norm
@@ -171,6 +180,8 @@ def emulate(torch, F, e, c, t, exponents, self_check=False):
                         "plan_at_this_share": "dense" if kept > 1.0 / 3.0 else "sparse",
                         "dropped_mass_per_row": float((mass * dropped_f).sum()) / rows_g,
                         "residual_bound_per_row": float((resid * dropped_f).sum()) / rows_g,
+                        "residual_l2sq_per_row": residual_l2sq,
+                        "residual_l2sq_bound_per_row": float((2.0 * pmax * resid * dropped_f).sum()) / rows_g,
                         "drop_dE": drop_de, "drop_dC": drop_dc, "bf16_dE": bf16_de, "bf16_dC": bf16_dc})
     return {"n": n, "d": d, "v": v, "rows_with_gradient": rows_g, "scale": scale, "eager": eager, "eps": results}
 
@@ -190,6 +201,7 @@ def self_check(torch, F):
         assert a["kept_pairs"] <= b["kept_pairs"], "the kept share is not monotone in eps"
     for r in rows:
         assert r["residual_bound_per_row"] <= r["dropped_mass_per_row"] + 1e-7, "the bound exceeds the mass"
+        assert r["residual_l2sq_per_row"] <= r["residual_l2sq_bound_per_row"] * (1 + 1e-4) + 1e-12, "the L2 bound fails"
     last = rows[-1]
     assert last["kept_pairs"] == 1.0 and last["drop_dE"] == 0.0 and last["drop_dC"] == 0.0, "eps 2^-60 dropped"
     assert rows[0]["drop_dE"] > 0.0 and rows[0]["kept_pairs"] < 1.0, "eps 1/2 dropped nothing"
@@ -228,7 +240,8 @@ def main():
         print(f"{shape}: eager dE {s['eager']['dE']:.3e} dC {s['eager']['dC']:.3e}; scale {s['scale']}", flush=True)
         for r in s["eps"]:
             print(f"  2^-{r['eps_exponent']}: kept {r['kept_pairs']:.4f} D {r['dropped_mass_per_row']:.4f} "
-                  f"R {r['residual_bound_per_row']:.4f} drop dE {r['drop_dE']:.2e} dC {r['drop_dC']:.2e} "
+                  f"R {r['residual_bound_per_row']:.4f} L2sq {r['residual_l2sq_per_row']:.2e} "
+                  f"(bound {r['residual_l2sq_bound_per_row']:.2e}) drop dE {r['drop_dE']:.2e} dC {r['drop_dC']:.2e} "
                   f"bf16 dE {r['bf16_dE']:.2e} dC {r['bf16_dC']:.2e}", flush=True)
         del e, c, t
         torch.cuda.empty_cache()
