@@ -442,7 +442,7 @@ void setup_stage(ActiveCase& c, const CaseSpec& spec) {
     }
     if (const auto* plan = dynamic_cast<const s10::PlanPerBatchStage*>(c.stage.get())) {
       const s10::EpsChoice choice = plan->eps_choice();
-      if (choice.dropped_mass >= 0.0) c.fixed_counters["dropped_mass"] = choice.dropped_mass;
+      if (choice.misplaced_mass >= 0.0) c.fixed_counters["misplaced_mass"] = choice.misplaced_mass;
       // Which backward ran (1: the dense plan, every pair recomputed by cuBLAS), and the share the
       // decision would keep, which chose it.
       const s10::PlanChoice ran = plan->plan_choice();

@@ -199,7 +199,7 @@ int run(int argc, char** argv) {
                   s.correction.c_str(), 100.0 * kept, de_err, dc_err, ms);
       std::fflush(stdout);
       json << (first_row ? "" : ",") << "\n      {\"eps_exponent\": " << exponent;
-      if (automatic) json << ", \"automatic\": true, \"dropped_mass\": " << stage.eps_choice().dropped_mass;
+      if (automatic) json << ", \"automatic\": true, \"misplaced_mass\": " << stage.eps_choice().misplaced_mass;
       json << ", \"correction\": \"" << s.correction << "\", \"kept_frac\": " << kept
            << ", \"dE_rel_err\": " << de_err << ", \"dC_rel_err\": " << dc_err << ", \"loss_grad_ms\": " << ms << "}";
       first_row = false;

@@ -121,8 +121,9 @@ PEER_NAMES = {"peer_torch_eager": "PyTorch eager", "peer_torch_compile": "torch.
               "peer_cce_nofilter": "Cut Cross-Entropy without the filter", "peer_cce_exact": "Cut Cross-Entropy, exact",
               "peer_liger": "Liger-Kernel", "peer_quack": "QuACK (chunked, its base pipeline)"}
 TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+# dropped_mass: what the files of runs before the misplaced mass hold in its place.
 COUNTERS = ("peak_MB", "TFLOPs", "floor_ratio", "dE_rel_err", "dC_rel_err", "loss_rel_err", "kept_frac",
-            "drop_eps_log2", "dropped_mass")
+            "drop_eps_log2", "misplaced_mass", "dropped_mass")
 # Context keys left out of the appendix (the host CPU's, Google Benchmark's own, and those shown apart).
 CPU_CONTEXT = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu", "cpu_scaling_enabled", "caches",
                "load_avg", "library_build_type", "json_schema_version", "gpu_name", "gpu", "cce_commit", "commit",

@@ -13,7 +13,7 @@ and E and t whole. It mirrors, top to bottom:
     shard_max_kernel, the all-reduce max, rescale_kernel, the all-reduce sum,
     lse_and_loss_kernel and finish_loss;
   - ShardedVocabulary::backward_to_accumulator: begin_backward (stage 10),
-    joined_decision (measure_for_decision, join_dropped_mass,
+    joined_decision (measure_for_decision, join_misplaced_mass,
     finish_decision, join_kept_pairs), choose_plan, run_backward_plan;
   - then add_target_terms (stage 09) and reduce_de (combine.cu): the
     all-reduce of dE, and its rounding to bf16 (round_de_kernel).
@@ -55,7 +55,7 @@ TOLERANCE = 1e-12
 COLLECTIVES = [
     ("join_rows", "n", "ncclFloat32", "ncclMax", "N fp32", "4N bytes"),
     ("join_rows", "2 * n", "ncclFloat32", "ncclSum", "2N fp32", "8N bytes"),
-    ("join_dropped_mass", "s10::kAutoExponents", "ncclUint64", "ncclSum", "9 uint64", "72 bytes"),
+    ("join_misplaced_mass", "s10::kAutoExponents", "ncclUint64", "ncclSum", "10 uint64", "80 bytes"),
     ("join_kept_pairs", "2", "ncclInt64", "ncclSum", "2 int64", "16 bytes"),
     ("sum_and_round_de", "count", "ncclFloat32", "ncclSum", "N·D fp32", "4·N·D bytes"),
 ]
@@ -65,7 +65,7 @@ NOT_DRAWN = [("sum_over_shards", "count", "ncclFloat32", "ncclSum")]
 # The calls each function makes, in the order it makes them: the collectives' order in a step.
 STEP_ORDER = ["sorted_forward_states", "combine_row_states", "backward_to_accumulator", "add_target_terms",
               "reduce_de"]
-BACKWARD_ORDER = ["begin_backward", "measure_for_decision", "join_dropped_mass", "finish_decision",
+BACKWARD_ORDER = ["begin_backward", "measure_for_decision", "join_misplaced_mass", "finish_decision",
                   "join_kept_pairs", "choose_plan", "run_backward_plan"]
 # dense_step's calls in the order the second figure draws them.
 DENSE_ORDER = ["begin_dense_chunks", "indexed_dot", "sum_over_shards", "set_chunk_reference", "fold_chunk",
@@ -160,10 +160,10 @@ def source_claims():
     return [
         (code_in_step_order == drawn,
          "the ncclAllReduce calls of combine.cu are the five drawn and the dense plan's sum_over_shards (count, type, op)"),
-        (exponents == 9, "join_dropped_mass carries 9 candidates (kAutoFirstExponent..kAutoLastExponent)"),
+        (exponents == 10, "join_misplaced_mass carries 10 candidates (kAutoFirstExponent..kAutoLastExponent)"),
         (in_order(step, STEP_ORDER), "step() runs forward, combine, backward, target terms, dE's all-reduce in order"),
         (in_order(backward, BACKWARD_ORDER),
-         "backward_to_accumulator() joins the dropped mass, then the kept pairs, then runs the plan"),
+         "backward_to_accumulator() joins the misplaced mass, then the kept pairs, then runs the plan"),
         ("ncclCommInitAll" in sharded and "std::thread" in sharded, "one process, a host thread per GPU"),
         (in_order(dense, DENSE_ORDER),
          "dense_step() sums the target logit, folds, joins the LSE, runs the products, sums dE, in order"),
@@ -385,13 +385,13 @@ def decided_step(gpus, sub, span, small):
          r"$\mathrm{LSE}_i = M_i + \log S_i$,  $\mathrm{loss}_i = \mathrm{LSE}_i - z_i$;" "\nloss = their mean",
          lambda p: "LSE [N], loss\nsame bits on every GPU" if not small else "LSE [N], loss\n(same bits)"),
         ("section", 0.42, "backward", "(a loss alone ends above)", None),
-        ("local", 0.78, "6  the dropped mass per eps",
+        ("local", 0.78, "6  the misplaced mass per eps",
          "begin_backward, measure_for_decision (stage 10):\n"
-         r"on its own tiles, for eps = $2^{-8}\ldots 2^{-16}$" "\n(fixed-point integers)",
-         lambda p: "its tiles' dropped\nmass, 9 candidates"),
+         r"on its own tiles, for eps = $2^{-8}\ldots 2^{-17}$" "\n(fixed-point integers)",
+         lambda p: "its tiles' misplaced\nmass, 10 candidates"),
         ("collective", 0.62, "7  all-reduce sum (automatic eps)",
-         "join_dropped_mass: ncclAllReduce, ncclSum\nnot with --drop-eps or --plan dense",
-         "dropped mass per candidate eps, summed      9 uint64 = 72 bytes"),
+         "join_misplaced_mass: ncclAllReduce, ncclSum\nnot with --drop-eps or --plan dense",
+         "misplaced mass per candidate eps, summed      10 uint64 = 80 bytes"),
         ("local", 0.78, "8  eps chosen; kept pairs counted",
          "finish_decision: every GPU chooses the same eps\nfrom the same sums, then counts its "
          "kept\n(token block, tile) pairs at that eps",
@@ -415,7 +415,7 @@ def decided_step(gpus, sub, span, small):
          lambda p: f"loss, LSE, dE\ndC rows {span(p)}"),
     ]
     title = f"Stage 11: C's rows sharded over P = {gpus} GPUs, the shards joined by all-reduces"
-    footer = ("Each all-reduce's buffer has the same size on every GPU, whatever P: 12N bytes in the forward, 88 bytes "
+    footer = ("Each all-reduce's buffer has the same size on every GPU, whatever P: 12N bytes in the forward, 96 bytes "
               "of\nthe plan's statistics, 4·N·D bytes in the backward (gemma2, N = 8192, D = 2304: 98 kB and 75.5 MB). "
               "A ring\nall-reduce moves about 2(P − 1)/P times that in and out of each GPU, while the flops shrink as 1/P.")
     return rows, title, footer

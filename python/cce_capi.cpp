@@ -237,7 +237,7 @@ struct CceStats {
   int64_t units, kept_units;      // (token block, tile) pairs (stage 07: tiles) and those whose products ran
   double decided_kept_fraction;   // stage 10: the share of pairs its decision keeps, which chose the plan; -1 unknown
   double eps;                     // the eps the backward dropped below (0: every pair kept)
-  double dropped_mass;            // stage 10's automatic eps: the softmax mass per row it dropped; -1 otherwise
+  double misplaced_mass;          // stage 10's automatic eps: the softmax mass per row it misplaced; -1 otherwise
 };
 
 // Stage 07 counts its kept tiles on the GPU: reading them waits for `stream`.
@@ -251,7 +251,7 @@ int cce_last_stats(void* stage_handle, void* stream, CceStats* out, char* error,
         const s10::PlanChoice ran = plan->plan_choice();
         const s10::EpsChoice choice = plan->eps_choice();
         st = {d.tiles > 0 ? 1 : 0, ran.plan == s10::BackwardPlan::kDense ? 1 : 0, d.tiles, d.kept_tiles,
-              ran.kept_fraction, d.eps, choice.dropped_mass};
+              ran.kept_fraction, d.eps, choice.misplaced_mass};
       } else if (const auto* det = dynamic_cast<const s09::DeterministicProductsStage*>(stage)) {
         const s09::DropStats d = det->stats();
         st = {d.tiles > 0 ? 1 : 0, -1, d.tiles, d.kept_tiles, -1.0, d.eps, -1.0};

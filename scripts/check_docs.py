@@ -18,7 +18,7 @@ on any:
    `FoldThenKeepTile` wraps"), in one of the files the table links.
 3. Every stage README's walk through its kernels (the section "The kernels,
    in reading order") names only code that exists: each backticked name with
-   an underscore or a lower-then-upper case step (`dropped_mass_kernel`,
+   an underscore or a lower-then-upper case step (`misplaced_mass_kernel`,
    `keepHalf`) occurs in the stage folder's sources or in a source file the
    README links.
 4. docs/course.md's table of the time a student needs counts what it says: each

@@ -66,7 +66,7 @@ class _Problem(ctypes.Structure):
 class _Stats(ctypes.Structure):
     _fields_ = [("has_stats", ctypes.c_int32), ("plan", ctypes.c_int32), ("units", ctypes.c_int64),
                 ("kept_units", ctypes.c_int64), ("decided_kept_fraction", ctypes.c_double), ("eps", ctypes.c_double),
-                ("dropped_mass", ctypes.c_double)]
+                ("misplaced_mass", ctypes.c_double)]
 
 
 # What last_stats returns. plan: "sparse" or "dense" (stage 10), None for the stages with one backward.
@@ -75,10 +75,10 @@ class _Stats(ctypes.Structure):
 # same as kept_fraction under the sparse plan; the last decision's for the dense plan before the forward;
 # None for the other stages). eps: the eps the backward chose (the sparse plan drops the pairs below it; 0.0:
 # none chosen, as by --keep-all and the dense plan before the forward, which decides nothing); drop_eps_log2:
-# its log2 (None for 0). dropped_mass: with stage 10's automatic eps, the softmax mass per row below it (None
+# its log2 (None for 0). misplaced_mass: with stage 10's automatic eps, the softmax mass per row that its tail correction misplaces (None
 # otherwise). units, kept_units: the counts.
 BackwardStats = collections.namedtuple(
-    "BackwardStats", "plan kept_fraction decided_kept_fraction eps drop_eps_log2 dropped_mass units kept_units")
+    "BackwardStats", "plan kept_fraction decided_kept_fraction eps drop_eps_log2 misplaced_mass units kept_units")
 
 
 def _load_library():
@@ -199,7 +199,7 @@ def last_stats(stage=FINAL_STAGE, flags="", device=None):
     return BackwardStats(plan={0: "sparse", 1: "dense"}.get(st.plan), kept_fraction=kept,
                          decided_kept_fraction=decided, eps=st.eps,
                          drop_eps_log2=math.log2(st.eps) if st.eps > 0.0 else None,
-                         dropped_mass=st.dropped_mass if st.dropped_mass >= 0.0 else None, units=st.units,
+                         misplaced_mass=st.misplaced_mass if st.misplaced_mass >= 0.0 else None, units=st.units,
                          kept_units=st.kept_units)
 
 

@@ -1,6 +1,6 @@
 // Stage 10's plan of a batch's backward, from the forward's tile statistics
 // before any logit is recomputed: the automatic eps (the largest candidate
-// whose dropped softmax mass is within a budget) and the token grouping (rows
+// whose tail correction misplaces a softmax mass within a budget) and the token grouping (rows
 // sorted by how many tiles they need).
 
 #include <algorithm>
@@ -24,10 +24,10 @@ using s08::stats_sum;
 constexpr int kThreads = 256;
 unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
 
-// dropped_mass_kernel's grid: x token blocks, y groups of kMassTiles tiles
+// misplaced_mass_kernel's grid: x token blocks, y groups of kMassTiles tiles
 // (at most 65535, each block looping over groups y, y + gridDim.y, ...).
 // A group, not one tile: a block loads its rows' values once for all of them
-// and has kMassTiles gathered loads in flight, and the mass takes one atomic
+// and has kMassTiles gathered loads in flight, and the sums take one atomic
 // per candidate and block instead of one per pair. Token blocks along x: the
 // blocks dispatched together share their tiles, whose statistics, read at the
 // grouped rows' scattered places, then come from DRAM once and from L2 after.
@@ -39,31 +39,36 @@ dim3 pair_grid(const s09::DropPlan& plan) {
 
 // The automatic eps's measure: for each (token block, tile), the largest
 // candidate exponent e at which the pair would be dropped (its rows' largest
-// m_iT − LSE_i below log_eps[e], stage 08's decision's test) and its rows' softmax
-// mass M_iT = s_iT·exp(m_iT − LSE_i), the target's own entry left out (it is
-// exact). mass[k] sums the pairs whose largest such e is kAutoFirstExponent + k,
-// each pair's mass in fixed point (2^-32), so that the sum and the eps chosen from it do not
-// depend on the order of the additions; mass[kAutoExponents] counts the rows
-// with a gradient. A block per (token block, kMassTiles tiles), a thread per row.
-// The pair's largest such e, as e − kAutoFirstExponent + 1 (0: none), goes to
-// its flag [tile][token block], so that the decision at the chosen eps needs
-// no second pass over the statistics (keep_pairs_within_budget).
+// m_iT − LSE_i below log_eps[e], stage 08's decision's test) and the mass its
+// tail correction leaves misplaced. A dropped row spreads its tile's mass
+// M_iT = s_iT·exp(m_iT − LSE_i) (the target's own entry left out: it is exact)
+// evenly over the tile's |T| entries; what that moves to the wrong entries is
+// at most M_iT·(1 − M_iT/(|T|·p_max)), p_max = exp(m_iT − LSE_i): 0 for a flat
+// tile, M_iT for one entry holding it all. misplaced[k] sums these bounds over
+// the pairs whose largest such e is kAutoFirstExponent + k, each pair's in
+// fixed point (2^-32), so that the sum and the eps chosen from it do not depend
+// on the order of the additions; misplaced[kAutoExponents] counts the rows
+// with a gradient. A block per (token block, kMassTiles tiles), a thread per
+// row. The pair's largest such e, as e − kAutoFirstExponent + 1 (0: none),
+// goes to its flag [tile][token block], so that the decision at the chosen eps
+// needs no second pass over the statistics (keep_pairs_within_budget).
 constexpr double kMassUnit = 4294967296.0;  // 2^32
 struct LogEps {
   float at[kAutoExponents];
 };
-__global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
-                                    const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
-                                    const int64_t* __restrict__ position, const int* __restrict__ token_order,
-                                    int64_t n, int64_t tiles, int64_t token_blocks, int64_t tile_cols, LogEps log_eps,
-                                    unsigned long long* __restrict__ mass, uint8_t* __restrict__ drop_exponent) {
+__global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
+                                      const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
+                                      const int64_t* __restrict__ position, const int* __restrict__ token_order,
+                                      int64_t n, int64_t v, int64_t tiles, int64_t token_blocks, int64_t tile_cols,
+                                      LogEps log_eps, unsigned long long* __restrict__ misplaced,
+                                      uint8_t* __restrict__ drop_exponent) {
   wait_for_kernel_ahead();
-  __shared__ float warp_max[kMassTiles][32], warp_mass[kMassTiles][32];
+  __shared__ float warp_max[kMassTiles][32], warp_misplaced[kMassTiles][32];
   __shared__ int warp_rows[32];
-  __shared__ unsigned long long block_mass[kAutoExponents];
+  __shared__ unsigned long long block_misplaced[kAutoExponents];
   const int64_t b = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  if (threadIdx.x < kAutoExponents) block_mass[threadIdx.x] = 0;
+  if (threadIdx.x < kAutoExponents) block_misplaced[threadIdx.x] = 0;
   const int64_t place = b * blockDim.x + threadIdx.x;
   const int64_t row = place >= n ? n : token_order != nullptr ? token_order[place] : place;
   const bool with_gradient = row < n && grad_scale[row] != 0.0f;
@@ -78,29 +83,34 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
     for (int t = 0; t < kMassTiles; ++t) packed[t] = with_gradient && t < group ? stats[(tile0 + t) * n + row] : 0u;
 #pragma unroll
     for (int t = 0; t < kMassTiles; ++t) {
-      float log_p = -INFINITY, row_mass = 0.0f;
+      float log_p = -INFINITY, row_misplaced = 0.0f;
       if (with_gradient) {
         log_p = stats_max(packed[t]) - row_lse;
-        row_mass = stats_sum(packed[t]) * __expf(log_p);
+        const float p_max = __expf(log_p);
+        float row_mass = stats_sum(packed[t]) * p_max;
         if (in_tile(target_position, tile0 + t, tile_cols)) row_mass -= target_p;
         row_mass = fmaxf(row_mass, 0.0f);
+        const int64_t first_col = (tile0 + t) * tile_cols;
+        const float width = static_cast<float>(v - first_col < tile_cols ? v - first_col : tile_cols);
+        row_misplaced = row_mass * fmaxf(1.0f - row_mass / (width * p_max), 0.0f);
       }
       for (int offset = 16; offset > 0; offset /= 2) {  // a fixed order: the same sum every run
         log_p = fmaxf(log_p, __shfl_xor_sync(0xffffffffu, log_p, offset));
-        row_mass += __shfl_xor_sync(0xffffffffu, row_mass, offset);
+        row_misplaced += __shfl_xor_sync(0xffffffffu, row_misplaced, offset);
       }
-      if (lane == 0) warp_max[t][warp] = log_p, warp_mass[t][warp] = row_mass;
+      if (lane == 0) warp_max[t][warp] = log_p, warp_misplaced[t][warp] = row_misplaced;
     }
     __syncthreads();
     if (threadIdx.x < group) {  // a thread per tile of the group
       const int t = threadIdx.x;
-      float largest = -INFINITY, pair_mass = 0.0f;
-      for (int w = 0; w < warps; ++w) largest = fmaxf(largest, warp_max[t][w]), pair_mass += warp_mass[t][w];
+      float largest = -INFINITY, pair_misplaced = 0.0f;
+      for (int w = 0; w < warps; ++w) largest = fmaxf(largest, warp_max[t][w]), pair_misplaced += warp_misplaced[t][w];
       int k = kAutoExponents - 1;  // the largest e whose test drops the pair
       while (k >= 0 && !(largest < log_eps.at[k])) --k;
       drop_exponent[(tile0 + t) * token_blocks + b] = static_cast<uint8_t>(k + 1);
-      if (k >= 0 && pair_mass > 0.0f)  // integers: the block's sum is the same in any order
-        atomicAdd(block_mass + k, static_cast<unsigned long long>(llrint(static_cast<double>(pair_mass) * kMassUnit)));
+      if (k >= 0 && pair_misplaced > 0.0f)  // integers: the block's sum is the same in any order
+        atomicAdd(block_misplaced + k,
+                  static_cast<unsigned long long>(llrint(static_cast<double>(pair_misplaced) * kMassUnit)));
     }
     __syncthreads();
   }
@@ -112,11 +122,12 @@ __global__ void dropped_mass_kernel(const uint32_t* __restrict__ stats, const fl
     if (threadIdx.x == 0) {
       int block_rows = 0;
       for (int w = 0; w < warps; ++w) block_rows += warp_rows[w];
-      if (block_rows > 0) atomicAdd(mass + kAutoExponents, static_cast<unsigned long long>(block_rows));
+      if (block_rows > 0) atomicAdd(misplaced + kAutoExponents, static_cast<unsigned long long>(block_rows));
     }
   }
   __syncthreads();
-  if (threadIdx.x < kAutoExponents && block_mass[threadIdx.x] != 0) atomicAdd(mass + threadIdx.x, block_mass[threadIdx.x]);
+  if (threadIdx.x < kAutoExponents && block_misplaced[threadIdx.x] != 0)
+    atomicAdd(misplaced + threadIdx.x, block_misplaced[threadIdx.x]);
 }
 
 // Token grouping: a token block keeps a tile when any of its rows needs it,
@@ -167,12 +178,12 @@ __global__ void rows_by_index_kernel(const Piece* __restrict__ rows, const int* 
 }  // namespace
 
 namespace {
-constexpr const char* kDroppedMassItem = "dropped mass per eps, rows with a gradient, the dense head's length [candidates + 2]";
+constexpr const char* kMisplacedMassItem = "misplaced mass per eps, rows with a gradient, the dense head's length [candidates + 2]";
 }  // namespace
 
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
   return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
-          {kDroppedMassItem, (kAutoExponents + 2) * 8}};
+          {kMisplacedMassItem, (kAutoExponents + 2) * 8}};
 }
 
 DropPlan plan_with_rows_in_de(DropPlan plan) {
@@ -224,8 +235,8 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   BatchPlanBuffers b;
   b.token_order = scratch.get<int>("token order, each token's place in it [2][N]");
   b.token_place = b.token_order + p.n;
-  b.dropped_mass = scratch.get<unsigned long long>(kDroppedMassItem);
-  b.head_tiles = reinterpret_cast<int*>(b.dropped_mass + kAutoExponents + 1);  // in the last 8 bytes
+  b.misplaced_mass = scratch.get<unsigned long long>(kMisplacedMassItem);
+  b.head_tiles = reinterpret_cast<int*>(b.misplaced_mass + kAutoExponents + 1);  // in the last 8 bytes
   return b;
 }
 
@@ -253,38 +264,38 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
 namespace {
 // The choice, on the host (the report) and on the device (the decision, with
 // no read-back): the same IEEE double arithmetic, so the same exponent.
-__host__ __device__ int first_within_budget(const double* dropped, double budget) {
+__host__ __device__ int first_within_budget(const double* misplaced, double budget) {
   for (int k = 0; k < kAutoExponents; ++k)
-    if (dropped[k] <= budget) return kAutoFirstExponent + k;
-  return kAutoLastExponent;  // the smallest candidate: about half the tiles kept on the data measured
+    if (misplaced[k] <= budget) return kAutoFirstExponent + k;
+  return kAutoLastExponent;  // the smallest candidate
 }
-// dropped[k]: the mass per row dropped at candidate k (a pair dropped at k is
-// dropped at every larger eps too, so the masses add up from the smallest eps).
-__host__ __device__ void dropped_per_row(const unsigned long long* mass, unsigned long long rows_with_gradient,
-                                         double* dropped) {
+// misplaced[k]: the misplaced mass per row at candidate k (a pair dropped at k
+// is dropped at every larger eps too, so the sums add up from the smallest eps).
+__host__ __device__ void misplaced_per_row(const unsigned long long* sums, unsigned long long rows_with_gradient,
+                                           double* misplaced) {
   const double rows = static_cast<double>(rows_with_gradient > 0 ? rows_with_gradient : 1);
   unsigned long long above = 0;
   for (int k = kAutoExponents - 1; k >= 0; --k)
-    above += mass[k], dropped[k] = static_cast<double>(above) / kMassUnit / rows;
+    above += sums[k], misplaced[k] = static_cast<double>(above) / kMassUnit / rows;
 }
 }  // namespace
 
-int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget) {
-  return first_within_budget(dropped, budget);
+int choose_drop_exponent(const double (&misplaced)[kAutoExponents], double budget) {
+  return first_within_budget(misplaced, budget);
 }
 
-// The statistics' dropped mass at each candidate (one pass over them).
-void measure_dropped_mass(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
-                          const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
-                          cudaStream_t stream) {
+// The statistics' misplaced mass at each candidate (one pass over them).
+void measure_misplaced_mass(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
+                            const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
+                            cudaStream_t stream) {
   LogEps log_eps{};
   for (int k = 0; k < kAutoExponents; ++k) log_eps.at[k] = std::log(std::ldexp(1.0f, -(kAutoFirstExponent + k)));
-  unsigned long long* mass = buffers.dropped_mass;
+  unsigned long long* mass = buffers.misplaced_mass;
   CCE_CUDA_CHECK(cudaMemsetAsync(mass, 0, (kAutoExponents + 1) * 8, stream));
   const s08::TileStatistics& forward = backward.forward.kept;
-  launch_dependent(dropped_mass_kernel, pair_grid(plan), static_cast<unsigned>(plan.tile_rows), stream,
+  launch_dependent(misplaced_mass_kernel, pair_grid(plan), static_cast<unsigned>(plan.tile_rows), stream,
       forward.stats, lse, backward.grad_scale, forward.target_logit, forward.target_position,
-      blocks.token_order, p.n, plan.tiles, plan.token_blocks, plan.tile_cols, log_eps, mass, backward.keep);
+      blocks.token_order, p.n, p.v, plan.tiles, plan.token_blocks, plan.tile_cols, log_eps, mass, backward.keep);
 }
 
 namespace {
@@ -300,9 +311,9 @@ __global__ void keep_within_budget_kernel(const unsigned long long* __restrict__
   wait_for_kernel_ahead();
   __shared__ int chosen, count;
   if (threadIdx.x == 0) {
-    double dropped[kAutoExponents];
-    dropped_per_row(measured, measured[kAutoExponents], dropped);
-    chosen = first_within_budget(dropped, budget) - kAutoFirstExponent;
+    double misplaced[kAutoExponents];
+    misplaced_per_row(measured, measured[kAutoExponents], misplaced);
+    chosen = first_within_budget(misplaced, budget) - kAutoFirstExponent;
     count = 0;
   }
   if (blockIdx.x == 0 && threadIdx.x <= kAutoExponents) on_host[threadIdx.x] = measured[threadIdx.x];
@@ -328,30 +339,30 @@ PendingEps keep_pairs_within_budget(const DropPlan& plan, const s09::BackwardBuf
   pending.measured = {host.read_back.take<unsigned long long>(kAutoExponents + 1), kAutoExponents + 1};
   static_assert(kAutoExponents + 1 <= kThreads, "a thread per mass");
   if (plan.tiles == 0) {  // no block to write them: the masses by a copy
-    CCE_CUDA_CHECK(cudaMemcpyAsync(pending.measured.data(), buffers.dropped_mass, pending.measured.size() * 8,
+    CCE_CUDA_CHECK(cudaMemcpyAsync(pending.measured.data(), buffers.misplaced_mass, pending.measured.size() * 8,
                                    cudaMemcpyDeviceToHost, stream));
     return pending;
   }
   launch_dependent(keep_within_budget_kernel, static_cast<unsigned>(plan.tiles), kThreads, stream,
-                   static_cast<const unsigned long long*>(buffers.dropped_mass), budget, backward.keep,
+                   static_cast<const unsigned long long*>(buffers.misplaced_mass), budget, backward.keep,
                    plan.token_blocks, backward.kept_counts, pending.measured.data());
   return pending;
 }
 
 // The largest eps within the budget.
-EpsChoice choose_drop_eps(const DroppedMass& measured, double budget) {
-  double dropped[kAutoExponents];
-  dropped_per_row(measured.mass.data(), measured.rows, dropped);
-  const int exponent = first_within_budget(dropped, budget);
+EpsChoice choose_drop_eps(const MisplacedMass& measured, double budget) {
+  double misplaced[kAutoExponents];
+  misplaced_per_row(measured.mass.data(), measured.rows, misplaced);
+  const int exponent = first_within_budget(misplaced, budget);
   EpsChoice choice;
   choice.eps = std::ldexp(1.0f, -exponent);
-  choice.dropped_mass = dropped[exponent - kAutoFirstExponent];
-  std::copy(dropped, dropped + kAutoExponents, choice.candidates.begin());
+  choice.misplaced_mass = misplaced[exponent - kAutoFirstExponent];
+  std::copy(misplaced, misplaced + kAutoExponents, choice.candidates.begin());
   return choice;
 }
 
 EpsChoice PendingEps::chosen() const {
-  DroppedMass read;
+  MisplacedMass read;
   std::copy(measured.begin(), measured.begin() + kAutoExponents, read.mass.begin());
   read.rows = measured[kAutoExponents];
   return choose_drop_eps(read, budget);

@@ -89,15 +89,15 @@ BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const
 void measure_for_decision(const Problem& p, const DropPlan& plan, const float* lse, const DropSettings& settings,
                           const BatchBackward& batch, HostTables& host, cudaStream_t stream) {
   host.read_back.reset();  // the read-backs of the last decision were waited for
-  if (settings.dropped_mass > 0.0)
-    measure_dropped_mass(p, plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks, stream);
+  if (settings.misplaced_mass > 0.0)
+    measure_misplaced_mass(p, plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks, stream);
 }
 
 KeptPairs finish_decision(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,
                           BatchBackward& batch, float* de_acc, void* dc, HostTables& host, cudaStream_t stream) {
-  if (settings.dropped_mass > 0.0) {
+  if (settings.misplaced_mass > 0.0) {
     const PendingEps pending =
-        keep_pairs_within_budget(plan, batch.buffers, batch.plan_buffers, settings.dropped_mass, host, stream);
+        keep_pairs_within_budget(plan, batch.buffers, batch.plan_buffers, settings.misplaced_mass, host, stream);
     // A decision that recomputes nothing (de_acc null: a sample's) has no head to run.
     const int* head = settings.dense_head_share > 0.0 && de_acc != nullptr
                           ? mark_dense_head(plan, batch.buffers, settings.dense_head_share,
@@ -362,9 +362,12 @@ void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const
 void PlanPerBatchStage::add_options(OptionParser& parser) {
   add_drop_options(parser,
                    "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = automatic (bf16: the "
-                   "largest of 2^-8..2^-16 within --dropped-mass), 2^-28 (fp32)");
-  parser.add_double("dropped-mass", &mass_flag_,
-                    "the automatic eps's budget: softmax mass per row the dropped tiles may hold; 0 = 0.025");
+                   "largest of 2^-8..2^-17 within --misplaced-mass), 2^-28 (fp32)");
+  char budget[16];
+  std::snprintf(budget, sizeof budget, "%g", kDefaultMisplacedMass);
+  parser.add_double("misplaced-mass", &mass_flag_,
+                    "the automatic eps's budget: softmax mass per row that the tail correction of the dropped tiles "
+                    "may put on the wrong entries (at most M(1 - M/(|T| p_max)) per tile); 0 = " + std::string(budget));
   parser.add_string("plan", &plan_flag_,
                     "the backward: sparse (stage 09's kept tiles), dense (every tile: with loss and gradient in one "
                     "call 3 GEMMs per chunk of rows, else 3 cuBLAS GEMMs per vocabulary slab after the forward) or "
@@ -388,13 +391,13 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
 
 void PlanPerBatchStage::validate_options() const {
   DeterministicProductsStage::validate_options();
-  if (!(mass_flag_ >= 0.0 && mass_flag_ <= 1.0)) throw InputError("--dropped-mass must be in [0, 1]");
+  if (!(mass_flag_ >= 0.0 && mass_flag_ <= 1.0)) throw InputError("--misplaced-mass must be in [0, 1]");
   parse_backward_plan(plan_flag_);
   if (slab_columns_flag_ < 0) throw InputError("--dense-slab-columns must be >= 0");
   if (chunk_rows_flag_ < 0) throw InputError("--dense-chunk-rows must be >= 0");
   if (!(head_share_flag_ >= 0.0 && head_share_flag_ <= 1.0)) throw InputError("--dense-head must be in [0, 1]");
   if (mass_flag_ > 0.0 && (eps_flag_ > 0.0 || keep_all_))
-    throw InputError(std::string("--dropped-mass sets the automatic eps: it contradicts ") +
+    throw InputError(std::string("--misplaced-mass sets the automatic eps: it contradicts ") +
                      (keep_all_ ? "--keep-all" : "--drop-eps"));
 }
 
@@ -411,17 +414,17 @@ std::vector<int> PlanPerBatchStage::token_order() const {
 
 std::string describe_automatic_eps(const EpsChoice& choice, double budget) {
   char buf[320];
-  if (choice.dropped_mass >= 0.0)
-    std::snprintf(buf, sizeof buf, " (automatic: the largest of 2^-%d..2^-%d dropping at most %.3g of each row's "
-                  "softmax on average; dropped %.4f)", kAutoFirstExponent, kAutoLastExponent, budget,
-                  choice.dropped_mass);
+  if (choice.misplaced_mass >= 0.0)
+    std::snprintf(buf, sizeof buf, " (automatic: the largest of 2^-%d..2^-%d whose tail correction misplaces at most "
+                  "%.3g of each row's softmax on average; misplaced %.4f)", kAutoFirstExponent, kAutoLastExponent,
+                  budget, choice.misplaced_mass);
   else
     std::snprintf(buf, sizeof buf, " (automatic, at most 2^-%d)", kAutoFirstExponent);
   return buf;
 }
 
 std::string describe_candidates(const EpsChoice& choice) {
-  std::string masses = "candidates   dropped mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
+  std::string masses = "candidates   misplaced mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
                        std::to_string(kAutoLastExponent) + ":";
   for (double m : choice.candidates) {
     char one[16];
@@ -487,7 +490,7 @@ std::vector<std::string> PlanPerBatchStage::report_lines() const {
     lines[0] = s09::describe_drop_plan(plan, plan.chunk_rows);
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
   std::string rule = s08::describe_eps(eps);
-  if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, dropped_mass_budget());
+  if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, misplaced_mass_budget());
   char buf[320];
   std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s; token blocks %s", rule.c_str(),
                 no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC",
@@ -497,7 +500,7 @@ std::vector<std::string> PlanPerBatchStage::report_lines() const {
     lines[1] = "drop         none: --plan dense recomputes every pair";
   else if (ran_.before_forward)
     lines[1] = "drop         none: the dense plan computes every pair";
-  if (choice_.dropped_mass >= 0.0) lines.insert(lines.begin() + 2, describe_candidates(choice_));
+  if (choice_.misplaced_mass >= 0.0) lines.insert(lines.begin() + 2, describe_candidates(choice_));
   if (ran_.kept_fraction >= 0.0 || ran_.plan == BackwardPlan::kDense)
     lines.push_back(describe_plan(ran_, parse_backward_plan(plan_flag_)));
   return lines;

@@ -3,10 +3,12 @@
 //   1. the token blocks take the rows sorted by how many tiles hold an entry
 //      ≥ 2^-12 (most first), so that the rows of a flat softmax, which need
 //      many tiles, share blocks instead of making every block keep them;
-//   2. eps (bf16) is the largest of 2^-8 … 2^-16 whose dropped softmax mass
-//      per row (the targets' own entries left out: they are exact) is within
-//      a budget, so that a batch of peaked rows drops much and a flat one
-//      little;
+//   2. eps (bf16) is the largest of 2^-8 … 2^-17 whose misplaced mass per
+//      row is within a budget: the softmax mass that the tail correction of
+//      the dropped tiles puts on the wrong entries, at most M·(1 − M/(|T|·p_max))
+//      for a tile of mass M, |T| entries and largest entry p_max (the targets'
+//      own entries left out: they are exact). A flat tile's mass costs nothing
+//      once corrected, one peaked entry's all of it;
 //   3. stage 09's backward at that eps over those token blocks, unless more
 //      than a third of the (token block, tile) pairs would be kept: then the
 //      dense plan (dense_backward.cu) recomputes everything with cuBLAS,
@@ -43,21 +45,21 @@ using s09::HostTables;
 using s09::SideStream;
 
 // The automatic eps's candidates 2^-kAutoFirstExponent … 2^-kAutoLastExponent,
-// and its default budget: the mean dropped mass per row with a gradient.
-constexpr int kAutoFirstExponent = 8, kAutoLastExponent = 16;
+// and its default budget: the mean misplaced mass per row with a gradient.
+constexpr int kAutoFirstExponent = 8, kAutoLastExponent = 17;
 constexpr int kAutoExponents = kAutoLastExponent - kAutoFirstExponent + 1;
-constexpr double kDefaultDroppedMass = 0.025;
+constexpr double kDefaultMisplacedMass = 0.022;
 // Token grouping counts, per row, the tiles holding an entry ≥ 2^-kGroupingExponent.
 constexpr int kGroupingExponent = 12;
-// The exponent chosen from dropped[k] = the mass per row dropped at eps = 2^-(kAutoFirstExponent + k):
+// The exponent chosen from misplaced[k] = the misplaced mass per row at eps = 2^-(kAutoFirstExponent + k):
 // the first within the budget, else the last.
-int choose_drop_exponent(const double (&dropped)[kAutoExponents], double budget);
+int choose_drop_exponent(const double (&misplaced)[kAutoExponents], double budget);
 
 // The eps a backward decided with, and what the automatic eps measured for it.
 struct EpsChoice {
   float eps = 0.0f;
-  double dropped_mass = -1.0;  // with the automatic eps: the mass per row it dropped (−1: a fixed eps)
-  std::array<double, kAutoExponents> candidates{};  // and the mass each candidate 2^-8… would drop
+  double misplaced_mass = -1.0;  // with the automatic eps: the misplaced mass per row at it (−1: a fixed eps)
+  std::array<double, kAutoExponents> candidates{};  // and the misplaced mass at each candidate 2^-8…
 };
 
 // The backward's plan: stage 09's products over the kept tiles (sparse), or
@@ -323,7 +325,7 @@ RowSample plan_row_sample(const Problem& problem);  // min(N, kSampleRows) rows,
 struct BatchPlanBuffers {
   int* token_order = nullptr;  // [N]: token block b holds rows token_order[128b ..]
   int* token_place = nullptr;  // [N]: its inverse
-  unsigned long long* dropped_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
+  unsigned long long* misplaced_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
   int* head_tiles = nullptr;                   // after them: the dense head's length (mark_dense_head)
 };
 std::vector<MemoryItem> batch_plan_items(const Problem& problem);
@@ -350,34 +352,34 @@ void copy_rows_by_index(const Problem& problem, const void* rows, const int* ord
 // The grouped token order (after s09::compute_grad_scale).
 s08::TokenBlocks group_tokens(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                               const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream);
-// What the automatic eps is chosen from: mass[k], the softmax mass of the
+// What the automatic eps is chosen from: mass[k], the misplaced mass of the
 // (token block, tile) pairs whose smallest dropping candidate is
 // 2^-(kAutoFirstExponent + k), in fixed point (units of 2^-32), and the rows
 // with a gradient. Integers: split the pairs any way (the tiles of several
 // GPUs), the masses' sums are the same in any order.
-struct DroppedMass {
+struct MisplacedMass {
   std::array<unsigned long long, kAutoExponents> mass{};
   unsigned long long rows = 0;
 };
-// On the stream, into buffers.dropped_mass: the kAutoExponents masses, then the
+// On the stream, into buffers.misplaced_mass: the kAutoExponents masses, then the
 // rows; and into backward.keep, each pair's largest dropping candidate (for
 // keep_pairs_at_chosen_eps).
-void measure_dropped_mass(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
-                          const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
-                          cudaStream_t stream);
-// The largest candidate eps whose dropped mass per row is within budget.
-EpsChoice choose_drop_eps(const DroppedMass& measured, double budget);
+void measure_misplaced_mass(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
+                            const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
+                            cudaStream_t stream);
+// The largest candidate eps whose misplaced mass per row is within budget.
+EpsChoice choose_drop_eps(const MisplacedMass& measured, double budget);
 // The same choice made on the device, with the decision at it, so that the
 // decision needs no read-back of its own: one kernel (a block per tile) picks
-// the candidate from buffers.dropped_mass with the host's arithmetic, turns each
-// pair's largest dropping candidate in backward.keep (measure_dropped_mass's)
+// the candidate from buffers.misplaced_mass with the host's arithmetic, turns each
+// pair's largest dropping candidate in backward.keep (measure_misplaced_mass's)
 // into a keep flag (a pair is kept when a row's largest entry reaches eps, stage
 // 08's test) and writes backward.kept_counts, without reading the statistics
 // again; it also writes the masses into host.read_back for the report. Valid
 // after the decision's wait (s09::kept_tiles_from_flags): then chosen() gives
 // the EpsChoice the device chose.
 struct PendingEps {
-  HostSpan<unsigned long long> measured;  // [candidates + 1], as in buffers.dropped_mass
+  HostSpan<unsigned long long> measured;  // [candidates + 1], as in buffers.misplaced_mass
   double budget = 0.0;
   EpsChoice chosen() const;
 };
@@ -388,8 +390,8 @@ PendingEps keep_pairs_within_budget(const DropPlan& plan, const s09::BackwardBuf
 // ---- plan_per_batch.cu: the stage ----
 // The backward's settings (the stage's flags).
 struct DropSettings {
-  float eps = 0.0f;           // a fixed eps (0: every tile kept), unless dropped_mass > 0
-  double dropped_mass = 0.0;  // > 0: eps chosen per batch within this budget
+  float eps = 0.0f;             // a fixed eps (0: every tile kept), unless misplaced_mass > 0
+  double misplaced_mass = 0.0;  // > 0: eps chosen per batch within this budget
   bool correct_tail = true, correct_dc = true;
   bool group_tokens = true;   // token blocks of grouped rows (false: rows in their order)
   BackwardPlan plan = BackwardPlan::kAuto;
@@ -437,7 +439,7 @@ struct BatchBackward {
   s09::BackwardBuffers buffers;
   BatchPlanBuffers plan_buffers;
   s09::BackwardChoice choice;  // eps (settings.eps until one is chosen), token blocks, corrections
-  EpsChoice eps;               // the decision's (a fixed eps: dropped_mass −1)
+  EpsChoice eps;               // the decision's (a fixed eps: misplaced_mass −1)
   s09::KeptTiles kept;         // the decision's
   int64_t head_tiles = 0;      // the decision's dense head (0: none)
 };
@@ -446,7 +448,7 @@ BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const
                              const float* upstream, const DropSettings& settings, cudaStream_t stream);
 // Stage 09's decision (into batch.kept, batch.eps, batch.choice.eps) in two
 // steps, so that stage 11 can join the measured masses between them:
-// measure_for_decision (the automatic eps's masses: measure_dropped_mass), then
+// measure_for_decision (the automatic eps's masses: measure_misplaced_mass), then
 // finish_decision (the eps chosen on the device and the flags at it, or stage
 // 08's decision at settings.eps; then s09::kept_tiles_from_flags, which
 // corrects the tail into de_acc unless null, and waits once). Returns the
@@ -512,7 +514,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
  public:
   std::string name() const override { return "10_plan_per_batch"; }
   std::string summary() const override {
-    return "stage 09 planned per batch: eps from the dropped mass, token blocks of grouped rows";
+    return "stage 09 planned per batch: eps from the misplaced mass, token blocks of grouped rows";
   }
   std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
   void release_workspace() override { scratch_.release(), sample_scratch_.release(); }
@@ -533,7 +535,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   bool automatic_eps(Dtype dtype) const { return dtype == Dtype::kBFloat16 && !keep_all_ && eps_flag_ == 0.0; }
   // The flags as the backward's settings.
   DropSettings settings(Dtype dtype) const {
-    return {drop_eps(dtype), automatic_eps(dtype) ? dropped_mass_budget() : 0.0, !no_correction_, !no_dc_correction_,
+    return {drop_eps(dtype), automatic_eps(dtype) ? misplaced_mass_budget() : 0.0, !no_correction_, !no_dc_correction_,
             !no_grouping_, parse_backward_plan(plan_flag_), slab_columns_flag_, head_share_flag_, chunk_rows_flag_};
   }
   PlanChoice plan_choice() const { return ran_; }  // of the last backward
@@ -543,8 +545,8 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   GradientApproximation gradient_approximation() const override;
   // A fixed eps in place of the automatic one (what --drop-eps sets).
   void fix_drop_eps(float eps) { eps_flag_ = eps, keep_all_ = eps <= 0.0f; }
-  double dropped_mass_budget() const { return mass_flag_ > 0.0 ? mass_flag_ : kDefaultDroppedMass; }
-  bool dropped_mass_flag_set() const { return mass_flag_ > 0.0; }
+  double misplaced_mass_budget() const { return mass_flag_ > 0.0 ? mass_flag_ : kDefaultMisplacedMass; }
+  bool misplaced_mass_flag_set() const { return mass_flag_ > 0.0; }
 
  private:
   // forward() with all of sorted C gathered into dC's output (V × D, which
@@ -552,7 +554,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   // chunk of the work buffer. As forward() where dc cannot take it.
   void forward_into_dc(const DeviceInputs& in, void* dc, float* loss, float* lse, cudaStream_t stream);
 
-  double mass_flag_ = 0.0;  // --dropped-mass; 0 = kDefaultDroppedMass
+  double mass_flag_ = 0.0;  // --misplaced-mass; 0 = kDefaultMisplacedMass
   bool no_grouping_ = false;
   std::string plan_flag_ = "auto";  // --plan
   int64_t slab_columns_flag_ = 0;    // --dense-slab-columns

@@ -159,9 +159,9 @@ void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, 
   sum_and_round_de(global.dtype, global.n * global.d, de_acc, de, comm, stream);
 }
 
-void join_dropped_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t stream) {
+void join_misplaced_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t stream) {
   check_nccl(ncclAllReduce(mass, mass, s10::kAutoExponents, ncclUint64, ncclSum, comm, stream),
-             "ncclAllReduce (dropped mass per eps)");
+             "ncclAllReduce (misplaced mass per eps)");
 }
 
 s10::KeptPairs join_kept_pairs(const s10::KeptPairs& local, const Scratch& scratch, int64_t* host, ncclComm_t comm,
@@ -175,11 +175,11 @@ s10::KeptPairs join_kept_pairs(const s10::KeptPairs& local, const Scratch& scrat
   return s10::KeptPairs{host[0], host[1]};
 }
 
-s10::DroppedMass join_dropped_mass(const std::vector<s10::DroppedMass>& shards) {
-  s10::DroppedMass joined;
+s10::MisplacedMass join_misplaced_mass(const std::vector<s10::MisplacedMass>& shards) {
+  s10::MisplacedMass joined;
   if (shards.empty()) return joined;
   joined.rows = shards.front().rows;
-  for (const s10::DroppedMass& shard : shards)
+  for (const s10::MisplacedMass& shard : shards)
     for (int k = 0; k < s10::kAutoExponents; ++k) joined.mass[k] += shard.mass[k];
   return joined;
 }

@@ -51,7 +51,7 @@ bool same_choice(const s10::EpsChoice& here, const s10::PlanChoice& ran, const s
   const s10::PlanChoice single_ran = single.plan_choice();
   bool same = here.eps == there.eps && ran.plan == single_ran.plan;
   if (gpus == 1)
-    same = same && here.dropped_mass == there.dropped_mass && here.candidates == there.candidates &&
+    same = same && here.misplaced_mass == there.misplaced_mass && here.candidates == there.candidates &&
            ran.kept_fraction == single_ran.kept_fraction;
   auto describe = [](const s10::EpsChoice& eps, const s10::PlanChoice& plan) {
     if (plan.kept_fraction < 0.0) return std::string("dense, every pair (--plan dense)");
@@ -99,11 +99,11 @@ void print_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage
     std::printf("  drop         none: the dense plan computes every pair\n");
   } else {
     std::string rule = s08::describe_eps(eps.eps);
-    if (settings.dropped_mass > 0.0) rule += s10::describe_automatic_eps(eps, settings.dropped_mass);
+    if (settings.misplaced_mass > 0.0) rule += s10::describe_automatic_eps(eps, settings.misplaced_mass);
     std::printf("  drop         %s; tail correction %s; token blocks %s\n", rule.c_str(),
                 !settings.correct_tail ? "off" : !settings.correct_dc ? "of dE" : "of dE and dC",
                 settings.group_tokens ? "of grouped rows (each shard its own)" : "in row order");
-    if (eps.dropped_mass >= 0.0) std::printf("  %s\n", s10::describe_candidates(eps).c_str());
+    if (eps.misplaced_mass >= 0.0) std::printf("  %s\n", s10::describe_candidates(eps).c_str());
   }
   std::printf("  %s\n", s10::describe_plan(ran, settings.plan, "on a sample (its forward on every shard, then the "
                                                                   "joined decision)").c_str());
@@ -114,7 +114,7 @@ void print_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage
     const s10::KeptPairs joined = sharded.joined_kept_pairs();
     std::printf("  joined       chosen once from the statistics of %d shard%s, summed by all-reduce: %s%lld of "
                 "%lld pairs kept; the same choice on every GPU\n",
-                gpus, gpus == 1 ? "" : "s", eps.dropped_mass >= 0.0 ? "the dropped mass per eps, then " : "",
+                gpus, gpus == 1 ? "" : "s", eps.misplaced_mass >= 0.0 ? "the misplaced mass per eps, then " : "",
                 static_cast<long long>(joined.kept), static_cast<long long>(joined.pairs));
   }
 }

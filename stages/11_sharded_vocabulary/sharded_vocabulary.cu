@@ -362,7 +362,8 @@ s10::KeptPairs ShardedVocabulary::joined_decision(Rank& r, const DeviceInputs& i
                                                   float* de_acc, void* dc) const {
   const s10::DropSettings& settings = options_.drop;
   s10::measure_for_decision(in.problem, plan, lse, settings, batch, r.host, r.stream);
-  if (settings.dropped_mass > 0.0) r.in_nccl([&] { join_dropped_mass(batch.plan_buffers.dropped_mass, r.comm, r.stream); });
+  if (settings.misplaced_mass > 0.0)
+    r.in_nccl([&] { join_misplaced_mass(batch.plan_buffers.misplaced_mass, r.comm, r.stream); });
   const s10::KeptPairs local = s10::finish_decision(in, plan, lse, settings, batch, de_acc, dc, r.host, r.stream);
   s10::KeptPairs joined;
   r.in_nccl([&] { joined = join_kept_pairs(local, scratch, r.joined_on_host.get()->data(), r.comm, r.stream); });
@@ -522,7 +523,7 @@ s10::KeptPairs ShardedVocabulary::joined_kept_pairs() const { return ranks_.fron
 bool ShardedVocabulary::choices_agree() const {
   const Rank& first = *ranks_.front();
   for (const auto& r : ranks_)
-    if (r->choice.eps != first.choice.eps || r->choice.dropped_mass != first.choice.dropped_mass ||
+    if (r->choice.eps != first.choice.eps || r->choice.misplaced_mass != first.choice.misplaced_mass ||
         r->choice.candidates != first.choice.candidates || r->ran.plan != first.ran.plan ||
         r->ran.kept_fraction != first.ran.kept_fraction)
       return false;

@@ -13,7 +13,7 @@
 //             LSE_i = M_i + log S_i, loss_i = LSE_i − z_i on every GPU;
 //   backward  every GPU runs stage 10's backward on its shard with the full
 //             LSE, with the plan chosen once for all shards: each shard
-//             measures stage 10's statistics on its tiles (the dropped mass
+//             measures stage 10's statistics on its tiles (the misplaced mass
 //             per candidate eps, then the kept pairs at the chosen eps), two
 //             small all-reduces sum them, and every GPU makes stage 10's
 //             choice (eps, sparse or dense) from the same sums. Its dC rows
@@ -101,23 +101,23 @@ void join_chunk_lse(const s10::DenseChunk& chunk, const Scratch& scratch, const 
                     float* lse, float* per_token, cudaStream_t stream);
 
 // The plan's statistics joined, so that every GPU chooses from the same numbers:
-// the automatic eps's masses (stage 10's batch_plan_buffers().dropped_mass,
+// the automatic eps's masses (stage 10's batch_plan_buffers().misplaced_mass,
 // measured there) summed in place; the rows with a gradient after them are
 // the same on every GPU and are not summed.
-void join_dropped_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t stream);
+void join_misplaced_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t stream);
 // The kept pairs and the pairs summed over the shards (through the combine's
 // scratch item kJoinItem and `host`, two page-locked values: no pageable copy
 // while another GPU may wait in the all-reduce); waits for the stream.
 s10::KeptPairs join_kept_pairs(const s10::KeptPairs& local, const Scratch& scratch, int64_t* host, ncclComm_t comm,
                                cudaStream_t stream);
-// Collectives a decision joins (the row states of its forward, the dropped
+// Collectives a decision joins (the row states of its forward, the misplaced
 // mass, the kept pairs), and a dense step's per chunk of rows at most (the
 // target logits, the LSE twice, dE's rows): their events are made up front.
 constexpr size_t kDecisionCollectives = 3, kDenseChunkCollectives = 4;
 constexpr const char* kJoinItem = "kept pairs, pairs of every shard [2]";
 // What those all-reduces compute, on the host (the CPU tests' model of them):
 // masses, kept pairs and pairs summed; the rows with a gradient the first shard's.
-s10::DroppedMass join_dropped_mass(const std::vector<s10::DroppedMass>& shards);
+s10::MisplacedMass join_misplaced_mass(const std::vector<s10::MisplacedMass>& shards);
 s10::KeptPairs join_kept_pairs(const std::vector<s10::KeptPairs>& shards);
 
 // ---- sharded_vocabulary.cu: P GPUs, a thread each ----

@@ -503,7 +503,7 @@ class Document(unittest.TestCase):
         # cce_stages.BackwardStats's fields, without torch: the run's stage and flags are asked for, stage 10's
         # decided share is the kept fraction (also under its dense plan), the others' own kept fraction.
         stats = collections.namedtuple("BackwardStats", "plan kept_fraction decided_kept_fraction eps drop_eps_log2 "
-                                                        "dropped_mass units kept_units")
+                                                        "misplaced_mass units kept_units")
 
         class FakeOp:
             FINAL_STAGE = "10_plan_per_batch"

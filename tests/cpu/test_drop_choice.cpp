@@ -1,6 +1,6 @@
 // The drop stages' host-side choices, without a GPU: stage 08's tile grid,
 // default eps, forward plan and kept-pair list; stage 10's automatic eps's
-// pick from the measured masses (the default budget, the boundary, the
+// pick from the measured misplaced masses (the default budget, the boundary, the
 // fallback), the settings its flags give and where it copies E's rows for
 // dC's owners; stage 09's plan sizes (where the dC tail sums live) and where
 // S lies in a slot (s_index), against the shared-memory layouts the owners'
@@ -22,25 +22,28 @@
 namespace cce::s10 {
 namespace {
 
-// dropped[k]: the mass per row dropped at eps = 2^-(8 + k), falling as eps does.
-void fill(double (&dropped)[kAutoExponents], std::vector<double> values) {
-  for (int k = 0; k < kAutoExponents; ++k) dropped[k] = values.at(static_cast<size_t>(k));
+// misplaced[k]: the misplaced mass per row at eps = 2^-(8 + k), falling as eps does.
+void fill(double (&misplaced)[kAutoExponents], std::vector<double> values) {
+  ASSERT_EQ(values.size(), static_cast<size_t>(kAutoExponents));
+  for (int k = 0; k < kAutoExponents; ++k) misplaced[k] = values.at(static_cast<size_t>(k));
 }
 
 TEST(DropChoice, LargestEpsWithinTheBudgetInclusive) {
-  double dropped[kAutoExponents];
-  fill(dropped, {0.2, 0.1, 0.05, 0.03, 0.025, 0.01, 0.005, 0.001, 0.0});
-  EXPECT_EQ(choose_drop_exponent(dropped, 0.025), 12);  // 0.025 ≤ 0.025: 2^-12
-  EXPECT_EQ(choose_drop_exponent(dropped, 0.0249), 13);
-  EXPECT_EQ(choose_drop_exponent(dropped, 0.2), 8);  // the first candidate already within
-  EXPECT_EQ(choose_drop_exponent(dropped, 0.03), 11);
+  double misplaced[kAutoExponents];
+  fill(misplaced, {0.2, 0.1, 0.05, 0.03, 0.025, 0.01, 0.005, 0.001, 0.0005, 0.0});
+  EXPECT_EQ(choose_drop_exponent(misplaced, 0.025), 12);  // 0.025 ≤ 0.025: 2^-12
+  EXPECT_EQ(choose_drop_exponent(misplaced, 0.0249), 13);
+  EXPECT_EQ(choose_drop_exponent(misplaced, 0.2), 8);  // the first candidate already within
+  EXPECT_EQ(choose_drop_exponent(misplaced, 0.03), 11);
+  EXPECT_EQ(choose_drop_exponent(misplaced, 0.0007), 16);
+  EXPECT_EQ(choose_drop_exponent(misplaced, 0.0001), 17);  // the last candidate, within
 }
 
 TEST(DropChoice, NoCandidateWithinTheBudgetFallsBackToTheSmallestEps) {
-  double dropped[kAutoExponents];
-  fill(dropped, {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1});
-  EXPECT_EQ(choose_drop_exponent(dropped, 0.025), kAutoLastExponent);
-  EXPECT_EQ(kAutoLastExponent, 16);
+  double misplaced[kAutoExponents];
+  fill(misplaced, {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05});
+  EXPECT_EQ(choose_drop_exponent(misplaced, 0.025), kAutoLastExponent);
+  EXPECT_EQ(kAutoLastExponent, 17);
   EXPECT_EQ(kAutoFirstExponent, 8);
 }
 
@@ -56,16 +59,16 @@ DropSettings settings_from(std::vector<const char*> flags, Dtype dtype) {
 
 TEST(DropChoice, TheFlagsSettings) {
   const DropSettings bf16 = settings_from({}, Dtype::kBFloat16);
-  EXPECT_EQ(bf16.dropped_mass, 0.025) << "bf16's default: the automatic eps within 0.025";
-  EXPECT_EQ(bf16.dropped_mass, kDefaultDroppedMass);
+  EXPECT_EQ(bf16.misplaced_mass, 0.022) << "bf16's default: the automatic eps within 0.022";
+  EXPECT_EQ(bf16.misplaced_mass, kDefaultMisplacedMass);
   EXPECT_EQ(bf16.eps, std::ldexp(1.0f, -kAutoFirstExponent));
   EXPECT_TRUE(bf16.correct_tail && bf16.correct_dc && bf16.group_tokens);
   const DropSettings fp32 = settings_from({}, Dtype::kFloat32);
-  EXPECT_EQ(fp32.dropped_mass, 0.0) << "fp32 keeps a fixed eps";
+  EXPECT_EQ(fp32.misplaced_mass, 0.0) << "fp32 keeps a fixed eps";
   EXPECT_EQ(fp32.eps, s08::default_drop_eps(Dtype::kFloat32));
-  EXPECT_EQ(settings_from({"--dropped-mass", "0.01"}, Dtype::kBFloat16).dropped_mass, 0.01);
+  EXPECT_EQ(settings_from({"--misplaced-mass", "0.01"}, Dtype::kBFloat16).misplaced_mass, 0.01);
   const DropSettings fixed = settings_from({"--drop-eps", "0.001"}, Dtype::kBFloat16);
-  EXPECT_EQ(fixed.dropped_mass, 0.0);
+  EXPECT_EQ(fixed.misplaced_mass, 0.0);
   EXPECT_EQ(fixed.eps, 0.001f);
   EXPECT_EQ(settings_from({"--keep-all"}, Dtype::kBFloat16).eps, 0.0f);
   EXPECT_FALSE(settings_from({"--no-correction"}, Dtype::kBFloat16).correct_tail);
@@ -270,7 +273,7 @@ TEST(DropChoice, DenseBeforeTheForwardReport) {
   EXPECT_EQ(report.stats.kept_tiles, 1200);
   EXPECT_EQ(report.stats.chunks, 3);
   EXPECT_EQ(report.choice.eps, 0.0f);
-  EXPECT_LT(report.choice.dropped_mass, 0.0) << "no automatic eps chose anything";
+  EXPECT_LT(report.choice.misplaced_mass, 0.0) << "no automatic eps chose anything";
   EXPECT_EQ(report.ran.plan, BackwardPlan::kDense);
   EXPECT_TRUE(report.ran.before_forward);
   EXPECT_EQ(report.ran.kept_fraction, 0.75) << "the decision it followed";

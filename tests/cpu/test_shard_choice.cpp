@@ -1,11 +1,11 @@
 // Stage 11's choice of eps and plan from statistics joined across the shards,
 // without a GPU: P shards' statistics, joined as the all-reduces join them
-// (join_dropped_mass, join_kept_pairs), give stage 10's choice on one shard
+// (join_misplaced_mass, join_kept_pairs), give stage 10's choice on one shard
 // holding every pair, bit for bit; a shard alone may choose otherwise.
 //
 // The pairs here are a model of what stage 10's kernels measure: each
 // (token block, tile) pair has the smallest candidate eps that drops it
-// (its bin, −1: none does) and its softmax mass in fixed point. The shards
+// (its bin, −1: none does) and its misplaced mass in fixed point. The shards
 // hold the tiles in contiguous ranges, as stage 11's shards do.
 // And the targets each shard's indexed dot takes (ShardTargets).
 #include <gtest/gtest.h>
@@ -36,10 +36,10 @@ Tiles random_tiles(int tiles, int blocks, uint64_t seed) {
   return out;
 }
 
-// What a shard holding tiles [begin, end) measures: stage 10's dropped mass
+// What a shard holding tiles [begin, end) measures: stage 10's misplaced mass
 // (mass[k] sums the pairs whose bin is k) and, at candidate `chosen`, the kept pairs.
-s10::DroppedMass measure(const Tiles& tiles, size_t begin, size_t end, unsigned long long rows) {
-  s10::DroppedMass m;
+s10::MisplacedMass measure(const Tiles& tiles, size_t begin, size_t end, unsigned long long rows) {
+  s10::MisplacedMass m;
   m.rows = rows;
   for (size_t t = begin; t < end; ++t)
     for (const Pair& pair : tiles[t])
@@ -62,11 +62,11 @@ struct Choice {
 };
 // Stage 10's two steps, each from statistics joined over `ranges` (one range: one GPU).
 Choice choose(const Tiles& tiles, const std::vector<ShardRange>& ranges, double budget) {
-  std::vector<s10::DroppedMass> masses;
+  std::vector<s10::MisplacedMass> masses;
   for (const ShardRange& r : ranges)
     masses.push_back(measure(tiles, static_cast<size_t>(r.begin), static_cast<size_t>(r.end), 77));
   Choice c;
-  c.eps = s10::choose_drop_eps(join_dropped_mass(masses), budget);
+  c.eps = s10::choose_drop_eps(join_misplaced_mass(masses), budget);
   const int chosen = -std::ilogb(c.eps.eps) - s10::kAutoFirstExponent;
   std::vector<s10::KeptPairs> kept;
   for (const ShardRange& r : ranges)
@@ -77,7 +77,7 @@ Choice choose(const Tiles& tiles, const std::vector<ShardRange>& ranges, double 
 
 void expect_same(const Choice& a, const Choice& b, const std::string& what) {
   EXPECT_EQ(a.eps.eps, b.eps.eps) << what;
-  EXPECT_EQ(a.eps.dropped_mass, b.eps.dropped_mass) << what << ": not bitwise";
+  EXPECT_EQ(a.eps.misplaced_mass, b.eps.misplaced_mass) << what << ": not bitwise";
   EXPECT_EQ(a.eps.candidates, b.eps.candidates) << what << ": not bitwise";
   EXPECT_EQ(a.plan.plan, b.plan.plan) << what;
   EXPECT_EQ(a.plan.kept_fraction, b.plan.kept_fraction) << what << ": not bitwise";
@@ -104,10 +104,10 @@ TEST(ShardChoice, JoinedShardsChooseAsOneShardHoldingEverything) {
 // The rows with a gradient are every shard's rows, the same on each: the
 // first shard's, not their sum (a sum would halve the mass per row on two GPUs).
 TEST(ShardChoice, RowsAreNotSummed) {
-  s10::DroppedMass a, b;
+  s10::MisplacedMass a, b;
   a.rows = b.rows = 77;
   a.mass[0] = 5, b.mass[0] = 7, b.mass[3] = 1;
-  const s10::DroppedMass joined = join_dropped_mass({a, b});
+  const s10::MisplacedMass joined = join_misplaced_mass({a, b});
   EXPECT_EQ(joined.rows, 77u);
   EXPECT_EQ(joined.mass[0], 12u);
   EXPECT_EQ(joined.mass[3], 1u);
@@ -117,17 +117,17 @@ TEST(ShardChoice, RowsAreNotSummed) {
 }
 
 // Why the statistics are joined: each shard alone would choose otherwise.
-// Eps: each shard drops 0.015 per row at 2^-8, within a budget of 0.025; the
-// rows' whole softmax loses 0.03 there, beyond it: the joined choice is 2^-9.
+// Eps: each shard misplaces 0.015 per row at 2^-8, within a budget of 0.025;
+// the rows' whole softmax 0.03 there, beyond it: the joined choice is 2^-9.
 // Plan: one shard keeps 5 of 6 pairs (dense alone), the other 0 of 12: 5 of
 // 18 kept, under a third: sparse.
 TEST(ShardChoice, EachShardAloneWouldChooseOtherwise) {
   const unsigned long long rows = 100;
-  s10::DroppedMass shard;
+  s10::MisplacedMass shard;
   shard.rows = rows;
   shard.mass[0] = static_cast<unsigned long long>(0.015 * 4294967296.0 * rows);
   EXPECT_EQ(s10::choose_drop_eps(shard, 0.025).eps, std::ldexp(1.0f, -8));
-  const s10::EpsChoice joined = s10::choose_drop_eps(join_dropped_mass({shard, shard}), 0.025);
+  const s10::EpsChoice joined = s10::choose_drop_eps(join_misplaced_mass({shard, shard}), 0.025);
   EXPECT_EQ(joined.eps, std::ldexp(1.0f, -9));
   EXPECT_NEAR(joined.candidates[0], 0.03, 1e-9);
 

@@ -250,15 +250,15 @@ def case_stats():
         ok = decided.decided_kept_fraction == decided.kept_fraction and decided.decided_kept_fraction <= 1.0 / 3.0
     elif ok:
         ok = decided.kept_fraction == 1.0 and decided.decided_kept_fraction > 1.0 / 3.0
-    # bf16: the automatic eps is one of 2^-8 .. 2^-16, chosen within the dropped-mass budget.
-    ok = ok and decided.drop_eps_log2 in range(-16, -7) and decided.dropped_mass is not None
-    expect(ok and 0 <= decided.dropped_mass <= 1, "%s mean: last_stats %s" % (final, decided))
+    # bf16: the automatic eps is one of 2^-8 .. 2^-17, chosen within the misplaced-mass budget.
+    ok = ok and decided.drop_eps_log2 in range(-17, -7) and decided.misplaced_mass is not None
+    expect(ok and 0 <= decided.misplaced_mass <= 1, "%s mean: last_stats %s" % (final, decided))
     # The next batch of that shape (reduction none: the gradient's call runs loss and gradient) follows that
     # decision: after a dense one, the dense plan before the forward, which chooses no eps and drops nothing.
     st = run(final, "", reduction="none")
     if decided.plan == "dense":
         ok = (consistent(st) and st.plan == "dense" and st.kept_fraction == 1.0 and st.eps == 0.0
-              and st.dropped_mass is None and st.decided_kept_fraction == decided.decided_kept_fraction)
+              and st.misplaced_mass is None and st.decided_kept_fraction == decided.decided_kept_fraction)
     else:
         ok = consistent(st) and st.plan == "sparse" and st.drop_eps_log2 in range(-16, -7)
     expect(ok, "%s none after a %s decision: last_stats %s" % (final, decided.plan, st))
@@ -266,10 +266,10 @@ def case_stats():
     expect(consistent(st) and st.plan == "dense" and st.kept_fraction == 1.0 and st.decided_kept_fraction is None,
            "%s --plan dense: every pair, no decision: %s" % (final, st))
     st = run(final, "--keep-all", dtype=torch.float32)
-    expect(consistent(st) and st.eps == 0.0 and st.drop_eps_log2 is None and st.dropped_mass is None
+    expect(consistent(st) and st.eps == 0.0 and st.drop_eps_log2 is None and st.misplaced_mass is None
            and st.kept_fraction == 1.0, "%s --keep-all: eps 0, every pair kept: %s" % (final, st))
     st = run(final, "--plan sparse --drop-eps 0.0078125")
-    expect(consistent(st) and st.plan == "sparse" and st.drop_eps_log2 == -7 and st.dropped_mass is None,
+    expect(consistent(st) and st.plan == "sparse" and st.drop_eps_log2 == -7 and st.misplaced_mass is None,
            "%s --plan sparse --drop-eps 2^-7: %s" % (final, st))
     for name in ("07_filter_sort", "08_drop_before_recompute", "09_deterministic_products"):
         st = run(name, "")
