@@ -92,7 +92,7 @@ __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const 
         row_mass = fmaxf(row_mass, 0.0f);
         const int64_t first_col = (tile0 + t) * tile_cols;
         const float width = static_cast<float>(v - first_col < tile_cols ? v - first_col : tile_cols);
-        row_misplaced = row_mass * fmaxf(1.0f - row_mass / (width * p_max), 0.0f);
+        row_misplaced = misplaced_mass_bound(row_mass, width, p_max);
       }
       for (int offset = 16; offset > 0; offset /= 2) {  // a fixed order: the same sum every run
         log_p = fmaxf(log_p, __shfl_xor_sync(0xffffffffu, log_p, offset));

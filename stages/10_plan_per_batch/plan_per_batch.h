@@ -22,6 +22,7 @@
 #include <cuda_bf16.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,6 +50,14 @@ using s09::SideStream;
 constexpr int kAutoFirstExponent = 8, kAutoLastExponent = 17;
 constexpr int kAutoExponents = kAutoLastExponent - kAutoFirstExponent + 1;
 constexpr double kDefaultMisplacedMass = 0.022;
+// What the tail correction can put on the wrong entries of a dropped tile: it
+// gives each of its `entries` entries mass/entries, which moves at most
+// mass·(1 − mass/(entries·p_max)), p_max the tile's largest entry (as many
+// entries at p_max as the mass allows, the rest 0): 0 for a flat tile, all of
+// the mass for one entry holding it. On the host for the tests.
+__host__ __device__ inline float misplaced_mass_bound(float mass, float entries, float p_max) {
+  return mass * fmaxf(1.0f - mass / (entries * p_max), 0.0f);
+}
 // Token grouping counts, per row, the tiles holding an entry ≥ 2^-kGroupingExponent.
 constexpr int kGroupingExponent = 12;
 // The exponent chosen from misplaced[k] = the misplaced mass per row at eps = 2^-(kAutoFirstExponent + k):

@@ -39,6 +39,20 @@ TEST(DropChoice, LargestEpsWithinTheBudgetInclusive) {
   EXPECT_EQ(choose_drop_exponent(misplaced, 0.0001), 17);  // the last candidate, within
 }
 
+// The correction's misplaced mass: none for a flat tile, all but a share for
+// one entry holding the mass, half for half the entries at p_max, and never
+// below 0 (a mass the statistics' rounding lifts above |T|·p_max).
+TEST(DropChoice, MisplacedMassBound) {
+  const float p_max = 0x1p-10f, entries = 128.0f;
+  EXPECT_EQ(misplaced_mass_bound(entries * p_max, entries, p_max), 0.0f);
+  EXPECT_FLOAT_EQ(misplaced_mass_bound(p_max, entries, p_max), p_max * (1.0f - 1.0f / 128.0f));
+  EXPECT_FLOAT_EQ(misplaced_mass_bound(64.0f * p_max, entries, p_max), 32.0f * p_max);
+  EXPECT_EQ(misplaced_mass_bound(1.01f * entries * p_max, entries, p_max), 0.0f);
+  EXPECT_EQ(misplaced_mass_bound(0.0f, entries, p_max), 0.0f);
+  EXPECT_EQ(misplaced_mass_bound(0.0f, 27.0f, 0.0f), 0.0f) << "a tile of no mass (0/0): nothing misplaced";
+  EXPECT_FLOAT_EQ(misplaced_mass_bound(13.5f * p_max, 27.0f, p_max), 6.75f * p_max) << "the last tile's own width";
+}
+
 TEST(DropChoice, NoCandidateWithinTheBudgetFallsBackToTheSmallestEps) {
   double misplaced[kAutoExponents];
   fill(misplaced, {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05});
