@@ -160,11 +160,10 @@ Problem bf16_problem(int64_t n, int64_t d, int64_t v) {
 
 // Each (tile, token block) pair's brute-force view, in double from the
 // inputs: over the block's rows with a gradient, the largest log p in the
-// tile, that plus the slack the stored bf16 max allows (2^-7·|m|), and the
-// tile's softmax mass without the targets' own entries.
+// tile, that plus the slack the stored bf16 max allows (2^-7·|m|), the largest
+// as stored, and the mass the tail correction misplaces.
 struct PairView {
-  double largest_log_p = -INFINITY, best_margin = -INFINITY, mass = 0.0;
-  double target_mass = 0.0;  // the targets' own entries in the tile (left out of `mass`)
+  double largest_log_p = -INFINITY, best_margin = -INFINITY;
   double stored_log_p = -INFINITY;  // with the max as the statistics store it (fp32, rounded up to bf16)
   // Σ over the rows of M·(1 − M/(|T|·p_max)), M the row's mass in the tile
   // without its target's entry (with it: misplaced_with_targets), p_max its
@@ -226,22 +225,19 @@ BruteForce brute_force(const Problem& p, const HostInputs& in, const DropRun& ru
         m = std::max(m, z[pos]);
         (run.order[pos] != in.targets[i] ? mass : target_mass) += std::exp(z[pos] - run.out.lse[i]);
       }
-      v.target_mass += target_mass;
-      const double width = static_cast<double>(std::min(p.v, (t + 1) * bn) - t * bn);
-      const double stored_p_max = std::exp(bf16_round_up(m) - static_cast<double>(run.out.lse[i]));
-      const auto misplaced = [&](double row_mass) {
-        return row_mass * std::max(0.0, 1.0 - row_mass / (width * stored_p_max));
-      };
-      v.misplaced += misplaced(mass);
-      v.misplaced_with_targets += misplaced(mass + target_mass);
       const double log_p = m - run.out.lse[i];
       v.largest_log_p = std::max(v.largest_log_p, log_p);
       const double stored_log_p = bf16_round_up(m) - static_cast<double>(run.out.lse[i]);
       v.stored_log_p = std::max(v.stored_log_p, stored_log_p);
+      const double width = static_cast<double>(std::min(p.v, (t + 1) * bn) - t * bn);
+      const auto misplaced = [&](double row_mass) {
+        return row_mass * std::max(0.0, 1.0 - row_mass / (width * std::exp(stored_log_p)));
+      };
+      v.misplaced += misplaced(mass);
+      v.misplaced_with_targets += misplaced(mass + target_mass);
       bf.tiles_needed_at_least[i] += stored_log_p >= log_grouping + 1e-4;
       bf.tiles_needed_at_most[i] += stored_log_p >= log_grouping - 1e-4;
       v.best_margin = std::max(v.best_margin, log_p + std::ldexp(std::fabs(m), -7));
-      v.mass += mass;
     }
   }
   return bf;
