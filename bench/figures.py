@@ -450,7 +450,7 @@ def figure_training_sweep(plt, values, spreads, dims, gpus, steps, out, impls=SW
         dense = v["kept_frac"] > DENSE_ABOVE_KEPT
         ax_k.bar(xi, 100 * v["kept_frac"], width=0.16 * max(xi, 30), color="C3" if dense else COLORS["stage"],
                  alpha=0.85)
-        eps = f"$2^{{{v['drop_eps_log2']:.0f}}}$" if "drop_eps_log2" in v else ""
+        eps = "$2^{%s}$" % rt.fmt_eps(v["drop_eps_log2"])[2:] if "drop_eps_log2" in v else ""
         ax_k.annotate(f"dense plan\n{100 * v['kept_frac']:.0f}% kept, eps {eps}" if dense else
                       f"sparse: {100 * v['kept_frac']:.1f}%, eps {eps}",
                       (xi, 100 * v["kept_frac"]), xytext=(0, 4), textcoords="offset points", ha="center",

@@ -18,6 +18,8 @@ import json
 import os
 import sys
 
+import results_table as rt  # fmt_eps: the eps as the docs write it
+
 IMPLS = ["cublas_floor", "stage07_filter_sort", "stage08_drop_before_recompute", "stage09_deterministic_products",
          "stage10_plan_per_batch", "peer_torch_eager", "peer_torch_compile", "peer_cce", "peer_cce_nofilter",
          "peer_liger"]
@@ -77,7 +79,7 @@ def table(rows, shapes):
             eps = m.get("drop_eps_log2")
             out.append(f"| {shape} | {impl} | {fmt_ms(m['real_time'])}{spread} | {m.get('peak_MB', 0):.0f} | "
                        f"{err(m.get('dE_rel_err'))} | {err(m.get('dC_rel_err'))} | "
-                       f"{'–' if kept is None else f'{100 * kept:.1f}%'} | {'–' if eps is None else f'2^{int(eps)}'} "
+                       f"{'–' if kept is None else f'{100 * kept:.1f}%'} | {rt.fmt_eps(eps)} "
                        f"| {plan(impl, m)} |")
     return "\n".join(out + ["", sources(files)])
 
@@ -134,7 +136,7 @@ def wide(rows, shapes):
                 e.append(f"{m['dE_rel_err']:.2e} / {m['dC_rel_err']:.2e}" if "dE_rel_err" in m else "–")
             if impl in stages:
                 what = [f"{100 * m['kept_frac']:.1f}%"] if "kept_frac" in m else []
-                what += [f"2^{int(m['drop_eps_log2'])}"] if "drop_eps_log2" in m else []
+                what += [rt.fmt_eps(m['drop_eps_log2'])] if "drop_eps_log2" in m else []
                 what += [plan(impl, m)] if impl == STAGE10 else []
                 k.append(", ".join(what) or "–")
         timing.append(f"| {s} | " + " | ".join(t) + " |")

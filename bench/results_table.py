@@ -389,6 +389,14 @@ def fmt_frac(x):
     return "NaN" if math.isnan(x) else f"{100 * x:.1f}%"
 
 
+def fmt_eps(log2_eps):
+    """2^-13, 2^-12.5 (stage 10's candidates are half an exponent apart; a float eps's log2 is off by ~1e-8)."""
+    if log2_eps is None:
+        return DASH
+    half = round(2 * log2_eps) / 2
+    return f"2^{half:g}" if abs(log2_eps - half) < 1e-6 else f"2^{log2_eps:.3f}"
+
+
 def fmt_spread(span):
     return NA if span is None else f"{fmt_ms(span[0])}–{fmt_ms(span[1])}"
 

@@ -38,23 +38,23 @@ dim3 pair_grid(const s09::DropPlan& plan) {
 }
 
 // The automatic eps's measure: for each (token block, tile), the largest
-// candidate exponent e at which the pair would be dropped (its rows' largest
-// m_iT − LSE_i below log_eps[e], stage 08's decision's test) and the mass its
+// candidate k at which the pair would be dropped (its rows' largest
+// m_iT − LSE_i below log_eps[k], stage 08's decision's test) and the mass its
 // tail correction leaves misplaced. A dropped row spreads its tile's mass
 // M_iT = s_iT·exp(m_iT − LSE_i) (the target's own entry left out: it is exact)
 // evenly over the tile's |T| entries; what that moves to the wrong entries is
 // at most M_iT·(1 − M_iT/(|T|·p_max)), p_max = exp(m_iT − LSE_i): 0 for a flat
 // tile, M_iT for one entry holding it all. misplaced[k] sums these bounds over
-// the pairs whose largest such e is kAutoFirstExponent + k, each pair's in
+// the pairs whose largest such candidate is k, each pair's in
 // fixed point (2^-32), so that the sum and the eps chosen from it do not depend
-// on the order of the additions; misplaced[kAutoExponents] counts the rows
+// on the order of the additions; misplaced[kAutoCandidates] counts the rows
 // with a gradient. A block per (token block, kMassTiles tiles), a thread per
-// row. The pair's largest such e, as e − kAutoFirstExponent + 1 (0: none),
+// row. The pair's largest such k, as k + 1 (0: none),
 // goes to its flag [tile][token block], so that the decision at the chosen eps
 // needs no second pass over the statistics (keep_pairs_within_budget).
 constexpr double kMassUnit = 4294967296.0;  // 2^32
 struct LogEps {
-  float at[kAutoExponents];
+  float at[kAutoCandidates];
 };
 __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
                                       const float* __restrict__ grad_scale, const float* __restrict__ target_logit,
@@ -65,10 +65,10 @@ __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const 
   wait_for_kernel_ahead();
   __shared__ float warp_max[kMassTiles][32], warp_misplaced[kMassTiles][32];
   __shared__ int warp_rows[32];
-  __shared__ unsigned long long block_misplaced[kAutoExponents];
+  __shared__ unsigned long long block_misplaced[kAutoCandidates];
   const int64_t b = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  if (threadIdx.x < kAutoExponents) block_misplaced[threadIdx.x] = 0;
+  if (threadIdx.x < kAutoCandidates) block_misplaced[threadIdx.x] = 0;
   const int64_t place = b * blockDim.x + threadIdx.x;
   const int64_t row = place >= n ? n : token_order != nullptr ? token_order[place] : place;
   const bool with_gradient = row < n && grad_scale[row] != 0.0f;
@@ -105,7 +105,7 @@ __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const 
       const int t = threadIdx.x;
       float largest = -INFINITY, pair_misplaced = 0.0f;
       for (int w = 0; w < warps; ++w) largest = fmaxf(largest, warp_max[t][w]), pair_misplaced += warp_misplaced[t][w];
-      int k = kAutoExponents - 1;  // the largest e whose test drops the pair
+      int k = kAutoCandidates - 1;  // the largest k whose test drops the pair
       while (k >= 0 && !(largest < log_eps.at[k])) --k;
       drop_exponent[(tile0 + t) * token_blocks + b] = static_cast<uint8_t>(k + 1);
       if (k >= 0 && pair_misplaced > 0.0f)  // integers: the block's sum is the same in any order
@@ -122,11 +122,11 @@ __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const 
     if (threadIdx.x == 0) {
       int block_rows = 0;
       for (int w = 0; w < warps; ++w) block_rows += warp_rows[w];
-      if (block_rows > 0) atomicAdd(misplaced + kAutoExponents, static_cast<unsigned long long>(block_rows));
+      if (block_rows > 0) atomicAdd(misplaced + kAutoCandidates, static_cast<unsigned long long>(block_rows));
     }
   }
   __syncthreads();
-  if (threadIdx.x < kAutoExponents && block_misplaced[threadIdx.x] != 0)
+  if (threadIdx.x < kAutoCandidates && block_misplaced[threadIdx.x] != 0)
     atomicAdd(misplaced + threadIdx.x, block_misplaced[threadIdx.x]);
 }
 
@@ -183,7 +183,7 @@ constexpr const char* kMisplacedMassItem = "misplaced mass per eps, rows with a 
 
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
   return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
-          {kMisplacedMassItem, (kAutoExponents + 2) * 8}};
+          {kMisplacedMassItem, (kAutoCandidates + 2) * 8}};
 }
 
 DropPlan plan_with_rows_in_de(DropPlan plan) {
@@ -236,7 +236,7 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   b.token_order = scratch.get<int>("token order, each token's place in it [2][N]");
   b.token_place = b.token_order + p.n;
   b.misplaced_mass = scratch.get<unsigned long long>(kMisplacedMassItem);
-  b.head_tiles = reinterpret_cast<int*>(b.misplaced_mass + kAutoExponents + 1);  // in the last 8 bytes
+  b.head_tiles = reinterpret_cast<int*>(b.misplaced_mass + kAutoCandidates + 1);  // in the last 8 bytes
   return b;
 }
 
@@ -265,9 +265,9 @@ namespace {
 // The choice, on the host (the report) and on the device (the decision, with
 // no read-back): the same IEEE double arithmetic, so the same exponent.
 __host__ __device__ int first_within_budget(const double* misplaced, double budget) {
-  for (int k = 0; k < kAutoExponents; ++k)
-    if (misplaced[k] <= budget) return kAutoFirstExponent + k;
-  return kAutoLastExponent;  // the smallest candidate
+  for (int k = 0; k < kAutoCandidates; ++k)
+    if (misplaced[k] <= budget) return k;
+  return kAutoCandidates - 1;  // the smallest candidate
 }
 // misplaced[k]: the misplaced mass per row at candidate k (a pair dropped at k
 // is dropped at every larger eps too, so the sums add up from the smallest eps).
@@ -275,12 +275,12 @@ __host__ __device__ void misplaced_per_row(const unsigned long long* sums, unsig
                                            double* misplaced) {
   const double rows = static_cast<double>(rows_with_gradient > 0 ? rows_with_gradient : 1);
   unsigned long long above = 0;
-  for (int k = kAutoExponents - 1; k >= 0; --k)
+  for (int k = kAutoCandidates - 1; k >= 0; --k)
     above += sums[k], misplaced[k] = static_cast<double>(above) / kMassUnit / rows;
 }
 }  // namespace
 
-int choose_drop_exponent(const double (&misplaced)[kAutoExponents], double budget) {
+int choose_drop_candidate(const double (&misplaced)[kAutoCandidates], double budget) {
   return first_within_budget(misplaced, budget);
 }
 
@@ -289,9 +289,9 @@ void measure_misplaced_mass(const Problem& p, const s09::DropPlan& plan, const B
                             const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
                             cudaStream_t stream) {
   LogEps log_eps{};
-  for (int k = 0; k < kAutoExponents; ++k) log_eps.at[k] = std::log(std::ldexp(1.0f, -(kAutoFirstExponent + k)));
+  for (int k = 0; k < kAutoCandidates; ++k) log_eps.at[k] = std::log(candidate_eps(k));
   unsigned long long* mass = buffers.misplaced_mass;
-  CCE_CUDA_CHECK(cudaMemsetAsync(mass, 0, (kAutoExponents + 1) * 8, stream));
+  CCE_CUDA_CHECK(cudaMemsetAsync(mass, 0, (kAutoCandidates + 1) * 8, stream));
   const s08::TileStatistics& forward = backward.forward.kept;
   launch_dependent(misplaced_mass_kernel, pair_grid(plan), static_cast<unsigned>(plan.tile_rows), stream,
       forward.stats, lse, backward.grad_scale, forward.target_logit, forward.target_position,
@@ -311,12 +311,12 @@ __global__ void keep_within_budget_kernel(const unsigned long long* __restrict__
   wait_for_kernel_ahead();
   __shared__ int chosen, count;
   if (threadIdx.x == 0) {
-    double misplaced[kAutoExponents];
-    misplaced_per_row(measured, measured[kAutoExponents], misplaced);
-    chosen = first_within_budget(misplaced, budget) - kAutoFirstExponent;
+    double misplaced[kAutoCandidates];
+    misplaced_per_row(measured, measured[kAutoCandidates], misplaced);
+    chosen = first_within_budget(misplaced, budget);
     count = 0;
   }
-  if (blockIdx.x == 0 && threadIdx.x <= kAutoExponents) on_host[threadIdx.x] = measured[threadIdx.x];
+  if (blockIdx.x == 0 && threadIdx.x <= kAutoCandidates) on_host[threadIdx.x] = measured[threadIdx.x];
   __syncthreads();
   int kept = 0;
   for (int64_t b = threadIdx.x; b < token_blocks; b += blockDim.x) {
@@ -336,8 +336,8 @@ PendingEps keep_pairs_within_budget(const DropPlan& plan, const s09::BackwardBuf
                                     cudaStream_t stream) {
   PendingEps pending;
   pending.budget = budget;
-  pending.measured = {host.read_back.take<unsigned long long>(kAutoExponents + 1), kAutoExponents + 1};
-  static_assert(kAutoExponents + 1 <= kThreads, "a thread per mass");
+  pending.measured = {host.read_back.take<unsigned long long>(kAutoCandidates + 1), kAutoCandidates + 1};
+  static_assert(kAutoCandidates + 1 <= kThreads, "a thread per mass");
   if (plan.tiles == 0) {  // no block to write them: the masses by a copy
     CCE_CUDA_CHECK(cudaMemcpyAsync(pending.measured.data(), buffers.misplaced_mass, pending.measured.size() * 8,
                                    cudaMemcpyDeviceToHost, stream));
@@ -351,20 +351,20 @@ PendingEps keep_pairs_within_budget(const DropPlan& plan, const s09::BackwardBuf
 
 // The largest eps within the budget.
 EpsChoice choose_drop_eps(const MisplacedMass& measured, double budget) {
-  double misplaced[kAutoExponents];
+  double misplaced[kAutoCandidates];
   misplaced_per_row(measured.mass.data(), measured.rows, misplaced);
-  const int exponent = first_within_budget(misplaced, budget);
+  const int chosen = first_within_budget(misplaced, budget);
   EpsChoice choice;
-  choice.eps = std::ldexp(1.0f, -exponent);
-  choice.misplaced_mass = misplaced[exponent - kAutoFirstExponent];
-  std::copy(misplaced, misplaced + kAutoExponents, choice.candidates.begin());
+  choice.eps = candidate_eps(chosen);
+  choice.misplaced_mass = misplaced[chosen];
+  std::copy(misplaced, misplaced + kAutoCandidates, choice.candidates.begin());
   return choice;
 }
 
 EpsChoice PendingEps::chosen() const {
   MisplacedMass read;
-  std::copy(measured.begin(), measured.begin() + kAutoExponents, read.mass.begin());
-  read.rows = measured[kAutoExponents];
+  std::copy(measured.begin(), measured.begin() + kAutoCandidates, read.mass.begin());
+  read.rows = measured[kAutoCandidates];
   return choose_drop_eps(read, budget);
 }
 

@@ -415,17 +415,19 @@ std::vector<int> PlanPerBatchStage::token_order() const {
 std::string describe_automatic_eps(const EpsChoice& choice, double budget) {
   char buf[320];
   if (choice.misplaced_mass >= 0.0)
-    std::snprintf(buf, sizeof buf, " (automatic: the largest of 2^-%d..2^-%d whose tail correction misplaces at most "
-                  "%.3g of each row's softmax on average; misplaced %.4f)", kAutoFirstExponent, kAutoLastExponent,
-                  budget, choice.misplaced_mass);
+    std::snprintf(buf, sizeof buf, " (automatic: the largest of 2^-%d, 2^-%.1f..2^-%d whose tail correction misplaces "
+                  "at most %.3g of each row's softmax on average; misplaced %.4f)", kAutoFirstExponent,
+                  -candidate_log2_eps(1), kAutoLastExponent, budget, choice.misplaced_mass);
   else
     std::snprintf(buf, sizeof buf, " (automatic, at most 2^-%d)", kAutoFirstExponent);
   return buf;
 }
 
 std::string describe_candidates(const EpsChoice& choice) {
-  std::string masses = "candidates   misplaced mass per row at eps 2^-" + std::to_string(kAutoFirstExponent) + "..2^-" +
-                       std::to_string(kAutoLastExponent) + ":";
+  char range[64];
+  std::snprintf(range, sizeof range, "2^-%d, 2^-%.1f..2^-%d:", kAutoFirstExponent, -candidate_log2_eps(1),
+                kAutoLastExponent);
+  std::string masses = std::string("candidates   misplaced mass per row at eps ") + range;
   for (double m : choice.candidates) {
     char one[16];
     std::snprintf(one, sizeof one, " %.4f", m);

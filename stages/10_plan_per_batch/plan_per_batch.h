@@ -46,9 +46,17 @@ using s09::HostTables;
 using s09::SideStream;
 
 // The automatic eps's candidates 2^-kAutoFirstExponent … 2^-kAutoLastExponent,
-// and its default budget: the mean misplaced mass per row with a gradient.
+// half an exponent apart (finer steps between a faster and a more accurate
+// eps), and its default budget: the mean misplaced mass per row with a gradient.
 constexpr int kAutoFirstExponent = 8, kAutoLastExponent = 17;
-constexpr int kAutoExponents = kAutoLastExponent - kAutoFirstExponent + 1;
+constexpr int kAutoCandidates = 2 * (kAutoLastExponent - kAutoFirstExponent) + 1;
+// Candidate k's eps, 2^-(kAutoFirstExponent + k/2): a power of two, or one
+// times float(√½), so that the host and the device get the same float.
+inline float candidate_eps(int k) {
+  return std::ldexp(k % 2 == 0 ? 1.0f : 0.70710677f, -(kAutoFirstExponent + k / 2));
+}
+// Its log2 for the report: −8, −8.5, …
+constexpr double candidate_log2_eps(int k) { return -(kAutoFirstExponent + 0.5 * k); }
 constexpr double kDefaultMisplacedMass = 0.022;
 // What the tail correction can put on the wrong entries of a dropped tile: it
 // gives each of its `entries` entries mass/entries, which moves at most
@@ -60,15 +68,15 @@ __host__ __device__ inline float misplaced_mass_bound(float mass, float entries,
 }
 // Token grouping counts, per row, the tiles holding an entry ≥ 2^-kGroupingExponent.
 constexpr int kGroupingExponent = 12;
-// The exponent chosen from misplaced[k] = the misplaced mass per row at eps = 2^-(kAutoFirstExponent + k):
+// The candidate chosen from misplaced[k] = the misplaced mass per row at candidate_eps(k):
 // the first within the budget, else the last.
-int choose_drop_exponent(const double (&misplaced)[kAutoExponents], double budget);
+int choose_drop_candidate(const double (&misplaced)[kAutoCandidates], double budget);
 
 // The eps a backward decided with, and what the automatic eps measured for it.
 struct EpsChoice {
   float eps = 0.0f;
   double misplaced_mass = -1.0;  // with the automatic eps: the misplaced mass per row at it (−1: a fixed eps)
-  std::array<double, kAutoExponents> candidates{};  // and the misplaced mass at each candidate 2^-8…
+  std::array<double, kAutoCandidates> candidates{};  // and the misplaced mass at each candidate 2^-8, 2^-8.5, …
 };
 
 // The backward's plan: stage 09's products over the kept tiles (sparse), or
@@ -363,14 +371,14 @@ s08::TokenBlocks group_tokens(const Problem& problem, const DropPlan& plan, cons
                               const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream);
 // What the automatic eps is chosen from: mass[k], the misplaced mass of the
 // (token block, tile) pairs whose smallest dropping candidate is
-// 2^-(kAutoFirstExponent + k), in fixed point (units of 2^-32), and the rows
+// candidate_eps(k), in fixed point (units of 2^-32), and the rows
 // with a gradient. Integers: split the pairs any way (the tiles of several
 // GPUs), the masses' sums are the same in any order.
 struct MisplacedMass {
-  std::array<unsigned long long, kAutoExponents> mass{};
+  std::array<unsigned long long, kAutoCandidates> mass{};
   unsigned long long rows = 0;
 };
-// On the stream, into buffers.misplaced_mass: the kAutoExponents masses, then the
+// On the stream, into buffers.misplaced_mass: the kAutoCandidates masses, then the
 // rows; and into backward.keep, each pair's largest dropping candidate (for
 // keep_pairs_at_chosen_eps).
 void measure_misplaced_mass(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,

@@ -160,7 +160,7 @@ void reduce_de(const Problem& global, float* de_acc, void* de, ncclComm_t comm, 
 }
 
 void join_misplaced_mass(unsigned long long* mass, ncclComm_t comm, cudaStream_t stream) {
-  check_nccl(ncclAllReduce(mass, mass, s10::kAutoExponents, ncclUint64, ncclSum, comm, stream),
+  check_nccl(ncclAllReduce(mass, mass, s10::kAutoCandidates, ncclUint64, ncclSum, comm, stream),
              "ncclAllReduce (misplaced mass per eps)");
 }
 
@@ -180,7 +180,7 @@ s10::MisplacedMass join_misplaced_mass(const std::vector<s10::MisplacedMass>& sh
   if (shards.empty()) return joined;
   joined.rows = shards.front().rows;
   for (const s10::MisplacedMass& shard : shards)
-    for (int k = 0; k < s10::kAutoExponents; ++k) joined.mass[k] += shard.mass[k];
+    for (int k = 0; k < s10::kAutoCandidates; ++k) joined.mass[k] += shard.mass[k];
   return joined;
 }
 

@@ -22,21 +22,38 @@
 namespace cce::s10 {
 namespace {
 
-// misplaced[k]: the misplaced mass per row at eps = 2^-(8 + k), falling as eps does.
-void fill(double (&misplaced)[kAutoExponents], std::vector<double> values) {
-  ASSERT_EQ(values.size(), static_cast<size_t>(kAutoExponents));
-  for (int k = 0; k < kAutoExponents; ++k) misplaced[k] = values.at(static_cast<size_t>(k));
+// misplaced[k]: the misplaced mass per row at eps = 2^-(8 + k/2), falling as eps does.
+void fill(double (&misplaced)[kAutoCandidates], std::vector<double> values) {
+  ASSERT_EQ(values.size(), static_cast<size_t>(kAutoCandidates));
+  for (int k = 0; k < kAutoCandidates; ++k) misplaced[k] = values.at(static_cast<size_t>(k));
 }
 
 TEST(DropChoice, LargestEpsWithinTheBudgetInclusive) {
-  double misplaced[kAutoExponents];
-  fill(misplaced, {0.2, 0.1, 0.05, 0.03, 0.025, 0.01, 0.005, 0.001, 0.0005, 0.0});
-  EXPECT_EQ(choose_drop_exponent(misplaced, 0.025), 12);  // 0.025 ≤ 0.025: 2^-12
-  EXPECT_EQ(choose_drop_exponent(misplaced, 0.0249), 13);
-  EXPECT_EQ(choose_drop_exponent(misplaced, 0.2), 8);  // the first candidate already within
-  EXPECT_EQ(choose_drop_exponent(misplaced, 0.03), 11);
-  EXPECT_EQ(choose_drop_exponent(misplaced, 0.0007), 16);
-  EXPECT_EQ(choose_drop_exponent(misplaced, 0.0001), 17);  // the last candidate, within
+  double misplaced[kAutoCandidates];
+  fill(misplaced, {0.2, 0.15, 0.1, 0.07, 0.05, 0.04, 0.03, 0.028, 0.025, 0.02, 0.01, 0.007, 0.005, 0.002, 0.001,
+                   0.0008, 0.0005, 0.0002, 0.0});
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.025), 8);  // 0.025 ≤ 0.025: 2^-12
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.0249), 9);  // 2^-12.5
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.2), 0);     // the first candidate already within
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.03), 6);
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.0007), 16);
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.0001), 18);  // the last candidate, within
+}
+
+// The candidates: 2^-8, 2^-8.5, …, 2^-17, each eps exact where it is a power of
+// two, else the float nearest 2^-(8 + k/2), falling, and their log2.
+TEST(DropChoice, CandidatesHalfAnExponentApart) {
+  EXPECT_EQ(kAutoCandidates, 19);
+  for (int k = 0; k < kAutoCandidates; ++k) {
+    EXPECT_EQ(candidate_log2_eps(k), -8.0 - 0.5 * k);
+    EXPECT_EQ(candidate_eps(k), static_cast<float>(std::exp2(candidate_log2_eps(k)))) << "candidate " << k;
+    if (k > 0) EXPECT_LT(candidate_eps(k), candidate_eps(k - 1));
+  }
+  EXPECT_EQ(candidate_eps(0), 0x1p-8f);
+  EXPECT_EQ(candidate_eps(kAutoCandidates - 1), std::ldexp(1.0f, -kAutoLastExponent));
+  EXPECT_EQ(s08::describe_eps(candidate_eps(9)), "eps 2^-12.5");
+  EXPECT_EQ(s08::describe_eps(candidate_eps(10)), "eps 2^-13");
+  EXPECT_EQ(s08::describe_eps(0.001f).rfind("eps 0.001", 0), 0u);
 }
 
 // The correction's misplaced mass: none for a flat tile, all but a share for
@@ -54,9 +71,10 @@ TEST(DropChoice, MisplacedMassBound) {
 }
 
 TEST(DropChoice, NoCandidateWithinTheBudgetFallsBackToTheSmallestEps) {
-  double misplaced[kAutoExponents];
-  fill(misplaced, {0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05});
-  EXPECT_EQ(choose_drop_exponent(misplaced, 0.025), kAutoLastExponent);
+  double misplaced[kAutoCandidates];
+  fill(misplaced, {0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.07,
+                   0.05});
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.025), kAutoCandidates - 1);
   EXPECT_EQ(kAutoLastExponent, 17);
   EXPECT_EQ(kAutoFirstExponent, 8);
 }

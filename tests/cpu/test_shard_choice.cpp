@@ -21,14 +21,14 @@ namespace cce::s11 {
 namespace {
 
 struct Pair {
-  int bin = -1;                 // dropped at candidates 0..bin (eps 2^-8 .. 2^-(8+bin)); −1: never
+  int bin = -1;                 // dropped at candidates 0..bin (eps 2^-8 .. 2^-(8+bin/2)); −1: never
   unsigned long long mass = 0;  // units of 2^-32
 };
 using Tiles = std::vector<std::vector<Pair>>;  // [tile][token block]
 
 Tiles random_tiles(int tiles, int blocks, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> bin(-1, s10::kAutoExponents - 1);
+  std::uniform_int_distribution<int> bin(-1, s10::kAutoCandidates - 1);
   std::uniform_int_distribution<unsigned long long> mass(0, 1ull << 28);  // up to 1/16 per pair
   Tiles out(static_cast<size_t>(tiles), std::vector<Pair>(static_cast<size_t>(blocks)));
   for (auto& tile : out)
@@ -67,7 +67,9 @@ Choice choose(const Tiles& tiles, const std::vector<ShardRange>& ranges, double 
     masses.push_back(measure(tiles, static_cast<size_t>(r.begin), static_cast<size_t>(r.end), 77));
   Choice c;
   c.eps = s10::choose_drop_eps(join_misplaced_mass(masses), budget);
-  const int chosen = -std::ilogb(c.eps.eps) - s10::kAutoFirstExponent;
+  int chosen = 0;
+  while (chosen + 1 < s10::kAutoCandidates && s10::candidate_eps(chosen) != c.eps.eps) ++chosen;
+  EXPECT_EQ(s10::candidate_eps(chosen), c.eps.eps) << "a candidate's eps";
   std::vector<s10::KeptPairs> kept;
   for (const ShardRange& r : ranges)
     kept.push_back(kept_at(tiles, static_cast<size_t>(r.begin), static_cast<size_t>(r.end), chosen));
@@ -118,7 +120,8 @@ TEST(ShardChoice, RowsAreNotSummed) {
 
 // Why the statistics are joined: each shard alone would choose otherwise.
 // Eps: each shard misplaces 0.015 per row at 2^-8, within a budget of 0.025;
-// the rows' whole softmax 0.03 there, beyond it: the joined choice is 2^-9.
+// the rows' whole softmax 0.03 there, beyond it: the joined choice is the next
+// candidate, 2^-8.5.
 // Plan: one shard keeps 5 of 6 pairs (dense alone), the other 0 of 12: 5 of
 // 18 kept, under a third: sparse.
 TEST(ShardChoice, EachShardAloneWouldChooseOtherwise) {
@@ -128,7 +131,8 @@ TEST(ShardChoice, EachShardAloneWouldChooseOtherwise) {
   shard.mass[0] = static_cast<unsigned long long>(0.015 * 4294967296.0 * rows);
   EXPECT_EQ(s10::choose_drop_eps(shard, 0.025).eps, std::ldexp(1.0f, -8));
   const s10::EpsChoice joined = s10::choose_drop_eps(join_misplaced_mass({shard, shard}), 0.025);
-  EXPECT_EQ(joined.eps, std::ldexp(1.0f, -9));
+  EXPECT_EQ(joined.eps, s10::candidate_eps(1));
+  EXPECT_EQ(s10::candidate_log2_eps(1), -8.5);
   EXPECT_NEAR(joined.candidates[0], 0.03, 1e-9);
 
   EXPECT_EQ(s10::choose_plan(s10::BackwardPlan::kAuto, {5, 6}).plan, s10::BackwardPlan::kDense);

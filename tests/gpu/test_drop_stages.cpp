@@ -406,7 +406,7 @@ TEST(PlanPerBatch, WithoutTokenGroupingRowsStayInOrder) {
   expect_reference_check(p, in, ungrouped, upstream, "ungrouped");
 }
 
-// The automatic eps is the largest of 2^-8 … 2^-17 whose brute-force
+// The automatic eps is the largest of 2^-8, 2^-8.5 … 2^-17 whose brute-force
 // misplaced mass is within the budget; it decides exactly as that eps given by hand.
 TEST(PlanPerBatch, AutomaticEpsIsTheLargestWithinTheBudget) {
   SKIP_WITHOUT_GPU();
@@ -415,20 +415,21 @@ TEST(PlanPerBatch, AutomaticEpsIsTheLargestWithinTheBudget) {
   const std::vector<float> upstream = default_upstream(p, 3);
   const DropRun fixed8 = run_stage10(p, in, upstream, {"--drop-eps", "0.00390625"});
   const BruteForce bf = brute_force(p, in, fixed8);  // the order and LSE do not depend on eps
-  // A budget between the misplaced masses at two neighbouring exponents, 10% from each
+  // A budget between the misplaced masses at two neighbouring candidates, 10% from each
   // (the statistics' bf16 rounding moves a mass by much less).
   int expected = 0;
   double budget = 0.0;
-  for (int e = s10::kAutoFirstExponent + 1; e <= s10::kAutoLastExponent && expected == 0; ++e) {
-    const double above = bf.misplaced_mass(std::ldexp(1.0, -(e - 1))), at = bf.misplaced_mass(std::ldexp(1.0, -e));
-    if (at > 0.0 && above > 1.21 * at) expected = e, budget = std::sqrt(above * at);
+  for (int k = 1; k < s10::kAutoCandidates && expected == 0; ++k) {
+    const double above = bf.misplaced_mass(s10::candidate_eps(k - 1)), at = bf.misplaced_mass(s10::candidate_eps(k));
+    if (at > 0.0 && above > 1.21 * at) expected = k, budget = std::sqrt(above * at);
   }
-  ASSERT_NE(expected, 0) << "no two neighbouring exponents misplace clearly different masses";
+  ASSERT_NE(expected, 0) << "no two neighbouring candidates misplace clearly different masses";
   const std::string budget_text = exact_text(budget);
   const DropRun automatic = run_stage10(p, in, upstream, {"--misplaced-mass", budget_text.c_str()});
-  const double eps = std::ldexp(1.0, -expected);
-  std::printf("budget %.4g: expected eps 2^-%d (misplaced mass %.4g), got %g (misplaced %.4g)\n", budget, expected,
-              bf.misplaced_mass(eps), automatic.stats.choice.eps, automatic.stats.choice.misplaced_mass);
+  const double eps = s10::candidate_eps(expected);
+  std::printf("budget %.4g: expected eps 2^%.1f (misplaced mass %.4g), got %g (misplaced %.4g)\n", budget,
+              s10::candidate_log2_eps(expected), bf.misplaced_mass(eps), automatic.stats.choice.eps,
+              automatic.stats.choice.misplaced_mass);
   EXPECT_EQ(automatic.stats.choice.eps, static_cast<float>(eps));
   // The statistics hold each tile's sum in bf16 (2^-9 relative), which 1 − M/(|T|·p_max) magnifies in a near-flat tile.
   EXPECT_NEAR(automatic.stats.choice.misplaced_mass, bf.misplaced_mass(eps), 0.05 * bf.misplaced_mass(eps));
@@ -450,28 +451,29 @@ TEST(PlanPerBatch, DefaultBudgetAndTheFallback) {
   EXPECT_EQ(s10::kDefaultMisplacedMass, 0.022);
   const Problem p = bf16_problem(300, 128, 16411);
   const std::vector<float> upstream = default_upstream(p, 3);
-  // The first candidate within `budget` (0: none), or −1 when one lies too close to it to decide.
-  const auto expected_exponent = [](const BruteForce& bf, double budget) {
-    for (int e = s10::kAutoFirstExponent; e <= s10::kAutoLastExponent; ++e) {
-      const double mass = bf.misplaced_mass(std::ldexp(1.0, -e));
+  // The first candidate within `budget` (kAutoCandidates: none), or −1 when one lies too close to it to decide.
+  const auto expected_candidate = [](const BruteForce& bf, double budget) {
+    for (int k = 0; k < s10::kAutoCandidates; ++k) {
+      const double mass = bf.misplaced_mass(s10::candidate_eps(k));
       if (std::fabs(mass - budget) < 0.1 * budget) return -1;
-      if (mass <= budget) return e;
+      if (mass <= budget) return k;
     }
-    return 0;
+    return s10::kAutoCandidates;
   };
   for (uint64_t seed = 84; seed < 90; ++seed) {
     const HostInputs in = decision_inputs(p, seed);
     const DropRun automatic = run_stage10(p, in, upstream, {});
     const BruteForce bf = brute_force(p, in, automatic);
-    const int by_default = expected_exponent(bf, s10::kDefaultMisplacedMass);
+    const int by_default = expected_candidate(bf, s10::kDefaultMisplacedMass);
     if (by_default < 0) continue;
-    std::printf("seed %llu: the default budget %.3g picks 2^-%d\n", static_cast<unsigned long long>(seed),
-                s10::kDefaultMisplacedMass, by_default);
-    ASSERT_NE(by_default, 0);
-    EXPECT_EQ(automatic.stats.choice.eps, std::ldexp(1.0f, -by_default));
-    EXPECT_NEAR(automatic.stats.choice.misplaced_mass, bf.misplaced_mass(std::ldexp(1.0, -by_default)),
-                0.05 * bf.misplaced_mass(std::ldexp(1.0, -by_default)));
-    ASSERT_EQ(expected_exponent(bf, 1e-12), 0) << "some candidate meets a tiny budget: the fallback is not exercised";
+    std::printf("seed %llu: the default budget %.3g picks 2^%.1f\n", static_cast<unsigned long long>(seed),
+                s10::kDefaultMisplacedMass, s10::candidate_log2_eps(by_default));
+    ASSERT_LT(by_default, s10::kAutoCandidates);
+    const float eps = s10::candidate_eps(by_default);
+    EXPECT_EQ(automatic.stats.choice.eps, eps);
+    EXPECT_NEAR(automatic.stats.choice.misplaced_mass, bf.misplaced_mass(eps), 0.05 * bf.misplaced_mass(eps));
+    ASSERT_EQ(expected_candidate(bf, 1e-12), s10::kAutoCandidates)
+        << "some candidate meets a tiny budget: the fallback is not exercised";
     const DropRun fallback = run_stage10(p, in, upstream, {"--misplaced-mass", "1e-12"});
     EXPECT_EQ(fallback.stats.choice.eps, std::ldexp(1.0f, -s10::kAutoLastExponent));
     expect_brute_force_kept_list(bf, fallback, std::ldexp(1.0, -s10::kAutoLastExponent));
