@@ -61,7 +61,7 @@ __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const 
                                       const int64_t* __restrict__ position, const int* __restrict__ token_order,
                                       int64_t n, int64_t v, int64_t tiles, int64_t token_blocks, int64_t tile_cols,
                                       LogEps log_eps, unsigned long long* __restrict__ misplaced,
-                                      uint8_t* __restrict__ drop_exponent) {
+                                      uint8_t* __restrict__ drop_candidate) {
   wait_for_kernel_ahead();
   __shared__ float warp_max[kMassTiles][32], warp_misplaced[kMassTiles][32];
   __shared__ int warp_rows[32];
@@ -107,7 +107,7 @@ __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const 
       for (int w = 0; w < warps; ++w) largest = fmaxf(largest, warp_max[t][w]), pair_misplaced += warp_misplaced[t][w];
       int k = kAutoCandidates - 1;  // the largest k whose test drops the pair
       while (k >= 0 && !(largest < log_eps.at[k])) --k;
-      drop_exponent[(tile0 + t) * token_blocks + b] = static_cast<uint8_t>(k + 1);
+      drop_candidate[(tile0 + t) * token_blocks + b] = static_cast<uint8_t>(k + 1);
       if (k >= 0 && pair_misplaced > 0.0f)  // integers: the block's sum is the same in any order
         atomicAdd(block_misplaced + k,
                   static_cast<unsigned long long>(llrint(static_cast<double>(pair_misplaced) * kMassUnit)));
@@ -263,7 +263,7 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
 
 namespace {
 // The choice, on the host (the report) and on the device (the decision, with
-// no read-back): the same IEEE double arithmetic, so the same exponent.
+// no read-back): the same IEEE double arithmetic, so the same candidate.
 __host__ __device__ int first_within_budget(const double* misplaced, double budget) {
   for (int k = 0; k < kAutoCandidates; ++k)
     if (misplaced[k] <= budget) return k;
