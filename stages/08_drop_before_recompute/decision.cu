@@ -3,7 +3,6 @@
 // recomputed; and the exact terms of the targets that fall in dropped tiles.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "common/check.h"
 #include "common/dependent_launch.cuh"
@@ -77,14 +76,8 @@ float default_drop_eps(Dtype dtype) { return dtype == Dtype::kBFloat16 ? std::ld
 
 std::string describe_eps(float eps) {
   if (eps <= 0.0f) return "off (every tile kept)";
-  const int twice = static_cast<int>(std::lround(2.0 * std::log2(eps)));  // 2·log2(eps), nearest
-  if (twice % 2 == 0 && std::ldexp(1.0f, twice / 2) == eps) return "eps 2^" + std::to_string(twice / 2);
-  if (twice % 2 != 0 && std::ldexp(0.70710677f, (twice + 1) / 2) == eps) {  // float(√½)·2^k: 2^(k − ½)
-    char half[32];
-    std::snprintf(half, sizeof half, "eps 2^%.1f", 0.5 * twice);
-    return half;
-  }
-  return "eps " + std::to_string(eps);
+  const int exponent = static_cast<int>(std::lround(std::log2(eps)));
+  return std::ldexp(1.0f, exponent) == eps ? "eps 2^" + std::to_string(exponent) : "eps " + std::to_string(eps);
 }
 
 void decide_kept_pairs(const Problem& p, const TileGrid& grid, const DecisionInputs& inputs, float eps, uint8_t* keep,

@@ -46,8 +46,7 @@ TileGrid tile_grid(const Problem& problem);
 
 // The default eps: 2^-8 (bf16), 2^-28 (fp32); README.md, "Choosing eps".
 float default_drop_eps(Dtype dtype);
-// "eps 2^-8", "eps 2^-12.5" (as float rounds √½·2^-12), "eps 0.003", or "off (every tile kept)"
-// for 0: the report lines' words.
+// "eps 2^-8", "eps 0.003", or "off (every tile kept)" for 0: the report lines' words.
 std::string describe_eps(float eps);
 
 // ---------------------------------------------------- forward (sorted_forward.cu)

@@ -412,6 +412,16 @@ std::vector<int> PlanPerBatchStage::token_order() const {
   return order;
 }
 
+std::string describe_eps(float eps) {
+  for (int k = 1; k < kAutoCandidates; k += 2)
+    if (eps == candidate_eps(k)) {
+      char half[32];
+      std::snprintf(half, sizeof half, "eps 2^%.1f", candidate_log2_eps(k));
+      return half;
+    }
+  return s08::describe_eps(eps);
+}
+
 std::string describe_automatic_eps(const EpsChoice& choice, double budget) {
   char buf[320];
   if (choice.misplaced_mass >= 0.0)
@@ -491,7 +501,7 @@ std::vector<std::string> PlanPerBatchStage::report_lines() const {
   else
     lines[0] = s09::describe_drop_plan(plan, plan.chunk_rows);
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
-  std::string rule = s08::describe_eps(eps);
+  std::string rule = describe_eps(eps);
   if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, misplaced_mass_budget());
   char buf[320];
   std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s; token blocks %s", rule.c_str(),

@@ -517,9 +517,11 @@ SampleInputs gather_sample(const DeviceInputs& in, const RowSample& sample, cons
 // Every sample.stride-th row of `row_bytes` from src, sample.rows of them, packed into dst.
 void gather_sample_rows(void* dst, const void* src, size_t row_bytes, const RowSample& sample, cudaStream_t stream);
 
-// The report's words on a backward's choices: the automatic eps's rule
-// (appended to the eps), the candidates' masses (a line), the plan and why (a
-// line; `decides_again`: how a dense run's every kDecideEveryBatches-th batch decides).
+// The report's words on a backward's choices: the eps ("eps 2^-12.5" for a half
+// candidate, else stage 08's words), the automatic eps's rule (appended to the
+// eps), the candidates' masses (a line), the plan and why (a line;
+// `decides_again`: how a dense run's every kDecideEveryBatches-th batch decides).
+std::string describe_eps(float eps);
 std::string describe_automatic_eps(const EpsChoice& choice, double budget);
 std::string describe_candidates(const EpsChoice& choice);
 std::string describe_plan(const PlanChoice& ran, BackwardPlan flag, const std::string& decides_again = "on a sample");

@@ -57,7 +57,7 @@ bool same_choice(const s10::EpsChoice& here, const s10::PlanChoice& ran, const s
     if (plan.kept_fraction < 0.0) return std::string("dense, every pair (--plan dense)");
     char buf[96];
     std::snprintf(buf, sizeof buf, "%s at %s, %.2f%% of the pairs kept", s10::to_string(plan.plan),
-                  s08::describe_eps(eps.eps).c_str(), 100.0 * plan.kept_fraction);
+                  s10::describe_eps(eps.eps).c_str(), 100.0 * plan.kept_fraction);
     return std::string(buf);
   };
   std::printf("  plan         here: %s; stage 10: %s: %s\n", describe(here, ran).c_str(),
@@ -98,7 +98,7 @@ void print_choice(const ShardedVocabulary& sharded, const s10::PlanPerBatchStage
   } else if (ran.before_forward) {
     std::printf("  drop         none: the dense plan computes every pair\n");
   } else {
-    std::string rule = s08::describe_eps(eps.eps);
+    std::string rule = s10::describe_eps(eps.eps);
     if (settings.misplaced_mass > 0.0) rule += s10::describe_automatic_eps(eps, settings.misplaced_mass);
     std::printf("  drop         %s; tail correction %s; token blocks %s\n", rule.c_str(),
                 !settings.correct_tail ? "off" : !settings.correct_dc ? "of dE" : "of dE and dC",

@@ -51,9 +51,10 @@ TEST(DropChoice, CandidatesHalfAnExponentApart) {
   }
   EXPECT_EQ(candidate_eps(0), 0x1p-8f);
   EXPECT_EQ(candidate_eps(kAutoCandidates - 1), std::ldexp(1.0f, -kAutoLastExponent));
-  EXPECT_EQ(s08::describe_eps(candidate_eps(9)), "eps 2^-12.5");
-  EXPECT_EQ(s08::describe_eps(candidate_eps(10)), "eps 2^-13");
-  EXPECT_EQ(s08::describe_eps(0.001f).rfind("eps 0.001", 0), 0u);
+  EXPECT_EQ(describe_eps(candidate_eps(9)), "eps 2^-12.5");
+  EXPECT_EQ(describe_eps(candidate_eps(kAutoCandidates - 2)), "eps 2^-16.5");
+  EXPECT_EQ(describe_eps(candidate_eps(10)), "eps 2^-13") << "a power of two: stage 08's words";
+  EXPECT_EQ(describe_eps(0.001f), s08::describe_eps(0.001f));
 }
 
 // The correction's misplaced mass: none for a flat tile, all but a share for
