@@ -288,6 +288,7 @@ int choose_drop_candidate(const double (&misplaced)[kAutoCandidates], double bud
 void measure_misplaced_mass(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
                             const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
                             cudaStream_t stream) {
+  static_assert(kAutoCandidates <= 64, "the kernel zeroes and adds its bins a thread each: blocks of tile_rows >= 64");
   LogEps log_eps{};
   for (int k = 0; k < kAutoCandidates; ++k) log_eps.at[k] = std::log(candidate_eps(k));
   unsigned long long* mass = buffers.misplaced_mass;
