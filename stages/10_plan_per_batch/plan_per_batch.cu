@@ -362,7 +362,7 @@ void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const
 void PlanPerBatchStage::add_options(OptionParser& parser) {
   add_drop_options(parser,
                    "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = automatic (bf16: the "
-                   "largest of 2^-8..2^-17 within --misplaced-mass), 2^-28 (fp32)");
+                   "largest of 2^-8, 2^-8.5..2^-17 within --misplaced-mass), 2^-28 (fp32)");
   char budget[16];
   std::snprintf(budget, sizeof budget, "%g", kDefaultMisplacedMass);
   parser.add_double("misplaced-mass", &mass_flag_,

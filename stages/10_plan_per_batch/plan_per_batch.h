@@ -3,7 +3,7 @@
 //   1. the token blocks take the rows sorted by how many tiles hold an entry
 //      ≥ 2^-12 (most first), so that the rows of a flat softmax, which need
 //      many tiles, share blocks instead of making every block keep them;
-//   2. eps (bf16) is the largest of 2^-8 … 2^-17 whose misplaced mass per
+//   2. eps (bf16) is the largest of 2^-8, 2^-8.5 … 2^-17 whose misplaced mass per
 //      row is within a budget: the softmax mass that the tail correction of
 //      the dropped tiles puts on the wrong entries, at most M·(1 − M/(|T|·p_max))
 //      for a tile of mass M, |T| entries and largest entry p_max (the targets'
