@@ -22,6 +22,14 @@ std::string percent(double fraction) {
   return buf;
 }
 
+// The automatic eps's candidates in words, as the help and the report give them: "2^-8, 2^-8.5..2^-17".
+std::string candidate_range() {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "2^-%d, 2^-%.1f..2^-%d", kAutoFirstExponent, -candidate_log2_eps(1),
+                kAutoLastExponent);
+  return buf;
+}
+
 }  // namespace
 
 std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan) {
@@ -360,9 +368,9 @@ void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const
 }
 
 void PlanPerBatchStage::add_options(OptionParser& parser) {
-  add_drop_options(parser,
-                   "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = automatic (bf16: the "
-                   "largest of 2^-8, 2^-8.5..2^-17 within --misplaced-mass), 2^-28 (fp32)");
+  const std::string eps_help = "drop (token block, tile) pairs whose every softmax entry is below eps; 0 = automatic "
+                               "(bf16: the largest of " + candidate_range() + " within --misplaced-mass), 2^-28 (fp32)";
+  add_drop_options(parser, eps_help.c_str());  // the parser keeps its own copy
   char budget[16];
   std::snprintf(budget, sizeof budget, "%g", kDefaultMisplacedMass);
   parser.add_double("misplaced-mass", &mass_flag_,
@@ -425,19 +433,16 @@ std::string describe_eps(float eps) {
 std::string describe_automatic_eps(const EpsChoice& choice, double budget) {
   char buf[320];
   if (choice.misplaced_mass >= 0.0)
-    std::snprintf(buf, sizeof buf, " (automatic: the largest of 2^-%d, 2^-%.1f..2^-%d whose tail correction misplaces "
-                  "at most %.3g of each row's softmax on average; misplaced %.4f)", kAutoFirstExponent,
-                  -candidate_log2_eps(1), kAutoLastExponent, budget, choice.misplaced_mass);
+    std::snprintf(buf, sizeof buf, " (automatic: the largest of %s whose tail correction misplaces at most %.3g of "
+                  "each row's softmax on average; misplaced %.4f)", candidate_range().c_str(), budget,
+                  choice.misplaced_mass);
   else
     std::snprintf(buf, sizeof buf, " (automatic, at most 2^-%d)", kAutoFirstExponent);
   return buf;
 }
 
 std::string describe_candidates(const EpsChoice& choice) {
-  char range[64];
-  std::snprintf(range, sizeof range, "2^-%d, 2^-%.1f..2^-%d:", kAutoFirstExponent, -candidate_log2_eps(1),
-                kAutoLastExponent);
-  std::string masses = std::string("candidates   misplaced mass per row at eps ") + range;
+  std::string masses = "candidates   misplaced mass per row at eps " + candidate_range() + ":";
   for (double m : choice.candidates) {
     char one[16];
     std::snprintf(one, sizeof one, " %.4f", m);

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -55,6 +56,14 @@ TEST(DropChoice, CandidatesHalfAnExponentApart) {
   EXPECT_EQ(describe_eps(candidate_eps(kAutoCandidates - 2)), "eps 2^-16.5");
   EXPECT_EQ(describe_eps(candidate_eps(10)), "eps 2^-13") << "a power of two: stage 08's words";
   EXPECT_EQ(describe_eps(0.001f), s08::describe_eps(0.001f));
+  // The report's words for them (stage 11's expected report text matches "2.-8, 2.-8.5..2.-17").
+  EpsChoice choice;
+  choice.misplaced_mass = 0.02;
+  const std::string line = describe_candidates(choice);
+  EXPECT_EQ(line.rfind("candidates   misplaced mass per row at eps 2^-8, 2^-8.5..2^-17:", 0), 0u) << line;
+  const std::string masses = line.substr(line.find(':') + 1);
+  EXPECT_EQ(std::count(masses.begin(), masses.end(), ' '), kAutoCandidates) << line;  // " %.4f" each
+  EXPECT_NE(describe_automatic_eps(choice, 0.022).find("the largest of 2^-8, 2^-8.5..2^-17 whose"), std::string::npos);
 }
 
 // The correction's misplaced mass: none for a flat tile, all but a share for
