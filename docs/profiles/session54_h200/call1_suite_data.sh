@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Session 54, call 1 (one H200; carry [".quack-wheels/xz.00"], the first of QuACK's three parts as
-# docs/profiles/session51_h200/pack_quack.sh makes them; run as CCE_COMMIT=<HEAD> bash <this>, the device copy's git
+# Session 54, call 1 (one H200; carry [".quack-wheels/xz4.00"], the first of QuACK's four parts: the tar.xz that
+# docs/profiles/session51_h200/pack_quack.sh makes, split in four (split -n 4 -d), a tree of 42 MiB and a third not
+# fitting in a call's 64; run as CCE_COMMIT=<HEAD> bash <this>, the device copy's git
 # HEAD being stale): the whole GPU suite and the PyTorch op's tests on HEAD (owed since session 53's half candidates),
 # while bench/lm_data.py trains lm32k's and lm128k's models beside them; then the generated shapes' inputs. Nothing is
-# timed in this call: calls 2-4 time the floor, stage 10 and the peers on this machine's data.
+# timed in this call: calls 2-5 time the floor, stage 10 and the peers on this machine's data.
 T0=$SECONDS
 R=$OUT/call1; mkdir -p $R /tmp/q /tmp/s54 /tmp/cce-inputs
-cp .quack-wheels/xz.00 /tmp/q/ && echo "carried $(du -h /tmp/q/xz.00 | cut -f1)"
+cp .quack-wheels/xz4.00 /tmp/q/ && echo "carried $(du -h /tmp/q/xz4.00 | cut -f1)"
 { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short; nvidia-smi -L; } > $R/status.txt 2>&1
 (timeout 480 python3 bench/lm_data.py --out /tmp/cce-lm-data --stats-dir $R/lm_data > $R/lm_data.log 2>&1
  echo "lm_data rc $? at $((SECONDS-T0)) s" > $R/lm_data.rc) &

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Session 54, call 3 (right after call 2 on the same warm machine; carry [".quack-wheels/xz.02"]; run as
-# CCE_COMMIT=<HEAD> bash <this>): QuACK and its packages unpacked from the three parts, then peers.py --interleave,
+# Session 54, call 4 (right after call 3 on the same warm machine; carry [".quack-wheels/xz4.03"]; run as
+# CCE_COMMIT=<HEAD> bash <this>): QuACK and its packages unpacked from the four parts, then peers.py --interleave,
 # 20 rounds, the order reversed every other round: eager PyTorch, torch.compile, stage 10's op and QuACK in turns at
 # gemma2_flat and lm128k's five snapshots, with call 2's floor (x floor from the same machine's run).
 T0=$SECONDS
-R=$OUT/call3; mkdir -p $R
+R=$OUT/call4; mkdir -p $R
 { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short; nvidia-smi -L; } > $R/status.txt 2>&1
 if [ ! -d /tmp/qsite/quack ]; then
-  mkdir -p /tmp/qsite && cat /tmp/q/xz.00 /tmp/q/xz.01 .quack-wheels/xz.02 > /tmp/q/site.tar.xz || exit 1
+  mkdir -p /tmp/qsite && cat /tmp/q/xz4.00 /tmp/q/xz4.01 /tmp/q/xz4.02 .quack-wheels/xz4.03 > /tmp/q/site.tar.xz || exit 1
   python3 -m tarfile -e /tmp/q/site.tar.xz /tmp/qsite || exit 1
 fi
 echo "unpacked at $((SECONDS-T0)) s"
@@ -20,4 +20,4 @@ peers() {  # name shapes: one peers.py process, its own JSON (a timeout in the s
 }
 peers dense gemma2_flat,lm128k_s0
 peers sweep lm128k_s30,lm128k_s100,lm128k_s300,lm128k
-cd $OUT && tar czf call3.tgz call3
+cd $OUT && tar czf call4.tgz call4
