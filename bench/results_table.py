@@ -78,7 +78,10 @@ BLOCKS = ("summary", "tables", "appendix")
 # at 4bde380 (stage 10's one row gather) the floor and stage 10 at gemma2 and llama3 (the second of two rounds), then
 # on another machine at gpt2, lm32k, lm128k_s30, lm128k, gemma2 (loss alone) and gemma2_flat, and stage 06 at gemma2;
 # at 430eaf8 (the same timed code) the floor and stage 10 (loss + grad) at gemma2, llama3, gemma2_flat and lm128k's five
-# snapshots, and the peers with QuACK in turns beside the op at each of them, all on one machine.
+# snapshots, and the peers with QuACK in turns beside the op at each of them, all on one machine; at 644edbb (stage 10's
+# candidates half an exponent apart; 644edbb adds device scripts to c8ed436) every shape of the tables in one run on one
+# machine: the floor and stage 10 (loss and loss + grad) and stage 06 at gemma2, then the peers with QuACK in turns
+# beside the op.
 # The earlier H200 sweeps (bench_h200_e860a0c.json,
 # bench_h200_0914b02.json, bench_h200_3a72614.json, bench_h200_lm128k_9ba5853.json and the peers' files beside them)
 # stay in docs/ for stage 10's WORKLOG.
@@ -93,7 +96,8 @@ OTHER_GPU_BLOCKS = {"h200_summary": ("bench_peers_h200_3a72614.json", "bench_h20
                                      "bench_peers_h200_lm128k_s0_007d98a.json", "bench_h200_856ed84.json",
                                      "bench_peers_h200_856ed84.json", "bench_h200_lm32k_134b4c0.json",
                                      "bench_h200_gemma2_llama3_4bde380.json", "bench_h200_4bde380.json",
-                                     "bench_h200_430eaf8.json", "bench_peers_h200_430eaf8.json")}
+                                     "bench_h200_430eaf8.json", "bench_peers_h200_430eaf8.json",
+                                     "bench_h200_644edbb.json", "bench_peers_h200_644edbb.json")}
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(OTHER_GPU_BLOCKS)}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
 BEGIN, END = MARKERS["appendix"]
