@@ -8,7 +8,7 @@ R=$OUT/call5; mkdir -p $R
 { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short; nvidia-smi -L; } > $R/status.txt 2>&1
 export PYTHONPATH=/tmp/qsite:/tmp/qsite/nvidia_cutlass_dsl/dsl_packages
 peers() {  # name shapes: one peers.py process, its own JSON (a timeout in the second keeps the first)
-  PYTHONUNBUFFERED=1 timeout $((575 - (SECONDS-T0))) python3 bench/peers.py --interleave --reps 20 --shapes $2 \
+  PYTHONUNBUFFERED=1 timeout $((470 - (SECONDS-T0))) python3 bench/peers.py --interleave --reps 20 --shapes $2 \
     --impls peer_torch_eager,peer_torch_compile,stage10_plan_per_batch_op,peer_quack --lm-data /tmp/cce-lm-data \
     --modes loss_grad --cce-python /tmp/build/python --floor-json /tmp/s54/bench.json --out $R/peers_$1.json > $R/peers_$1.txt 2>&1
   echo "peers $1 rc $? at $((SECONDS-T0)) s"; grep -E " ms " $R/peers_$1.txt | cut -c1-200
