@@ -64,40 +64,15 @@ FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "ben
          "bench_stage10_first_h100_a85669c.json", "bench_dense_plan_h100_a85669c.json",
          "bench_peers_dense_plan_h100_a85669c.json")
 BLOCKS = ("summary", "tables", "appendix")
-# Runs on another GPU get a summary block of their own (no table mixes two GPUs): the NVIDIA H200 sweep of
-# 2026-11-29 at e8fc48e (the floor and stage 10 at eleven shapes, lm128k's training snapshots among them; the peers,
-# QuACK included, and stage 10's op at six of them; four calls minutes apart on one machine), and for the peers at
-# gpt2, gemma2 and gemma2_softcap the sweep of the same day at 3a72614; then the generated shapes again at 7d25ee1
-# (stage 10's keep reusing the fold's exponentials: the floor and stage 10 at five shapes, the peers at four), which
-# the newest-run rule takes for gemma2 and gemma2_flat; then the floor and stage 10 (loss + grad) at the five
-# generated shapes again at 6e85887 (stage 10's forward in one chunk, sorted C in dC's output); at 87e2595 and 47387b7
-# (the dense chunks' target rows summed whole) and 007d98a (only the rows that need it) gemma2_flat and lm128k_s0, the
-# peers in turns beside the op, and at 007d98a lm128k_s0 once more in turns, 60 rounds; at 856ed84 (dC's product and its
-# target rows before dE's, the last wait covered) gemma2_flat and lm128k_s0 again, the peers in turns beside the op;
-# at 134b4c0 (lm32k's small kernels) the floor and stage 10 at lm32k (the middle of three runs in turns with main's);
-# at 4bde380 (stage 10's one row gather) the floor and stage 10 at gemma2 and llama3 (the second of two rounds), then
-# on another machine at gpt2, lm32k, lm128k_s30, lm128k, gemma2 (loss alone) and gemma2_flat, and stage 06 at gemma2;
-# at 430eaf8 (the same timed code) the floor and stage 10 (loss + grad) at gemma2, llama3, gemma2_flat and lm128k's five
-# snapshots, and the peers with QuACK in turns beside the op at each of them, all on one machine; at 644edbb (stage 10's
-# candidates half an exponent apart; 644edbb adds device scripts to c8ed436) every shape of the tables in one run on one
-# machine: the floor and stage 10 (loss and loss + grad) and stage 06 at gemma2, then the peers with QuACK in turns
-# beside the op.
-# The earlier H200 sweeps (bench_h200_e860a0c.json,
-# bench_h200_0914b02.json, bench_h200_3a72614.json, bench_h200_lm128k_9ba5853.json and the peers' files beside them)
-# stay in docs/ for stage 10's WORKLOG.
-OTHER_GPU_BLOCKS = {"h200_summary": ("bench_peers_h200_3a72614.json", "bench_h200_e8fc48e.json",
-                                     "bench_peers_h200_e8fc48e.json", "bench_h200_7d25ee1.json",
-                                     "bench_peers_h200_7d25ee1.json", "bench_h200_69ee916.json",
-                                     "bench_peers_h200_69ee916.json", "bench_h200_34ce4ac.json",
-                                     "bench_peers_h200_34ce4ac.json", "bench_h200_6e85887.json",
-                                     "bench_h200_87e2595.json", "bench_peers_h200_87e2595.json",
-                                     "bench_h200_47387b7.json", "bench_peers_h200_47387b7.json",
-                                     "bench_h200_007d98a.json", "bench_peers_h200_007d98a.json",
-                                     "bench_peers_h200_lm128k_s0_007d98a.json", "bench_h200_856ed84.json",
-                                     "bench_peers_h200_856ed84.json", "bench_h200_lm32k_134b4c0.json",
-                                     "bench_h200_gemma2_llama3_4bde380.json", "bench_h200_4bde380.json",
-                                     "bench_h200_430eaf8.json", "bench_peers_h200_430eaf8.json",
-                                     "bench_h200_644edbb.json", "bench_peers_h200_644edbb.json")}
+# Runs on another GPU get a summary block of their own (no table mixes two GPUs): the NVIDIA H200's. At 644edbb (stage
+# 10's candidates half an exponent apart; 644edbb adds device scripts to c8ed436) every shape of the tables in one run
+# on one machine: the floor and stage 10 (loss and loss + grad) and stage 06 at gemma2, then the peers with QuACK in
+# turns beside the op. Cut Cross-Entropy and Liger were not on that machine: their rows come from the newest of three
+# older runs that have them (69ee916, 7d25ee1, e8fc48e). The other H200 files in docs/ (bench_h200_*.json and
+# bench_peers_h200_*.json of 3a72614 to 430eaf8) hold no case newer than 644edbb's and stay for stage 10's WORKLOG.
+OTHER_GPU_BLOCKS = {"h200_summary": ("bench_peers_h200_e8fc48e.json", "bench_peers_h200_7d25ee1.json",
+                                     "bench_peers_h200_69ee916.json", "bench_h200_644edbb.json",
+                                     "bench_peers_h200_644edbb.json")}
 MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(OTHER_GPU_BLOCKS)}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
 BEGIN, END = MARKERS["appendix"]
