@@ -421,13 +421,11 @@ std::vector<int> PlanPerBatchStage::token_order() const {
 }
 
 std::string describe_eps(float eps) {
-  for (int k = 1; k < kAutoCandidates; k += 2)
-    if (eps == candidate_eps(k)) {
-      char half[32];
-      std::snprintf(half, sizeof half, "eps 2^%.1f", candidate_log2_eps(k));
-      return half;
-    }
-  return s08::describe_eps(eps);
+  const int k = candidate_index(eps);
+  if (k < 0 || k % 2 == 0) return s08::describe_eps(eps);  // a power of two: stage 08's words
+  char half[32];
+  std::snprintf(half, sizeof half, "eps 2^%.1f", candidate_log2_eps(k));
+  return half;
 }
 
 std::string describe_automatic_eps(const EpsChoice& choice, double budget) {

@@ -57,6 +57,12 @@ inline float candidate_eps(int k) {
 }
 // Its log2 for the report: −8, −8.5, …
 constexpr double candidate_log2_eps(int k) { return -(kAutoFirstExponent + 0.5 * k); }
+// The k whose candidate_eps(k) is eps, bit for bit; −1 when eps is no candidate.
+inline int candidate_index(float eps) {
+  for (int k = 0; k < kAutoCandidates; ++k)
+    if (candidate_eps(k) == eps) return k;
+  return -1;
+}
 constexpr double kDefaultMisplacedMass = 0.022;
 // What the tail correction can put on the wrong entries of a dropped tile: it
 // gives each of its `entries` entries mass/entries, which moves at most

@@ -49,7 +49,10 @@ TEST(DropChoice, CandidatesHalfAnExponentApart) {
     EXPECT_EQ(candidate_log2_eps(k), -8.0 - 0.5 * k);
     EXPECT_EQ(candidate_eps(k), static_cast<float>(std::exp2(candidate_log2_eps(k)))) << "candidate " << k;
     if (k > 0) EXPECT_LT(candidate_eps(k), candidate_eps(k - 1));
+    EXPECT_EQ(candidate_index(candidate_eps(k)), k);
   }
+  EXPECT_EQ(candidate_index(0.001f), -1);
+  EXPECT_EQ(candidate_index(std::nextafter(candidate_eps(3), 1.0f)), -1) << "bit for bit";
   EXPECT_EQ(candidate_eps(0), 0x1p-8f);
   EXPECT_EQ(candidate_eps(kAutoCandidates - 1), std::ldexp(1.0f, -kAutoLastExponent));
   EXPECT_EQ(describe_eps(candidate_eps(9)), "eps 2^-12.5");
