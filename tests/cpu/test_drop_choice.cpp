@@ -48,7 +48,9 @@ TEST(DropChoice, CandidatesHalfAnExponentApart) {
   for (int k = 0; k < kAutoCandidates; ++k) {
     EXPECT_EQ(candidate_log2_eps(k), -8.0 - 0.5 * k);
     EXPECT_EQ(candidate_eps(k), static_cast<float>(std::exp2(candidate_log2_eps(k)))) << "candidate " << k;
-    if (k > 0) EXPECT_LT(candidate_eps(k), candidate_eps(k - 1));
+    if (k > 0) {
+      EXPECT_LT(candidate_eps(k), candidate_eps(k - 1));
+    }
     EXPECT_EQ(candidate_index(candidate_eps(k)), k);
   }
   EXPECT_EQ(candidate_index(0.001f), -1);
