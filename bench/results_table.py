@@ -369,11 +369,11 @@ def fmt_frac(x):
 
 
 def fmt_eps(log2_eps):
-    """2^-13, 2^-12.5 (stage 10's candidates are half an exponent apart; a float eps's log2 is off by ~1e-8)."""
+    """2^-13, 2^-12.5, 2^-12.75 (stage 10's candidates lie on quarter exponents; a float eps's log2 is off by ~1e-8)."""
     if log2_eps is None:
         return DASH
-    half = round(2 * log2_eps) / 2
-    return f"2^{half:g}" if abs(log2_eps - half) < 1e-6 else f"2^{log2_eps:.3f}"
+    quarter = round(4 * log2_eps) / 4
+    return f"2^{quarter:g}" if abs(log2_eps - quarter) < 1e-6 else f"2^{log2_eps:.3f}"
 
 
 def fmt_spread(span):

@@ -75,7 +75,7 @@ class _Stats(ctypes.Structure):
 # same as kept_fraction under the sparse plan; the last decision's for the dense plan before the forward;
 # None for the other stages). eps: the eps the backward chose (the sparse plan drops the pairs below it; 0.0:
 # none chosen, as by --keep-all and the dense plan before the forward, which decides nothing); drop_eps_log2:
-# its log2 (None for 0; the automatic eps's are -8, -8.5, ... -17 up to float rounding). misplaced_mass: with stage 10's automatic eps, the softmax mass per row that its tail correction misplaces (None
+# its log2 (None for 0; the automatic eps's are -8, -8.25, ... -17 up to float rounding). misplaced_mass: with stage 10's automatic eps, the softmax mass per row that its tail correction misplaces (None
 # otherwise). units, kept_units: the counts.
 BackwardStats = collections.namedtuple(
     "BackwardStats", "plan kept_fraction decided_kept_fraction eps drop_eps_log2 misplaced_mass units kept_units")

@@ -22,10 +22,10 @@ std::string percent(double fraction) {
   return buf;
 }
 
-// The automatic eps's candidates in words, as the help and the report give them: "2^-8, 2^-8.5..2^-17".
+// The automatic eps's candidates in words, as the help and the report give them: "2^-8, 2^-8.25..2^-17".
 std::string candidate_range() {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "2^-%d, 2^-%.1f..2^-%d", kAutoFirstExponent, -candidate_log2_eps(1),
+  std::snprintf(buf, sizeof buf, "2^-%d, 2^-%g..2^-%d", kAutoFirstExponent, -candidate_log2_eps(1),
                 kAutoLastExponent);
   return buf;
 }
@@ -422,10 +422,10 @@ std::vector<int> PlanPerBatchStage::token_order() const {
 
 std::string describe_eps(float eps) {
   const int k = candidate_index(eps);
-  if (k < 0 || k % 2 == 0) return s08::describe_eps(eps);  // a power of two: stage 08's words
-  char half[32];
-  std::snprintf(half, sizeof half, "eps 2^%.1f", candidate_log2_eps(k));
-  return half;
+  if (k < 0 || k % kAutoStepsPerExponent == 0) return s08::describe_eps(eps);  // a power of two: stage 08's words
+  char between[32];
+  std::snprintf(between, sizeof between, "eps 2^%g", candidate_log2_eps(k));
+  return between;
 }
 
 std::string describe_automatic_eps(const EpsChoice& choice, double budget) {

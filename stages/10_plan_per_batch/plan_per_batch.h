@@ -3,7 +3,7 @@
 //   1. the token blocks take the rows sorted by how many tiles hold an entry
 //      ≥ 2^-12 (most first), so that the rows of a flat softmax, which need
 //      many tiles, share blocks instead of making every block keep them;
-//   2. eps (bf16) is the largest of 2^-8, 2^-8.5 … 2^-17 whose misplaced mass per
+//   2. eps (bf16) is the largest of 2^-8, 2^-8.25 … 2^-17 whose misplaced mass per
 //      row is within a budget: the softmax mass that the tail correction of
 //      the dropped tiles puts on the wrong entries, at most M·(1 − M/(|T|·p_max))
 //      for a tile of mass M, |T| entries and largest entry p_max (the targets'
@@ -46,17 +46,21 @@ using s09::HostTables;
 using s09::SideStream;
 
 // The automatic eps's candidates 2^-kAutoFirstExponent … 2^-kAutoLastExponent,
-// half an exponent apart (finer steps between a faster and a more accurate
-// eps), and its default budget: the mean misplaced mass per row with a gradient.
-constexpr int kAutoFirstExponent = 8, kAutoLastExponent = 17;
-constexpr int kAutoCandidates = 2 * (kAutoLastExponent - kAutoFirstExponent) + 1;
-// Candidate k's eps, 2^-(kAutoFirstExponent + k/2): a power of two, or one
-// times float(√½), so that the host and the device get the same float.
+// a quarter exponent apart (the finer the steps, the nearer the budget the
+// chosen eps lands), and its default budget: the mean misplaced mass per row
+// with a gradient.
+constexpr int kAutoFirstExponent = 8, kAutoLastExponent = 17, kAutoStepsPerExponent = 4;
+constexpr int kAutoCandidates = kAutoStepsPerExponent * (kAutoLastExponent - kAutoFirstExponent) + 1;
+// Candidate k's eps, 2^-(kAutoFirstExponent + k/4): a power of two times the
+// float of 1, 2^-1/4, 2^-1/2 or 2^-3/4, so that the host and the device get the same float.
 inline float candidate_eps(int k) {
-  return std::ldexp(k % 2 == 0 ? 1.0f : 0.70710677f, -(kAutoFirstExponent + k / 2));
+  constexpr float kRoots[kAutoStepsPerExponent] = {1.0f, 0.8408964152537145f, 0.7071067811865476f, 0.5946035575013605f};
+  return std::ldexp(kRoots[k % kAutoStepsPerExponent], -(kAutoFirstExponent + k / kAutoStepsPerExponent));
 }
-// Its log2 for the report: −8, −8.5, …
-constexpr double candidate_log2_eps(int k) { return -(kAutoFirstExponent + 0.5 * k); }
+// Its log2 for the report: −8, −8.25, …
+constexpr double candidate_log2_eps(int k) {
+  return -(kAutoFirstExponent + static_cast<double>(k) / kAutoStepsPerExponent);
+}
 // The k whose candidate_eps(k) is eps, bit for bit; −1 when eps is no candidate.
 inline int candidate_index(float eps) {
   for (int k = 0; k < kAutoCandidates; ++k)
@@ -82,7 +86,7 @@ int choose_drop_candidate(const double (&misplaced)[kAutoCandidates], double bud
 struct EpsChoice {
   float eps = 0.0f;
   double misplaced_mass = -1.0;  // with the automatic eps: the misplaced mass per row at it (−1: a fixed eps)
-  std::array<double, kAutoCandidates> candidates{};  // and the misplaced mass at each candidate 2^-8, 2^-8.5, …
+  std::array<double, kAutoCandidates> candidates{};  // and the misplaced mass at each candidate 2^-8, 2^-8.25, …
 };
 
 // The backward's plan: stage 09's products over the kept tiles (sparse), or

@@ -23,7 +23,7 @@
 namespace cce::s10 {
 namespace {
 
-// misplaced[k]: the misplaced mass per row at eps = 2^-(8 + k/2), falling as eps does.
+// misplaced[k]: the misplaced mass per row at eps = 2^-(8 + k/4), falling as eps does.
 void fill(double (&misplaced)[kAutoCandidates], std::vector<double> values) {
   ASSERT_EQ(values.size(), static_cast<size_t>(kAutoCandidates));
   for (int k = 0; k < kAutoCandidates; ++k) misplaced[k] = values.at(static_cast<size_t>(k));
@@ -31,22 +31,24 @@ void fill(double (&misplaced)[kAutoCandidates], std::vector<double> values) {
 
 TEST(DropChoice, LargestEpsWithinTheBudgetInclusive) {
   double misplaced[kAutoCandidates];
-  fill(misplaced, {0.2, 0.15, 0.1, 0.07, 0.05, 0.04, 0.03, 0.028, 0.025, 0.02, 0.01, 0.007, 0.005, 0.002, 0.001,
-                   0.0008, 0.0005, 0.0002, 0.0});
-  EXPECT_EQ(choose_drop_candidate(misplaced, 0.025), 8);  // 0.025 ≤ 0.025: 2^-12
-  EXPECT_EQ(choose_drop_candidate(misplaced, 0.0249), 9);  // 2^-12.5
-  EXPECT_EQ(choose_drop_candidate(misplaced, 0.2), 0);     // the first candidate already within
-  EXPECT_EQ(choose_drop_candidate(misplaced, 0.03), 6);
-  EXPECT_EQ(choose_drop_candidate(misplaced, 0.0007), 16);
-  EXPECT_EQ(choose_drop_candidate(misplaced, 0.0001), 18);  // the last candidate, within
+  fill(misplaced, {0.2,   0.17,   0.15,   0.12,   0.1,    0.085,  0.07,   0.06,   0.05,   0.045,
+                   0.04,  0.035,  0.03,   0.029,  0.028,  0.026,  0.025,  0.022,  0.02,   0.015,
+                   0.01,  0.008,  0.007,  0.006,  0.005,  0.003,  0.002,  0.0015, 0.001,  0.0009,
+                   0.0008, 0.0006, 0.0005, 0.0003, 0.0002, 0.0001, 0.0});
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.025), 16);   // 0.025 ≤ 0.025: 2^-12
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.0249), 17);  // 2^-12.25
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.2), 0);      // the first candidate already within
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.03), 12);
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.0007), 31);
+  EXPECT_EQ(choose_drop_candidate(misplaced, 0.00005), 36);  // the last candidate, within
 }
 
-// The candidates: 2^-8, 2^-8.5, …, 2^-17, each eps exact where it is a power of
-// two, else the float nearest 2^-(8 + k/2), falling, and their log2.
-TEST(DropChoice, CandidatesHalfAnExponentApart) {
-  EXPECT_EQ(kAutoCandidates, 19);
+// The candidates: 2^-8, 2^-8.25, …, 2^-17, each eps exact where it is a power of
+// two, else the float nearest 2^-(8 + k/4), falling, and their log2.
+TEST(DropChoice, CandidatesAQuarterExponentApart) {
+  EXPECT_EQ(kAutoCandidates, 37);
   for (int k = 0; k < kAutoCandidates; ++k) {
-    EXPECT_EQ(candidate_log2_eps(k), -8.0 - 0.5 * k);
+    EXPECT_EQ(candidate_log2_eps(k), -8.0 - 0.25 * k);
     EXPECT_EQ(candidate_eps(k), static_cast<float>(std::exp2(candidate_log2_eps(k)))) << "candidate " << k;
     if (k > 0) {
       EXPECT_LT(candidate_eps(k), candidate_eps(k - 1));
@@ -57,18 +59,19 @@ TEST(DropChoice, CandidatesHalfAnExponentApart) {
   EXPECT_EQ(candidate_index(std::nextafter(candidate_eps(3), 1.0f)), -1) << "bit for bit";
   EXPECT_EQ(candidate_eps(0), 0x1p-8f);
   EXPECT_EQ(candidate_eps(kAutoCandidates - 1), std::ldexp(1.0f, -kAutoLastExponent));
-  EXPECT_EQ(describe_eps(candidate_eps(9)), "eps 2^-12.5");
-  EXPECT_EQ(describe_eps(candidate_eps(kAutoCandidates - 2)), "eps 2^-16.5");
-  EXPECT_EQ(describe_eps(candidate_eps(10)), "eps 2^-13") << "a power of two: stage 08's words";
+  EXPECT_EQ(describe_eps(candidate_eps(17)), "eps 2^-12.25");
+  EXPECT_EQ(describe_eps(candidate_eps(18)), "eps 2^-12.5");
+  EXPECT_EQ(describe_eps(candidate_eps(kAutoCandidates - 2)), "eps 2^-16.75");
+  EXPECT_EQ(describe_eps(candidate_eps(20)), "eps 2^-13") << "a power of two: stage 08's words";
   EXPECT_EQ(describe_eps(0.001f), s08::describe_eps(0.001f));
-  // The report's words for them (stage 11's expected report text matches "2.-8, 2.-8.5..2.-17").
+  // The report's words for them (stage 11's expected report text matches "2.-8, 2.-8.25..2.-17").
   EpsChoice choice;
   choice.misplaced_mass = 0.02;
   const std::string line = describe_candidates(choice);
-  EXPECT_EQ(line.rfind("candidates   misplaced mass per row at eps 2^-8, 2^-8.5..2^-17:", 0), 0u) << line;
+  EXPECT_EQ(line.rfind("candidates   misplaced mass per row at eps 2^-8, 2^-8.25..2^-17:", 0), 0u) << line;
   const std::string masses = line.substr(line.find(':') + 1);
   EXPECT_EQ(std::count(masses.begin(), masses.end(), ' '), kAutoCandidates) << line;  // " %.4f" each
-  EXPECT_NE(describe_automatic_eps(choice, 0.022).find("the largest of 2^-8, 2^-8.5..2^-17 whose"), std::string::npos);
+  EXPECT_NE(describe_automatic_eps(choice, 0.022).find("the largest of 2^-8, 2^-8.25..2^-17 whose"), std::string::npos);
 }
 
 // The correction's misplaced mass: none for a flat tile, all but a share for
@@ -87,8 +90,9 @@ TEST(DropChoice, MisplacedMassBound) {
 
 TEST(DropChoice, NoCandidateWithinTheBudgetFallsBackToTheSmallestEps) {
   double misplaced[kAutoCandidates];
-  fill(misplaced, {0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.07,
-                   0.05});
+  fill(misplaced, {0.9,  0.88, 0.85, 0.83, 0.8,  0.78, 0.75, 0.73, 0.7,  0.68, 0.65, 0.63, 0.6,  0.58, 0.55, 0.53,
+                   0.5,  0.48, 0.45, 0.43, 0.4,  0.38, 0.35, 0.33, 0.3,  0.28, 0.25, 0.23, 0.2,  0.18, 0.15, 0.13,
+                   0.1,  0.09, 0.07, 0.06, 0.05});
   EXPECT_EQ(choose_drop_candidate(misplaced, 0.025), kAutoCandidates - 1);
   EXPECT_EQ(kAutoLastExponent, 17);
   EXPECT_EQ(kAutoFirstExponent, 8);

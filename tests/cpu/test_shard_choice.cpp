@@ -120,7 +120,7 @@ TEST(ShardChoice, RowsAreNotSummed) {
 // Why the statistics are joined: each shard alone would choose otherwise.
 // Eps: each shard misplaces 0.015 per row at 2^-8, within a budget of 0.025;
 // the rows' whole softmax 0.03 there, beyond it: the joined choice is the next
-// candidate, 2^-8.5.
+// candidate, 2^-8.25.
 // Plan: one shard keeps 5 of 6 pairs (dense alone), the other 0 of 12: 5 of
 // 18 kept, under a third: sparse.
 TEST(ShardChoice, EachShardAloneWouldChooseOtherwise) {
@@ -131,7 +131,7 @@ TEST(ShardChoice, EachShardAloneWouldChooseOtherwise) {
   EXPECT_EQ(s10::choose_drop_eps(shard, 0.025).eps, std::ldexp(1.0f, -8));
   const s10::EpsChoice joined = s10::choose_drop_eps(join_misplaced_mass({shard, shard}), 0.025);
   EXPECT_EQ(joined.eps, s10::candidate_eps(1));
-  EXPECT_EQ(s10::candidate_log2_eps(1), -8.5);
+  EXPECT_EQ(s10::candidate_log2_eps(1), -8.25);
   EXPECT_NEAR(joined.candidates[0], 0.03, 1e-9);
 
   EXPECT_EQ(s10::choose_plan(s10::BackwardPlan::kAuto, {5, 6}).plan, s10::BackwardPlan::kDense);
