@@ -55,7 +55,7 @@ TOLERANCE = 1e-12
 COLLECTIVES = [
     ("join_rows", "n", "ncclFloat32", "ncclMax", "N fp32", "4N bytes"),
     ("join_rows", "2 * n", "ncclFloat32", "ncclSum", "2N fp32", "8N bytes"),
-    ("join_misplaced_mass", "s10::kAutoCandidates", "ncclUint64", "ncclSum", "19 uint64", "152 bytes"),
+    ("join_misplaced_mass", "s10::kAutoCandidates", "ncclUint64", "ncclSum", "37 uint64", "296 bytes"),
     ("join_kept_pairs", "2", "ncclInt64", "ncclSum", "2 int64", "16 bytes"),
     ("sum_and_round_de", "count", "ncclFloat32", "ncclSum", "N·D fp32", "4·N·D bytes"),
 ]
@@ -144,8 +144,11 @@ def source_claims():
         return [(False, f"the stage's sources are readable ({error})")]
     first = re.search(r"kAutoFirstExponent\s*=\s*(\d+)", plan)
     last = re.search(r"kAutoLastExponent\s*=\s*(\d+)", plan)
-    half_steps = re.search(r"kAutoCandidates\s*=\s*2 \* \(kAutoLastExponent - kAutoFirstExponent\) \+ 1;", plan)
-    candidates = 2 * (int(last.group(1)) - int(first.group(1))) + 1 if first and last and half_steps else None
+    steps = re.search(r"kAutoStepsPerExponent\s*=\s*(\d+)", plan)
+    counted = re.search(r"kAutoCandidates\s*=\s*kAutoStepsPerExponent \* \(kAutoLastExponent - kAutoFirstExponent\) \+ 1;",
+                        plan)
+    candidates = (int(steps.group(1)) * (int(last.group(1)) - int(first.group(1))) + 1
+                  if first and last and steps and counted else None)
     drawn = [(f, count, kind, op) for f, count, kind, op, _, _ in COLLECTIVES] + NOT_DRAWN
     functions = [f for f, *_ in drawn]
     # combine.cu's file order, put in the step's order function by function (a stable sort)
@@ -161,8 +164,8 @@ def source_claims():
     return [
         (code_in_step_order == drawn,
          "the ncclAllReduce calls of combine.cu are the five drawn and the dense plan's sum_over_shards (count, type, op)"),
-        (candidates == 19,
-         "join_misplaced_mass carries 19 candidates (kAutoFirstExponent..kAutoLastExponent, half an exponent apart)"),
+        (candidates == 37,
+         "join_misplaced_mass carries 37 candidates (kAutoFirstExponent..kAutoLastExponent, a quarter exponent apart)"),
         (in_order(step, STEP_ORDER), "step() runs forward, combine, backward, target terms, dE's all-reduce in order"),
         (in_order(backward, BACKWARD_ORDER),
          "backward_to_accumulator() joins the misplaced mass, then the kept pairs, then runs the plan"),
@@ -389,11 +392,11 @@ def decided_step(gpus, sub, span, small):
         ("section", 0.42, "backward", "(a loss alone ends above)", None),
         ("local", 0.78, "6  the misplaced mass per eps",
          "begin_backward, measure_for_decision (stage 10):\n"
-         r"on its own tiles, for eps = $2^{-8}, 2^{-8.5}\ldots 2^{-17}$" "\n(fixed-point integers)",
-         lambda p: "its tiles' misplaced\nmass, 19 candidates"),
+         r"on its own tiles, for eps = $2^{-8}, 2^{-8.25}\ldots 2^{-17}$" "\n(fixed-point integers)",
+         lambda p: "its tiles' misplaced\nmass, 37 candidates"),
         ("collective", 0.62, "7  all-reduce sum (automatic eps)",
          "join_misplaced_mass: ncclAllReduce, ncclSum\nnot with --drop-eps or --plan dense",
-         "misplaced mass per candidate eps, summed      19 uint64 = 152 bytes"),
+         "misplaced mass per candidate eps, summed      37 uint64 = 296 bytes"),
         ("local", 0.78, "8  eps chosen; kept pairs counted",
          "finish_decision: every GPU chooses the same eps\nfrom the same sums, then counts its "
          "kept\n(token block, tile) pairs at that eps",
@@ -417,7 +420,7 @@ def decided_step(gpus, sub, span, small):
          lambda p: f"loss, LSE, dE\ndC rows {span(p)}"),
     ]
     title = f"Stage 11: C's rows sharded over P = {gpus} GPUs, the shards joined by all-reduces"
-    footer = ("Each all-reduce's buffer has the same size on every GPU, whatever P: 12N bytes in the forward, 168 bytes "
+    footer = ("Each all-reduce's buffer has the same size on every GPU, whatever P: 12N bytes in the forward, 312 bytes "
               "of\nthe plan's statistics, 4·N·D bytes in the backward (gemma2, N = 8192, D = 2304: 98 kB and 75.5 MB). "
               "A ring\nall-reduce moves about 2(P − 1)/P times that in and out of each GPU, while the flops shrink as 1/P.")
     return rows, title, footer

@@ -64,7 +64,7 @@ class ShardedFlow(unittest.TestCase):
 
     def test_two_gpus(self):
         out = self.draw(2)
-        self.assertIn("P = 2, 5 all-reduces (4N bytes, 8N bytes, 152 bytes, 16 bytes, 4·N·D bytes)", out)
+        self.assertIn("P = 2, 5 all-reduces (4N bytes, 8N bytes, 296 bytes, 16 bytes, 4·N·D bytes)", out)
         self.assertIn("shards [0, 19) [19, 37)", out)
 
     def test_four_gpus(self):
