@@ -4,13 +4,15 @@
 // correction, and with every tile kept: kept fraction, relative L2 error of
 // dE and dC, loss+grad time (median). Writes one JSON (docs/drop_eps_sweep.json).
 // gemma2_random is gemma2's shape on flat (random) data; the exponent "auto"
-// runs the automatic eps (its row records the exponent it took).
+// runs the automatic eps (its row records the exponent it took). An exponent
+// is a multiple of 1/4 (stage 10's candidates lie on quarter exponents).
 //
 // Usage: drop_eps_sweep [--shapes=gpt2,llama3,gemma2,gemma2_random,lm32k,lm128k] [--lm-data=DIR]
-//                       [--exponents=auto,6,8,10,12,14,16,18,20] [--corrections=dE+dC,dE,none]
+//                       [--exponents=auto,6,8,10,12,12.75,14,16,18,20] [--corrections=dE+dC,dE,none]
 //                       [--iters=K] [--out=FILE]
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -40,7 +42,7 @@ const Shape kShapes[] = {{"gpt2", 20480, 768, 50257, false},
                          {"gemma2_random", 8192, 2304, 256000, false, DataMode::kRandom},
                          {"lm32k", 0, 0, 0, true},
                          {"lm128k", 0, 0, 0, true}};
-constexpr int kAutomatic = -1;  // an "exponent" that runs the automatic eps
+constexpr double kAutomatic = -1.0;  // an "exponent" that runs the automatic eps
 
 double rel_l2(const std::vector<float>& x, const std::vector<float>& ref) {
   double num = 0.0, den = 0.0;
@@ -85,14 +87,16 @@ int run(int argc, char** argv) {
     else throw InputError("unknown argument '" + arg + "' (see the usage at the top of bench/drop_eps_sweep.cpp)");
   }
   if (iters < 1) throw InputError("--iters must be >= 1");
-  std::vector<int> exponents;
+  std::vector<double> exponents;
   for (const std::string& e : split(exponents_text)) {
     if (e == "auto") {
       exponents.push_back(kAutomatic);
       continue;
     }
-    const int x = std::atoi(e.c_str());
-    if (x < 1 || x > 40) throw InputError("--exponents: each auto or in 1..40");
+    char* end = nullptr;
+    const double x = std::strtod(e.c_str(), &end);
+    if (end == e.c_str() || *end != '\0' || !(x >= 1.0 && x <= 40.0) || 4.0 * x != std::floor(4.0 * x))
+      throw InputError("--exponents: each auto or a multiple of 0.25 in 1..40, not '" + e + "'");
     exponents.push_back(x);
   }
   std::vector<std::string> corrections = split(corrections_text);
@@ -158,25 +162,26 @@ int run(int argc, char** argv) {
          << ", \"v\": " << p.v << ", \"data\": \"" << to_string(shape->data) << "\", \"rows\": [";
     first_shape = false;
     struct Setting {
-      int exponent;            // 0: every tile kept; kAutomatic: the automatic eps
+      double exponent;         // 0: every tile kept; kAutomatic: the automatic eps
       std::string correction;  // "dE+dC", "dE", "none"
     };
     std::vector<Setting> settings = {{0, "none"}};
     for (const std::string& c : corrections)
-      for (int e : exponents) settings.push_back({e, c});
+      for (double e : exponents) settings.push_back({e, c});
     bool first_row = true;
     for (const Setting& s : settings) {
       s10::PlanPerBatchStage stage;
       OptionParser parser("drop_eps_sweep");
       stage.add_options(parser);
-      const std::string eps_text = std::to_string(std::ldexp(1.0, -s.exponent));
+      char eps_text[32];  // 2^-e to the last bit: the flag's float is the nearest to it, as candidate_eps's
+      std::snprintf(eps_text, sizeof eps_text, "%.17g", std::exp2(-s.exponent));
       std::vector<const char*> flags = {"drop_eps_sweep"};
       if (s.exponent == 0) {
         flags.push_back("--keep-all");
       } else {
         if (s.exponent != kAutomatic) {
           flags.push_back("--drop-eps");
-          flags.push_back(eps_text.c_str());
+          flags.push_back(eps_text);
         }
         if (s.correction == "none") flags.push_back("--no-correction");
         if (s.correction == "dE") flags.push_back("--no-dc-correction");
@@ -193,12 +198,18 @@ int run(int argc, char** argv) {
       const double ms = runner.time_forward_backward_ms(iters, 1);
       const double de_err = rel_l2(out.de, ref.de), dc_err = rel_l2(out.dc, ref.dc);
       const bool automatic = s.exponent == kAutomatic;
-      const int exponent = automatic ? static_cast<int>(std::lround(-std::log2(stage.eps_choice().eps))) : s.exponent;
-      const std::string eps_name = exponent == 0 ? "none" : "2^-" + std::to_string(exponent) + (automatic ? " auto" : "");
+      const int candidate = automatic ? s10::candidate_index(stage.eps_choice().eps) : -1;
+      const double exponent = !automatic       ? s.exponent
+                              : candidate >= 0 ? -s10::candidate_log2_eps(candidate)
+                                               : -std::log2(static_cast<double>(stage.eps_choice().eps));
+      char exponent_text[16];
+      std::snprintf(exponent_text, sizeof exponent_text, "%g", exponent);
+      const std::string eps_name =
+          exponent == 0.0 ? "none" : "2^-" + std::string(exponent_text) + (automatic ? " auto" : "");
       std::printf("  eps %-14s correction %-5s kept %6.2f%%  dE %.3e  dC %.3e  %.2f ms\n", eps_name.c_str(),
                   s.correction.c_str(), 100.0 * kept, de_err, dc_err, ms);
       std::fflush(stdout);
-      json << (first_row ? "" : ",") << "\n      {\"eps_exponent\": " << exponent;
+      json << (first_row ? "" : ",") << "\n      {\"eps_exponent\": " << exponent_text;
       if (automatic) json << ", \"automatic\": true, \"misplaced_mass\": " << stage.eps_choice().misplaced_mass;
       json << ", \"correction\": \"" << s.correction << "\", \"kept_frac\": " << kept
            << ", \"dE_rel_err\": " << de_err << ", \"dC_rel_err\": " << dc_err << ", \"loss_grad_ms\": " << ms << "}";
