@@ -13,8 +13,8 @@ stage 10 makes it, beside eager's on the same inputs.
 The figure shows, against eps = 2^-8 ... 2^-17, (a) R with stage 10's budget (kDefaultMisplacedMass, read from
 stages/10_plan_per_batch/plan_per_batch.h), (b) D with the budget it replaced (0.025, candidates to 2^-16); a filled
 marker where both errors are at or below eager's, a cross where one is over; a ring on each rule's choice (the first
-candidate within the budget, else the last). The emulation ran whole exponents only: the stage's half candidates
-(2^-8.5, ...) are not drawn, and the ring is the choice among whole exponents.
+candidate within the budget, else the last). The emulation ran whole exponents only: the stage's candidates between them
+(2^-8.25, 2^-8.5, ...) are not drawn, and the ring is the choice among whole exponents.
 
 The script asserts what the figure shows: R ≤ D at every shape and eps; at every shape the errors at R's choice are
 at or below eager's; at some shape they are not at D's choice. Exit 1 (DOES NOT HOLD) when one fails; 2 on a bad
