@@ -7,13 +7,14 @@ DIR holds e.npy, c.npy, targets.npy. As session 55's grouping_probe.py: float32 
 stage 08's order (descending C_j . sum_i E_i, tiles of 128), per row i and tile T: rel = m_iT - LSE_i and the
 misplaced-mass bound M_iT (1 - M_iT / (|T| p_max)) (M_iT the tile's softmax mass without the target's entry). Writes
 OUTDIR/<label>_pairs.npz (compressed):
-  level  uint8 [N, tiles]: how many of the quarter-exponent candidates eps_k = 2^-(8 + k/4), k = 0..36, drop the
-         row's tile (rel < ln eps_k holds for k < level); rows without a gradient 37
+  level  uint8 [N, tiles]: how many of the eps_k = 2^-(8 + k/8), k = 0..72 (an eighth of an exponent apart: stage
+         10's quarter candidates are the even k, its half ones k % 4 == 0) drop the row's tile (rel < ln eps_k holds
+         for k < level); rows without a gradient 73
   valid  bool [N]: the rows with a gradient
 OUTDIR/<label>_bound.npz (compressed; apart, each file under the device's 16 MiB):
   bound  uint16 [N, tiles]: the bound as bfloat16 bits (float32 rounded to nearest even; 0 for rows without a gradient)
 and OUTDIR/<label>_pairs.json: the shape and, as a check for the emulation (emulate_orders.py), R and the kept pairs
-per candidate for stage 10's count order computed here in float32/float64.
+per eps_k for stage 10's count order computed here in float32/float64.
 """
 import argparse
 import json
@@ -25,13 +26,13 @@ import numpy as np
 import torch
 
 TILE = 128
-CANDIDATES = 37  # 2^-8 ... 2^-17, a quarter exponent apart (stage 10's kAutoCandidates)
+CANDIDATES = 73  # 2^-8 ... 2^-17, an eighth of an exponent apart (stage 10's 37 candidates: every second one)
 HOT_LOG = -12 * math.log(2.0)
 IGNORE_INDEX = -100
 
 
 def log_eps():
-    return [math.log(2.0 ** -(8 + k / 4)) for k in range(CANDIDATES)]
+    return [math.log(2.0 ** -(8 + k / 8)) for k in range(CANDIDATES)]
 
 
 def bf16_bits(x):
@@ -107,8 +108,8 @@ def main(argv):
     meta = {"label": a.label, "n": n, "d": d, "v": v, "tiles": tiles, "tile": TILE, "candidates": CANDIDATES,
             "rows_with_gradient": rows_g, "count_order": {"R_k": r_k, "kept_k": kept_k, "pairs": blocks * tiles}}
     (out / f"{a.label}_pairs.json").write_text(json.dumps(meta, indent=1) + "\n")
-    k = next((k for k in range(CANDIDATES) if r_k[k] <= 0.022), CANDIDATES - 1)
-    print(f"{a.label}: N {n} tiles {tiles}; the count order at budget 0.022: 2^-{8 + k / 4:g}, R {r_k[k]:.4f}, "
+    k = next((k for k in range(0, CANDIDATES, 2) if r_k[k] <= 0.022), CANDIDATES - 1)  # stage 10's quarter grid
+    print(f"{a.label}: N {n} tiles {tiles}; the count order at budget 0.022: 2^-{8 + k / 8:g}, R {r_k[k]:.4f}, "
           f"kept {100 * kept_k[k] / (blocks * tiles):.2f}%", flush=True)
     return 0
 

@@ -3,10 +3,11 @@
 
     /usr/bin/python3 emulate_orders.py OUTDIR/lm128k_pairs.npz [...] [--budget 0.022] [--seeds 8]
 
-Reads dump_pairs_probe.py's files (<label>_pairs.npz, _bound.npz and _pairs.json). Per order of the rows (blocks of 128 rows, rows without a gradient last): a pair
-(block, tile) is dropped at candidate k when every row of the block drops the tile there (level > k), its R the sum
+Reads dump_pairs_probe.py's files (<label>_pairs.npz, _bound.npz and _pairs.json). Per order of the rows (blocks of
+128 rows, rows without a gradient last): a pair (block, tile) is dropped at candidate k when every row of the block drops the tile there (level > k), its R the sum
 of its rows' bounds; R_k sums the dropped pairs' R over the rows with a gradient; the choice is the first k within
-the budget (else the last), on the quarter grid (every k) and the half grid (even k). Orders: count (stage 10's),
+the budget (else the last) on three grids of eps_k = 2^-(8 + k/8): eighths (every k), quarters (stage 10's: even k)
+and halves (k % 4 == 0). Orders: count (stage 10's),
 minhash_perm (one and two min-hashes over random permutations of the tiles, --seeds of them, then the count),
 minhash10 (session 55's branch: two 10-bit murmur min-hashes, then the count). First it checks the count order
 against the dump's own numbers (kept pairs exactly; R within 1%, the bound being stored as bfloat16): exit 1 if not.
@@ -19,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 TILE = 128
-HOT_LEVEL = 16  # a tile is hot for a row when rel >= ln 2^-12: not dropped at k = 16 (eps_16 = 2^-12)
+# A tile is hot for a row when rel >= ln 2^-12: not dropped at k = 32 (the dump's levels count eighths; eps_32 = 2^-12).
+HOT_LEVEL = 32
 
 
 def bf16_to_float(bits):
@@ -102,12 +104,12 @@ def main(argv):
         if not ok:
             print(f"{meta['label']}: the count order does not reproduce the dump's numbers: DOES NOT HOLD")
             return 1
-        quarter, half = list(range(cand)), list(range(0, cand, 2))
+        eighth, quarter, half = list(range(cand)), list(range(0, cand, 2)), list(range(0, cand, 4))
         rows = {}
         for name, order in orders.items():
             r_k, kept_k, pairs = evaluate(level, bound, valid, order, cand)
-            rows[name] = {grid: {"log2_eps": -(8 + k / 4), "R": r_k[k], "kept": kept_k[k] / pairs}
-                          for grid, ks in (("half", half), ("quarter", quarter))
+            rows[name] = {grid: {"log2_eps": -(8 + k / 8), "R": r_k[k], "kept": kept_k[k] / pairs}
+                          for grid, ks in (("half", half), ("quarter", quarter), ("eighth", eighth))
                           for k in [choose(r_k, ks, a.budget)]}
         base = rows["count"]["half"]["kept"]
         print(f"{meta['label']} (budget {a.budget}; kept pairs against the count order on the half grid):")
