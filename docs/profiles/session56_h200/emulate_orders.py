@@ -5,9 +5,9 @@
 
 Reads dump_pairs_probe.py's files (<label>_pairs.npz, _bound.npz and _pairs.json). Per order of the rows (blocks of
 128 rows, rows without a gradient last): a pair (block, tile) is dropped at candidate k when every row of the block
-drops the tile there (level > k), its R the sum of its rows' bounds; R_k sums the dropped pairs' R over the rows with a gradient; the choice is the first k within
-the budget (else the last) on three grids of eps_k = 2^-(8 + k/8): eighths (every k), quarters (stage 10's: even k)
-and halves (k % 4 == 0). Orders: count (stage 10's),
+drops the tile there (level > k), its R the sum of its rows' bounds; R_k sums the dropped pairs' R over the rows with
+a gradient; the choice is the first k within the budget (else the last) on three grids of eps_k = 2^-(8 + k/8):
+eighths (every k), quarters (stage 10's: even k) and halves (k % 4 == 0). Orders: count (stage 10's),
 minhash_perm (one and two min-hashes over random permutations of the tiles, --seeds of them, then the count),
 minhash10 (session 55's branch: two 10-bit murmur min-hashes, then the count). First it checks the count order
 against the dump's own numbers (kept pairs exactly; R within 1%, the bound being stored as bfloat16): exit 1 if not.
