@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stage 10's eps choice emulated on the CPU for other orders of the rows and other grids of candidates (NumPy).
 
-    /usr/bin/python3 emulate_orders.py OUTDIR/lm128k_pairs.npz [...] [--budget 0.022] [--seeds 8]
+    /usr/bin/python3 emulate_orders.py OUTDIR/lm128k_pairs.npz [...] [--budget 0.022] [--seeds 4]
 
 Reads dump_pairs_probe.py's files (<label>_pairs.npz, _bound.npz and _pairs.json). Per order of the rows (blocks of
 128 rows, rows without a gradient last): a pair (block, tile) is dropped at candidate k when every row of the block
@@ -9,8 +9,11 @@ drops the tile there (level > k), its R the sum of its rows' bounds; R_k sums th
 a gradient; the choice is the first k within the budget (else the last) on three grids of eps_k = 2^-(8 + k/8):
 eighths (every k), quarters (stage 10's: even k) and halves (k % 4 == 0). Orders: count (stage 10's),
 minhash_perm (one and two min-hashes over random permutations of the tiles, --seeds of them, then the count),
-minhash10 (session 55's branch: two 10-bit murmur min-hashes, then the count). First it checks the count order
-against the dump's own numbers (kept pairs exactly; R within 1%, the bound being stored as bfloat16): exit 1 if not.
+bucket_minhash_perm (the count's power of two, most first, then one min-hash), uncommon2_perm (two min-hashes over
+the hot tiles that are hot in at most half the rows, then the count), rarest_tile (the row's hot tile hot in the
+fewest rows, then the count), minhash10 (session 55's branch: two 10-bit murmur min-hashes, then the count). First
+it checks the count order against the dump's own numbers (kept pairs exactly; R within 1%, the bound being stored
+as bfloat16): exit 1 if not.
 """
 import argparse
 import json
@@ -71,13 +74,23 @@ def orders_of(level, valid, seeds):
     t = np.arange(tiles)
     out["minhash10"] = stable_order([np.where(hot, murmur10(t, w)[None, :], 1023).min(axis=1) for w in (0, 1)]
                                     + [-np.minimum(count, 1023)], valid)
+    rows_hot = hot.sum(axis=0)  # per tile: the rows it is hot for
+    # The rarest hot tile of each row (fewest rows, then the lowest index; none: last), then the count.
+    rarity = np.where(hot, rows_hot[None, :] * tiles + t[None, :], n * tiles + tiles)
+    out["rarest_tile"] = stable_order([rarity.min(axis=1), -count], valid)
+    bucket = np.floor(np.log2(count + 1.0)).astype(np.int64)
+    uncommon = hot & (rows_hot[None, :] <= valid.sum() // 2)  # the tiles hot in at most half the rows
     for s in range(seeds):
         g = np.random.default_rng(1000 + s)
         p1, p2 = g.permutation(tiles), g.permutation(tiles)
         m1 = np.where(hot, p1[None, :], tiles).min(axis=1)
         m2 = np.where(hot, p2[None, :], tiles).min(axis=1)
+        u1 = np.where(uncommon, p1[None, :], tiles).min(axis=1)
+        u2 = np.where(uncommon, p2[None, :], tiles).min(axis=1)
         out[f"minhash_perm{s}"] = stable_order([m1, -count], valid)
         out[f"minhash2_perm{s}"] = stable_order([m1, m2, -count], valid)
+        out[f"bucket_minhash_perm{s}"] = stable_order([-bucket, m1], valid)
+        out[f"uncommon2_perm{s}"] = stable_order([u1, u2, -count], valid)
     return out
 
 
@@ -85,7 +98,7 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("pairs", nargs="+")
     p.add_argument("--budget", type=float, default=0.022)
-    p.add_argument("--seeds", type=int, default=8)
+    p.add_argument("--seeds", type=int, default=4)
     p.add_argument("--out")
     a = p.parse_args(argv)
     result = {}
@@ -114,7 +127,7 @@ def main(argv):
         base = rows["count"]["half"]["kept"]
         print(f"{meta['label']} (budget {a.budget}; kept pairs against the count order on the half grid):")
         for name, r in rows.items():
-            print("  %-16s " % name + "  ".join(
+            print("  %-22s " % name + "  ".join(
                 f"{g} 2^{x['log2_eps']:g} R {x['R']:.4f} kept {100 * x['kept']:.2f}% ({x['kept'] / base:.3f}x)"
                 for g, x in r.items()))
         result[meta["label"]] = rows
