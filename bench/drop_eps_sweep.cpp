@@ -5,7 +5,7 @@
 // dE and dC, loss+grad time (median). Writes one JSON (docs/drop_eps_sweep.json).
 // gemma2_random is gemma2's shape on flat (random) data; the exponent "auto"
 // runs the automatic eps (its row records the exponent it took). An exponent
-// is a multiple of 1/4 (stage 10's candidates lie on quarter exponents).
+// lies on stage 10's grid of candidates (kAutoStepsPerExponent: quarters).
 //
 // Usage: drop_eps_sweep [--shapes=gpt2,llama3,gemma2,gemma2_random,lm32k,lm128k] [--lm-data=DIR]
 //                       [--exponents=auto,6,8,10,12,12.75,14,16,18,20] [--corrections=dE+dC,dE,none]
@@ -95,8 +95,12 @@ int run(int argc, char** argv) {
     }
     char* end = nullptr;
     const double x = std::strtod(e.c_str(), &end);
-    if (end == e.c_str() || *end != '\0' || !(x >= 1.0 && x <= 40.0) || 4.0 * x != std::floor(4.0 * x))
-      throw InputError("--exponents: each auto or a multiple of 0.25 in 1..40, not '" + e + "'");
+    const double steps = s10::kAutoStepsPerExponent;  // stage 10's grid: its candidates' exponents
+    if (end == e.c_str() || *end != '\0' || !(x >= 1.0 && x <= 40.0) || steps * x != std::floor(steps * x)) {
+      char step[16];
+      std::snprintf(step, sizeof step, "%g", 1.0 / steps);
+      throw InputError("--exponents: each auto or a multiple of " + std::string(step) + " in 1..40, not '" + e + "'");
+    }
     exponents.push_back(x);
   }
   std::vector<std::string> corrections = split(corrections_text);
