@@ -4,7 +4,9 @@
 // sorted by how many tiles they need).
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <string>
 
 #include "common/check.h"
 #include "common/dependent_launch.cuh"
@@ -131,35 +133,91 @@ __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const 
 }
 
 // Token grouping: a token block keeps a tile when any of its rows needs it,
-// so rows that need many tiles (flat softmax) are put together, and rows
-// that need few with each other. The key of row i: how many tiles hold an
-// entry ≥ 2^-kGroupingExponent (m_iT − LSE_i against its log), stored as
-// tiles − count so that an ascending sort puts the busiest blocks first (dE's
-// longest blocks are dispatched first); rows without a gradient last.
+// so each block should hold rows that need the same tiles. A tile that few
+// rows need costs least when those rows share one block: rows are put
+// together by the rarest tile they need, then by how many they need (most
+// first). A row needs tile T when m_iT − LSE_i ≥ ln 2^-kGroupingExponent;
+// rows_hot[T] counts the rows with a gradient that need it, and rank[T] is
+// T's place in the tiles sorted by (rows_hot, T). The key of row i is
+// rarest_i·(tiles + 2) + (tiles − count_i), rarest_i the smallest rank of a
+// tile it needs (tiles: none); rows without a gradient last (rarest = tiles,
+// tiles + 1 for the count). All integers: the same order every run.
+__device__ __forceinline__ bool needs_tile(uint32_t stats, float row_lse, float log_threshold) {
+  return stats_max(stats) - row_lse >= log_threshold;
+}
+// key[i] = tiles (tiles + 1 without a gradient), grouping_key[i] = INT_MAX, rows_hot = 0.
 __global__ void token_key_kernel(const float* __restrict__ grad_scale, int64_t n, int64_t tiles,
-                                 int* __restrict__ key, int* __restrict__ token) {
+                                 int* __restrict__ key, int* __restrict__ token, int* __restrict__ grouping_key,
+                                 int* __restrict__ rows_hot) {
   wait_for_kernel_ahead();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < tiles) rows_hot[i] = 0;
   if (i >= n) return;
   key[i] = grad_scale[i] != 0.0f ? static_cast<int>(tiles) : static_cast<int>(tiles) + 1;
   token[i] = static_cast<int>(i);
+  grouping_key[i] = INT_MAX;
 }
-// key[i] −= the row's count over kTilesPerCount tiles (grid.y): an integer
-// sum, the same in any order. Many blocks: a thread per row over every tile
-// would wait on 2000 dependent loads at gemma2.
+// key[i] −= the row's count over kTilesPerCount tiles (grid.y), and each
+// tile's rows_hot += its rows that need it (a warp's ballot, one atomic per
+// warp and tile): integer sums, the same in any order. Many blocks: a thread
+// per row over every tile would wait on 2000 dependent loads at gemma2.
 constexpr int kTilesPerCount = 16;
 __global__ void token_count_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
                                    const float* __restrict__ grad_scale, int64_t n, int64_t tiles, float log_threshold,
-                                   int* __restrict__ key) {
+                                   int* __restrict__ key, int* __restrict__ rows_hot) {
   wait_for_kernel_ahead();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n || grad_scale[i] == 0.0f) return;
+  const bool counted = i < n && grad_scale[i] != 0.0f;  // every lane stays for the ballots
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kTilesPerCount;
   const int64_t last = first + kTilesPerCount < tiles ? first + kTilesPerCount : tiles;
-  const float row_lse = lse[i];
+  const float row_lse = counted ? lse[i] : 0.0f;
   int count = 0;
-  for (int64_t t = first; t < last; ++t) count += stats_max(stats[t * n + i]) - row_lse >= log_threshold ? 1 : 0;
+  for (int64_t t = first; t < last; ++t) {
+    const bool needed = counted && needs_tile(stats[t * n + i], row_lse, log_threshold);
+    count += needed ? 1 : 0;
+    const unsigned rows = __ballot_sync(0xffffffffu, needed);
+    if (threadIdx.x % 32 == 0 && rows != 0) atomicAdd(rows_hot + t, __popc(rows));
+  }
   if (count > 0) atomicSub(key + i, count);
+}
+// rank[T] = how many tiles come before T in the order (rows_hot, T): a thread
+// per tile over all of them, in slices through shared memory.
+__global__ void tile_rank_kernel(const int* __restrict__ rows_hot, int64_t tiles, int* __restrict__ rank) {
+  wait_for_kernel_ahead();
+  __shared__ int slice[kThreads];
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int mine = t < tiles ? rows_hot[t] : 0;
+  int before = 0;
+  for (int64_t first = 0; first < tiles; first += kThreads) {
+    __syncthreads();
+    if (first + threadIdx.x < tiles) slice[threadIdx.x] = rows_hot[first + threadIdx.x];
+    __syncthreads();
+    const int64_t count = tiles - first < kThreads ? tiles - first : kThreads;
+    for (int u = 0; u < count; ++u) before += slice[u] < mine || (slice[u] == mine && first + u < t) ? 1 : 0;
+  }
+  if (t < tiles) rank[t] = before;
+}
+// grouping_key[i] = min over the row's needed tiles in kTilesPerCount tiles
+// (grid.y) of rank·(tiles + 2) + key[i]; the first group's thread also
+// offers tiles·(tiles + 2) + key[i], so that a row that needs no tile, and a
+// row without a gradient, gets its key too.
+__global__ void token_rarest_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
+                                    const float* __restrict__ grad_scale, const int* __restrict__ rank, int64_t n,
+                                    int64_t tiles, float log_threshold, const int* __restrict__ key,
+                                    int* __restrict__ grouping_key) {
+  wait_for_kernel_ahead();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const bool counted = grad_scale[i] != 0.0f;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kTilesPerCount;
+  const int64_t last = first + kTilesPerCount < tiles ? first + kTilesPerCount : tiles;
+  int rarest = static_cast<int>(tiles);
+  if (counted) {
+    const float row_lse = lse[i];
+    for (int64_t t = first; t < last; ++t)
+      if (needs_tile(stats[t * n + i], row_lse, log_threshold)) rarest = min(rarest, rank[t]);
+  }
+  if (rarest < tiles || blockIdx.y == 0) atomicMin(grouping_key + i, rarest * static_cast<int>(tiles + 2) + key[i]);
 }
 __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t n, int* __restrict__ token_place) {
   wait_for_kernel_ahead();
@@ -178,11 +236,17 @@ __global__ void rows_by_index_kernel(const Piece* __restrict__ rows, const int* 
 }  // namespace
 
 namespace {
+constexpr const char* kGroupingItem = "token grouping: each row's key, the rows per tile, the tiles' ranks [N + 2·tiles]";
+int64_t grouping_tiles(const Problem& p) {
+  const int64_t tile_cols = s08::backward_tile(p.dtype);
+  return (p.v + tile_cols - 1) / tile_cols;
+}
 constexpr const char* kMisplacedMassItem = "misplaced mass per eps, rows with a gradient, the dense head's length [candidates + 2]";
 }  // namespace
 
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
   return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
+          {kGroupingItem, static_cast<size_t>(p.n + 2 * grouping_tiles(p)) * 4},
           {kMisplacedMassItem, (kAutoCandidates + 2) * 8}};
 }
 
@@ -235,6 +299,9 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   BatchPlanBuffers b;
   b.token_order = scratch.get<int>("token order, each token's place in it [2][N]");
   b.token_place = b.token_order + p.n;
+  b.grouping_key = scratch.get<int>(kGroupingItem);
+  b.rows_hot = b.grouping_key + p.n;
+  b.tile_rank = b.rows_hot + grouping_tiles(p);
   b.misplaced_mass = scratch.get<unsigned long long>(kMisplacedMassItem);
   b.head_tiles = reinterpret_cast<int*>(b.misplaced_mass + kAutoCandidates + 1);  // in the last 8 bytes
   return b;
@@ -242,20 +309,30 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
 
 s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
                               const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream) {
+  const int64_t largest_key = plan.tiles * (plan.tiles + 2) + plan.tiles + 1;
+  if (largest_key > INT_MAX)
+    throw InputError("stage 10's token grouping sorts int keys: at most 46339 vocabulary tiles (V = " +
+                     std::to_string(p.v) + " makes " + std::to_string(plan.tiles) + "); pass --no-token-grouping");
   unsigned char* work = backward.forward.work;  // free between the forward and the correction
   int* key = reinterpret_cast<int*>(work);
   int* token = key + p.n;
   int* sorted_key = token + p.n;
   void* temp = sorted_key + p.n;
   const float* grad_scale = backward.grad_scale;
-  launch_dependent(token_key_kernel, blocks_for(p.n), kThreads, stream, grad_scale, p.n, plan.tiles, key, token);
-  const unsigned tile_groups = static_cast<unsigned>((plan.tiles + kTilesPerCount - 1) / kTilesPerCount);
-  launch_dependent(token_count_kernel, dim3(blocks_for(p.n), tile_groups), kThreads, stream,
-      backward.forward.kept.stats, lse, grad_scale, p.n, plan.tiles,
-      std::log(std::ldexp(1.0f, -kGroupingExponent)), key);
+  const float log_threshold = std::log(std::ldexp(1.0f, -kGroupingExponent));
+  launch_dependent(token_key_kernel, blocks_for(std::max(p.n, plan.tiles)), kThreads, stream, grad_scale, p.n,
+                   plan.tiles, key, token, buffers.grouping_key, buffers.rows_hot);
+  const dim3 rows_by_tile_groups(blocks_for(p.n), static_cast<unsigned>((plan.tiles + kTilesPerCount - 1) / kTilesPerCount));
+  const uint32_t* stats = backward.forward.kept.stats;
+  launch_dependent(token_count_kernel, rows_by_tile_groups, kThreads, stream, stats, lse, grad_scale, p.n, plan.tiles,
+                   log_threshold, key, buffers.rows_hot);
+  launch_dependent(tile_rank_kernel, blocks_for(plan.tiles), kThreads, stream, buffers.rows_hot, plan.tiles,
+                   buffers.tile_rank);
+  launch_dependent(token_rarest_kernel, rows_by_tile_groups, kThreads, stream, stats, lse, grad_scale,
+                   buffers.tile_rank, p.n, plan.tiles, log_threshold, key, buffers.grouping_key);
   size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
-  sort_int_pairs(temp, temp_bytes, key, sorted_key, token, buffers.token_order, p.n, radix_key_bits(plan.tiles + 1),
-                 stream);
+  sort_int_pairs(temp, temp_bytes, buffers.grouping_key, sorted_key, token, buffers.token_order, p.n,
+                 radix_key_bits(largest_key), stream);
   launch_dependent(token_place_kernel, blocks_for(p.n), kThreads, stream, buffers.token_order, p.n,
                    buffers.token_place);
   return s08::TokenBlocks{buffers.token_order, buffers.token_place};

@@ -352,6 +352,9 @@ RowSample plan_row_sample(const Problem& problem);  // min(N, kSampleRows) rows,
 struct BatchPlanBuffers {
   int* token_order = nullptr;  // [N]: token block b holds rows token_order[128b ..]
   int* token_place = nullptr;  // [N]: its inverse
+  int* grouping_key = nullptr;  // [N]: the sort's key (group_tokens)
+  int* rows_hot = nullptr;      // [tiles]: the rows with a gradient that need each tile
+  int* tile_rank = nullptr;     // [tiles]: each tile's place in the order (rows_hot, tile)
   unsigned long long* misplaced_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
   int* head_tiles = nullptr;                   // after them: the dense head's length (mark_dense_head)
 };
