@@ -133,15 +133,22 @@ __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const 
 }
 
 // Token grouping: a token block keeps a tile when any of its rows needs it,
-// so each block should hold rows that need the same tiles. A tile that few
-// rows need costs least when those rows share one block: rows are put
-// together by the rarest tile they need, then by how many they need (most
-// first). A row needs tile T when m_iT − LSE_i ≥ ln 2^-kGroupingExponent;
-// rows_hot[T] counts the rows with a gradient that need it, and rank[T] is
-// T's place in the tiles sorted by (rows_hot, T). The key of row i is
-// rarest_i·(tiles + 2) + (tiles − count_i), rarest_i the smallest rank of a
-// tile it needs (tiles: none); rows without a gradient last (rarest = tiles,
-// tiles + 1 for the count). All integers: the same order every run.
+// so each block should hold rows that need the same tiles. Rows are sorted
+// by how many tiles they need, in powers of two (most first: a flat row's
+// block keeps nearly all tiles whoever shares it), then by the rarest tile
+// they need (a tile few rows need costs least when those rows share a
+// block), then by the count itself. A row needs tile T when
+// m_iT − LSE_i ≥ ln 2^-kGroupingExponent; rows_hot[T] counts the rows with a
+// gradient that need it, rank[T] is T's place in the tiles sorted by
+// (rows_hot, T). Row i's key, from the most significant: buckets − 1 −
+// ⌊log2(count_i + 1)⌋, rarest_i (the smallest rank of a tile it needs;
+// tiles: none), tiles − count_i; rows without a gradient last (count 0,
+// rarest = tiles, tiles + 1 for the last). Integers: the same order every run.
+int grouping_buckets(int64_t tiles) {  // ⌊log2(count + 1)⌋ for counts 0 … tiles
+  int buckets = 1;
+  while ((int64_t{1} << buckets) <= tiles + 1) ++buckets;
+  return buckets;
+}
 __device__ __forceinline__ bool needs_tile(uint32_t stats, float row_lse, float log_threshold) {
   return stats_max(stats) - row_lse >= log_threshold;
 }
@@ -197,13 +204,13 @@ __global__ void tile_rank_kernel(const int* __restrict__ rows_hot, int64_t tiles
   }
   if (t < tiles) rank[t] = before;
 }
-// grouping_key[i] = min over the row's needed tiles in kTilesPerCount tiles
-// (grid.y) of rank·(tiles + 2) + key[i]; the first group's thread also
-// offers tiles·(tiles + 2) + key[i], so that a row that needs no tile, and a
-// row without a gradient, gets its key too.
+// grouping_key[i] = the key above with rarest_i the smallest rank of the
+// row's needed tiles in kTilesPerCount tiles (grid.y), by atomicMin; the
+// first group's thread also offers rarest = tiles, so that a row that needs
+// no tile, and a row without a gradient, gets its key too.
 __global__ void token_rarest_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
                                     const float* __restrict__ grad_scale, const int* __restrict__ rank, int64_t n,
-                                    int64_t tiles, float log_threshold, const int* __restrict__ key,
+                                    int64_t tiles, int buckets, float log_threshold, const int* __restrict__ key,
                                     int* __restrict__ grouping_key) {
   wait_for_kernel_ahead();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -217,7 +224,12 @@ __global__ void token_rarest_kernel(const uint32_t* __restrict__ stats, const fl
     for (int64_t t = first; t < last; ++t)
       if (needs_tile(stats[t * n + i], row_lse, log_threshold)) rarest = min(rarest, rank[t]);
   }
-  if (rarest < tiles || blockIdx.y == 0) atomicMin(grouping_key + i, rarest * static_cast<int>(tiles + 2) + key[i]);
+  if (rarest < tiles || blockIdx.y == 0) {
+    const int count = max(static_cast<int>(tiles) - key[i], 0);
+    const int bucket = 31 - __clz(count + 1);  // ⌊log2(count + 1)⌋
+    const int first = (buckets - 1 - bucket) * static_cast<int>(tiles + 1) + rarest;
+    atomicMin(grouping_key + i, first * static_cast<int>(tiles + 2) + key[i]);
+  }
 }
 __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t n, int* __restrict__ token_place) {
   wait_for_kernel_ahead();
@@ -309,10 +321,11 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
 
 s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
                               const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream) {
-  const int64_t largest_key = plan.tiles * (plan.tiles + 2) + plan.tiles + 1;
+  const int buckets = grouping_buckets(plan.tiles);
+  const int64_t largest_key = buckets * (plan.tiles + 1) * (plan.tiles + 2) - 1;
   if (largest_key > INT_MAX)
-    throw InputError("stage 10's token grouping sorts int keys: at most 46339 vocabulary tiles (V = " +
-                     std::to_string(p.v) + " makes " + std::to_string(plan.tiles) + "); pass --no-token-grouping");
+    throw InputError("stage 10's token grouping packs its sort key in an int: V = " + std::to_string(p.v) + " makes " +
+                     std::to_string(plan.tiles) + " vocabulary tiles, too many (pass --no-token-grouping)");
   unsigned char* work = backward.forward.work;  // free between the forward and the correction
   int* key = reinterpret_cast<int*>(work);
   int* token = key + p.n;
@@ -329,7 +342,7 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
   launch_dependent(tile_rank_kernel, blocks_for(plan.tiles), kThreads, stream, buffers.rows_hot, plan.tiles,
                    buffers.tile_rank);
   launch_dependent(token_rarest_kernel, rows_by_tile_groups, kThreads, stream, stats, lse, grad_scale,
-                   buffers.tile_rank, p.n, plan.tiles, log_threshold, key, buffers.grouping_key);
+                   buffers.tile_rank, p.n, plan.tiles, buckets, log_threshold, key, buffers.grouping_key);
   size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
   sort_int_pairs(temp, temp_bytes, buffers.grouping_key, sorted_key, token, buffers.token_order, p.n,
                  radix_key_bits(largest_key), stream);
