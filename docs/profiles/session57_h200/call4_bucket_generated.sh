@@ -12,7 +12,7 @@ rm -rf /tmp/main-tree && mkdir -p /tmp/main-tree && tar --exclude=./.git -cf - .
 patch -R -p1 -d /tmp/main-tree < docs/profiles/session57_h200/bucket_rarest_grouping.patch > $R/patch_reverse.log 2>&1 \
   || echo "reversing the change in the copy failed"
 (cmake -S /tmp/main-tree -B /tmp/build-main -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build-main bench/cce_bench) > $R/build_main.log 2>&1 &
-(cmake -S . -B /tmp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build test_stages_gpu bench/cce_bench) > $R/build.log 2>ninja -C /tmp/build tests/gpu/all bench/cce_bench) > $R/build.log 2>&1 || (ninja -C /tmp/build >> $R/build.log 2>&1) || {1 || { grep -B2 -A8 -i error $R/build.log | head -40; cd $OUT && tar czf call4.tgz call4; exit 1; }
+(cmake -S . -B /tmp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C /tmp/build test_stages_gpu bench/cce_bench) > $R/build.log 2>&1 || { grep -B2 -A8 -i error $R/build.log | head -40; cd $OUT && tar czf call4.tgz call4; exit 1; }
 wait; echo "builds $((SECONDS-T0)) s"
 (cd /tmp/build && timeout 60 ctest -R "PlanPerBatch.TokenGrouping|PlanPerBatch.Without" --output-on-failure) > $R/ctest_grouping.log 2>&1
 echo "grouping tests rc $?: $(grep -E 'tests passed' $R/ctest_grouping.log)"
