@@ -164,72 +164,82 @@ __global__ void token_key_kernel(const float* __restrict__ grad_scale, int64_t n
   token[i] = static_cast<int>(i);
   grouping_key[i] = INT_MAX;
 }
-// key[i] −= the row's count over kTilesPerCount tiles (grid.y), and each
-// tile's rows_hot += its rows that need it (a warp's ballot, one atomic per
-// warp and tile): integer sums, the same in any order. Many blocks: a thread
-// per row over every tile would wait on 2000 dependent loads at gemma2.
+// key[i] −= the row's count over kTilesPerCount tiles (grid.y), each tile's
+// rows_hot += its rows that need it (a warp's ballot into the block's
+// counts, then one atomic per block and tile): integer sums, the same in any
+// order; and need_bits[y][i] holds which of the group's tiles row i needs,
+// so that the rarest tile's pass reads 16 bits instead of 16 statistics.
+// Many blocks: a thread per row over every tile would wait on 2000
+// dependent loads at gemma2.
 constexpr int kTilesPerCount = 16;
 __global__ void token_count_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
                                    const float* __restrict__ grad_scale, int64_t n, int64_t tiles, float log_threshold,
-                                   int* __restrict__ key, int* __restrict__ rows_hot) {
+                                   int* __restrict__ key, int* __restrict__ rows_hot, uint16_t* __restrict__ need_bits) {
   wait_for_kernel_ahead();
+  __shared__ int block_rows[kTilesPerCount];
+  if (threadIdx.x < kTilesPerCount) block_rows[threadIdx.x] = 0;
+  __syncthreads();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool counted = i < n && grad_scale[i] != 0.0f;  // every lane stays for the ballots
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kTilesPerCount;
-  const int64_t last = first + kTilesPerCount < tiles ? first + kTilesPerCount : tiles;
+  const int group = static_cast<int>(tiles - first < kTilesPerCount ? tiles - first : kTilesPerCount);
   const float row_lse = counted ? lse[i] : 0.0f;
-  int count = 0;
-  for (int64_t t = first; t < last; ++t) {
-    const bool needed = counted && needs_tile(stats[t * n + i], row_lse, log_threshold);
-    count += needed ? 1 : 0;
+  uint32_t packed[kTilesPerCount];  // all loads first, then the tests
+#pragma unroll
+  for (int t = 0; t < kTilesPerCount; ++t) packed[t] = counted && t < group ? stats[(first + t) * n + i] : 0u;
+  unsigned needs = 0;
+#pragma unroll
+  for (int t = 0; t < kTilesPerCount; ++t) {
+    const bool needed = counted && t < group && needs_tile(packed[t], row_lse, log_threshold);
+    needs |= needed ? 1u << t : 0u;
     const unsigned rows = __ballot_sync(0xffffffffu, needed);
-    if (threadIdx.x % 32 == 0 && rows != 0) atomicAdd(rows_hot + t, __popc(rows));
+    if (threadIdx.x % 32 == 0 && rows != 0) atomicAdd(block_rows + t, __popc(rows));
   }
-  if (count > 0) atomicSub(key + i, count);
+  if (i < n) need_bits[blockIdx.y * n + i] = static_cast<uint16_t>(needs);
+  if (needs != 0) atomicSub(key + i, __popc(needs));
+  __syncthreads();
+  if (threadIdx.x < group && block_rows[threadIdx.x] != 0) atomicAdd(rows_hot + first + threadIdx.x, block_rows[threadIdx.x]);
 }
-// rank[T] = how many tiles come before T in the order (rows_hot, T): a thread
-// per tile over all of them, in slices through shared memory.
+// rank[T] = how many tiles come before T in the order (rows_hot, T): a block
+// per tile, its threads over the tiles in strides, then summed.
 __global__ void tile_rank_kernel(const int* __restrict__ rows_hot, int64_t tiles, int* __restrict__ rank) {
   wait_for_kernel_ahead();
-  __shared__ int slice[kThreads];
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int mine = t < tiles ? rows_hot[t] : 0;
+  __shared__ int warp_before[kThreads / 32];
+  const int64_t t = blockIdx.x;
+  const int mine = rows_hot[t];
   int before = 0;
-  for (int64_t first = 0; first < tiles; first += kThreads) {
-    __syncthreads();
-    if (first + threadIdx.x < tiles) slice[threadIdx.x] = rows_hot[first + threadIdx.x];
-    __syncthreads();
-    const int64_t count = tiles - first < kThreads ? tiles - first : kThreads;
-    for (int u = 0; u < count; ++u) before += slice[u] < mine || (slice[u] == mine && first + u < t) ? 1 : 0;
+  for (int64_t u = threadIdx.x; u < tiles; u += blockDim.x) {
+    const int other = rows_hot[u];
+    before += other < mine || (other == mine && u < t) ? 1 : 0;
   }
-  if (t < tiles) rank[t] = before;
+  for (int offset = 16; offset > 0; offset /= 2) before += __shfl_xor_sync(0xffffffffu, before, offset);
+  if (threadIdx.x % 32 == 0) warp_before[threadIdx.x / 32] = before;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int sum = 0;
+    for (int w = 0; w < kThreads / 32; ++w) sum += warp_before[w];
+    rank[t] = sum;
+  }
 }
 // grouping_key[i] = the key above with rarest_i the smallest rank of the
-// row's needed tiles in kTilesPerCount tiles (grid.y), by atomicMin; the
-// first group's thread also offers rarest = tiles, so that a row that needs
-// no tile, and a row without a gradient, gets its key too.
-__global__ void token_rarest_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
-                                    const float* __restrict__ grad_scale, const int* __restrict__ rank, int64_t n,
-                                    int64_t tiles, int buckets, float log_threshold, const int* __restrict__ key,
+// row's needed tiles among kTilesPerCount (grid.y), by atomicMin; the first
+// group's thread also offers rarest = tiles, so that a row that needs no
+// tile, and a row without a gradient, gets its key too.
+__global__ void token_rarest_kernel(const uint16_t* __restrict__ need_bits, const int* __restrict__ rank, int64_t n,
+                                    int64_t tiles, int buckets, const int* __restrict__ key,
                                     int* __restrict__ grouping_key) {
   wait_for_kernel_ahead();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const bool counted = grad_scale[i] != 0.0f;
+  unsigned needs = need_bits[blockIdx.y * n + i];
+  if (needs == 0 && blockIdx.y != 0) return;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kTilesPerCount;
-  const int64_t last = first + kTilesPerCount < tiles ? first + kTilesPerCount : tiles;
   int rarest = static_cast<int>(tiles);
-  if (counted) {
-    const float row_lse = lse[i];
-    for (int64_t t = first; t < last; ++t)
-      if (needs_tile(stats[t * n + i], row_lse, log_threshold)) rarest = min(rarest, rank[t]);
-  }
-  if (rarest < tiles || blockIdx.y == 0) {
-    const int count = max(static_cast<int>(tiles) - key[i], 0);
-    const int bucket = 31 - __clz(count + 1);  // ⌊log2(count + 1)⌋
-    const int first = (buckets - 1 - bucket) * static_cast<int>(tiles + 1) + rarest;
-    atomicMin(grouping_key + i, first * static_cast<int>(tiles + 2) + key[i]);
-  }
+  for (; needs != 0; needs &= needs - 1) rarest = min(rarest, rank[first + __ffs(needs) - 1]);
+  const int count = max(static_cast<int>(tiles) - key[i], 0);
+  const int bucket = 31 - __clz(count + 1);  // ⌊log2(count + 1)⌋
+  const int leading = (buckets - 1 - bucket) * static_cast<int>(tiles + 1) + rarest;
+  atomicMin(grouping_key + i, leading * static_cast<int>(tiles + 2) + key[i]);
 }
 __global__ void token_place_kernel(const int* __restrict__ token_order, int64_t n, int* __restrict__ token_place) {
   wait_for_kernel_ahead();
@@ -248,17 +258,20 @@ __global__ void rows_by_index_kernel(const Piece* __restrict__ rows, const int* 
 }  // namespace
 
 namespace {
-constexpr const char* kGroupingItem = "token grouping: each row's key, the rows per tile, the tiles' ranks [N + 2·tiles]";
+constexpr const char* kGroupingItem =
+    "token grouping: each row's key, the rows per tile, the tiles' ranks [N + 2·tiles], the tiles each row needs [tiles/16][N] (16 bits)";
 int64_t grouping_tiles(const Problem& p) {
   const int64_t tile_cols = s08::backward_tile(p.dtype);
   return (p.v + tile_cols - 1) / tile_cols;
 }
+int64_t grouping_tile_groups(int64_t tiles) { return (tiles + kTilesPerCount - 1) / kTilesPerCount; }
 constexpr const char* kMisplacedMassItem = "misplaced mass per eps, rows with a gradient, the dense head's length [candidates + 2]";
 }  // namespace
 
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
   return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
-          {kGroupingItem, static_cast<size_t>(p.n + 2 * grouping_tiles(p)) * 4},
+          {kGroupingItem, static_cast<size_t>(p.n + 2 * grouping_tiles(p)) * 4 +
+                              static_cast<size_t>(grouping_tile_groups(grouping_tiles(p)) * p.n) * 2},
           {kMisplacedMassItem, (kAutoCandidates + 2) * 8}};
 }
 
@@ -314,6 +327,7 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   b.grouping_key = scratch.get<int>(kGroupingItem);
   b.rows_hot = b.grouping_key + p.n;
   b.tile_rank = b.rows_hot + grouping_tiles(p);
+  b.need_bits = reinterpret_cast<uint16_t*>(b.tile_rank + grouping_tiles(p));
   b.misplaced_mass = scratch.get<unsigned long long>(kMisplacedMassItem);
   b.head_tiles = reinterpret_cast<int*>(b.misplaced_mass + kAutoCandidates + 1);  // in the last 8 bytes
   return b;
@@ -335,14 +349,13 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
   const float log_threshold = std::log(std::ldexp(1.0f, -kGroupingExponent));
   launch_dependent(token_key_kernel, blocks_for(std::max(p.n, plan.tiles)), kThreads, stream, grad_scale, p.n,
                    plan.tiles, key, token, buffers.grouping_key, buffers.rows_hot);
-  const dim3 rows_by_tile_groups(blocks_for(p.n), static_cast<unsigned>((plan.tiles + kTilesPerCount - 1) / kTilesPerCount));
-  const uint32_t* stats = backward.forward.kept.stats;
-  launch_dependent(token_count_kernel, rows_by_tile_groups, kThreads, stream, stats, lse, grad_scale, p.n, plan.tiles,
-                   log_threshold, key, buffers.rows_hot);
-  launch_dependent(tile_rank_kernel, blocks_for(plan.tiles), kThreads, stream, buffers.rows_hot, plan.tiles,
+  const dim3 rows_by_tile_groups(blocks_for(p.n), static_cast<unsigned>(grouping_tile_groups(plan.tiles)));
+  launch_dependent(token_count_kernel, rows_by_tile_groups, kThreads, stream, backward.forward.kept.stats, lse,
+                   grad_scale, p.n, plan.tiles, log_threshold, key, buffers.rows_hot, buffers.need_bits);
+  launch_dependent(tile_rank_kernel, static_cast<unsigned>(plan.tiles), kThreads, stream, buffers.rows_hot, plan.tiles,
                    buffers.tile_rank);
-  launch_dependent(token_rarest_kernel, rows_by_tile_groups, kThreads, stream, stats, lse, grad_scale,
-                   buffers.tile_rank, p.n, plan.tiles, buckets, log_threshold, key, buffers.grouping_key);
+  launch_dependent(token_rarest_kernel, rows_by_tile_groups, kThreads, stream, buffers.need_bits, buffers.tile_rank,
+                   p.n, plan.tiles, buckets, key, buffers.grouping_key);
   size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
   sort_int_pairs(temp, temp_bytes, buffers.grouping_key, sorted_key, token, buffers.token_order, p.n,
                  radix_key_bits(largest_key), stream);

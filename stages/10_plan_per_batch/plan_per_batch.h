@@ -355,6 +355,7 @@ struct BatchPlanBuffers {
   int* grouping_key = nullptr;  // [N]: the sort's key (group_tokens)
   int* rows_hot = nullptr;      // [tiles]: the rows with a gradient that need each tile
   int* tile_rank = nullptr;     // [tiles]: each tile's place in the order (rows_hot, tile)
+  uint16_t* need_bits = nullptr;  // [tiles/16][N]: which of 16 tiles each row needs
   unsigned long long* misplaced_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
   int* head_tiles = nullptr;                   // after them: the dense head's length (mark_dense_head)
 };
