@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# For a next session (written in session 57, not run): one H200, a fresh machine; run as CCE_COMMIT=<branch HEAD>
+# bash <this> on a checkout of branch wip/s57-rarest-grouping. The branch built in /tmp/build, main's tree (the
+# branch's change, next_grouping.patch, reversed in a copy) in /tmp/build-main; lm32k's and lm128k's models trained
+# beside the builds; the whole GPU suite on the branch; compute-sanitizer memcheck and racecheck on its stage 10; ncu's
+# duration of the grouping's kernels in both trees at lm32k's and gemma2's shapes (as session 57's call 6). About 480 s.
+# next_ab.sh, right after on the same warm machine, times both.
+T0=$SECONDS
+R=$OUT/suite; mkdir -p $R
+{ echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short | head; nvidia-smi -L; } > $R/status.txt 2>&1
+for m in lm32k lm128k; do
+  (timeout 420 python3 bench/lm_data.py --out /tmp/cce-lm-data --only $m > $R/lm_data_$m.log 2>&1
+   echo "lm_data $m rc $? at $((SECONDS-T0)) s" > $R/lm_data_$m.rc) &
+done
+rm -rf /tmp/main-tree && mkdir -p /tmp/main-tree && tar --exclude=./.git -cf - . | tar -xf - -C /tmp/main-tree
+patch -R -p1 -d /tmp/main-tree < docs/profiles/session57_h200/next_grouping.patch > $R/patch_reverse.log 2>&1 \
+  || echo "reversing the change in the copy failed"
+CM="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
+(cmake -S /tmp/main-tree -B /tmp/build-main $CM && ninja -C /tmp/build-main bench/cce_bench stage10_plan_per_batch) > $R/build_main.log 2>&1 &
+BM=$!
+(cmake -S . -B /tmp/build $CM && ninja -C /tmp/build) > $R/build.log 2>&1 || { grep -B2 -A8 -i error $R/build.log | head -40; cd $OUT && tar czf suite.tgz suite; exit 1; }
+wait $BM; echo "builds $((SECONDS-T0)) s"
+(cd /tmp/build && timeout 60 ctest -R "PlanPerBatch.TokenGrouping|PlanPerBatch.Without" --output-on-failure) > $R/ctest_grouping.log 2>&1
+echo "grouping tests rc $?: $(grep -E 'tests passed' $R/ctest_grouping.log)"
+(cd /tmp/build && timeout $((520 - (SECONDS-T0))) ctest -L "gpu|stage" -j4 --timeout 300) > $R/ctest_gpu.log 2>&1
+echo "suite rc $? ($((SECONDS-T0)) s): $(grep -E 'tests passed' $R/ctest_gpu.log)"; grep -E '\*\*\*Failed|Timeout|Not Run|Failed  ' $R/ctest_gpu.log | head -20
+S10=/tmp/build/stages/stage10_plan_per_batch
+for tool in memcheck racecheck; do
+  timeout 30 compute-sanitizer --tool $tool --error-exitcode 1 $S10 --n 300 --d 200 --v 20001 --dtype bf16 --data realistic \
+    --plan sparse --check --backward --iters 0 > $R/sanitizer_$tool.txt 2>&1
+  echo "$tool rc $? at $((SECONDS-T0)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer_$tool.txt)"
+done
+for shape in "lm32k 768 32000" "gemma2 2304 256000"; do
+  set -- $shape
+  for tree in main branch; do
+    [ $((SECONDS-T0)) -gt 570 ] && break 2
+    B=/tmp/build; [ $tree = main ] && B=/tmp/build-main
+    timeout 20 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:'token_|tile_rank|Radix|Onesweep' \
+      $B/stages/stage10_plan_per_batch --n 8192 --d $2 --v $3 --dtype bf16 --data realistic --seed 1234 --plan sparse \
+      --backward --iters 0 > $R/ncu_$1_$tree.txt 2>&1
+    echo "$1 $tree rc $?: $(awk '/^  [a-zA-Z_:<>]+.*\(.*\) \(/{k=$1; sub(/\(.*/,"",k); n=split(k,a,"::"); k=a[n]} /gpu__time_duration.sum/{printf "%s %s; ", k, $NF}' $R/ncu_$1_$tree.txt)"
+  done
+done
+wait; cat $R/lm_data_*.rc; echo "total $((SECONDS-T0)) s"
+cd $OUT && tar czf suite.tgz suite
