@@ -1,7 +1,7 @@
 // Stage 10's plan of a batch's backward, from the forward's tile statistics
 // before any logit is recomputed: the automatic eps (the largest candidate
 // whose tail correction misplaces a softmax mass within a budget) and the token grouping (rows
-// sorted by how many tiles they need).
+// sorted by how many tiles they need, in powers of two, then by the rarest tile they need).
 
 #include <algorithm>
 #include <climits>

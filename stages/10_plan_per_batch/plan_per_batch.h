@@ -1,8 +1,10 @@
 // Stage 10: stage 09's backward planned per batch, from the forward's tile
 // statistics before anything is recomputed (batch_plan.cu):
 //   1. the token blocks take the rows sorted by how many tiles hold an entry
-//      ≥ 2^-12 (most first), so that the rows of a flat softmax, which need
-//      many tiles, share blocks instead of making every block keep them;
+//      ≥ 2^-12, in powers of two (most first), so that the rows of a flat
+//      softmax, which need many tiles, share blocks instead of making every
+//      block keep them; then by the rarest such tile, so that rows that need
+//      a tile few rows need share the block that recomputes it;
 //   2. eps (bf16) is the largest of 2^-8, 2^-8.25 … 2^-17 whose misplaced mass per
 //      row is within a budget: the softmax mass that the tail correction of
 //      the dropped tiles puts on the wrong entries, at most M·(1 − M/(|T|·p_max))
@@ -76,7 +78,7 @@ constexpr double kDefaultMisplacedMass = 0.022;
 __host__ __device__ inline float misplaced_mass_bound(float mass, float entries, float p_max) {
   return mass * fmaxf(1.0f - mass / (entries * p_max), 0.0f);
 }
-// Token grouping counts, per row, the tiles holding an entry ≥ 2^-kGroupingExponent.
+// Token grouping tests, per row and tile, for an entry ≥ 2^-kGroupingExponent.
 constexpr int kGroupingExponent = 12;
 // The candidate chosen from misplaced[k] = the misplaced mass per row at candidate_eps(k):
 // the first within the budget, else the last.
