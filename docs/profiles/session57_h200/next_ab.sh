@@ -5,18 +5,10 @@
 # (scripts/mutants.py --gpu) while time is left.
 T0=$SECONDS
 R=$OUT/ab; mkdir -p $R
+source docs/profiles/device_steps/steps.sh
 { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; nvidia-smi -L; } > $R/status.txt 2>&1
-for round in 1 2 3; do
-  F='^stage10_plan_per_batch/loss_grad/'; [ $round = 1 ] && F='^(cublas_floor|stage10_plan_per_batch)/loss_grad/'
-  for tree in main branch; do
-    B=/tmp/build; [ $tree = main ] && B=/tmp/build-main
-    timeout $((400 - (SECONDS-T0))) $B/bench/cce_bench --shapes=lm128k,lm32k,gpt2,llama3,gemma2 --lm-data=/tmp/cce-lm-data \
-      --benchmark_filter="$F" --benchmark_out=$R/bench_${tree}_$round.json --benchmark_out_format=json > $R/bench_${tree}_$round.txt 2>&1
-    echo "$tree round $round rc $? at $((SECONDS-T0)) s"
-    grep -E "_median" $R/bench_${tree}_$round.txt | grep -oE "^[a-z0-9_]+/loss_grad/[a-z0-9_]+|manual_time_median +[0-9.]+|drop_eps_log2=[-0-9.]+|kept_frac=[0-9.]+" | paste -sd' ' | sed 's/ \([a-z0-9_]*\/loss_grad\)/\n\1/g'
-  done
-done
-cd $OUT && tar czf ab.tgz ab
+stage10_rounds 3 lm128k,lm32k,gpt2,llama3,gemma2 main=/tmp/build-main branch=/tmp/build
+cd $OUT && tar czf ab.tgz ab && cd - > /dev/null
 timeout $((580 - (SECONDS-T0))) python3 scripts/mutants.py --gpu --only g10_grouping_without_rarest_tile \
   g10_grouping_rows_hot_per_block > $R/mutants.txt 2>&1
 echo "mutants rc $? at $((SECONDS-T0)) s"; tail -5 $R/mutants.txt

@@ -7,18 +7,13 @@
 # next_ab.sh, right after on the same warm machine, times both.
 T0=$SECONDS
 R=$OUT/suite; mkdir -p $R
+source docs/profiles/device_steps/steps.sh
 { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short | head; nvidia-smi -L; } > $R/status.txt 2>&1
-for m in lm32k lm128k; do
-  (timeout 420 python3 bench/lm_data.py --out /tmp/cce-lm-data --only $m > $R/lm_data_$m.log 2>&1
-   echo "lm_data $m rc $? at $((SECONDS-T0)) s" > $R/lm_data_$m.rc) &
-done
-rm -rf /tmp/main-tree && mkdir -p /tmp/main-tree && tar --exclude=./.git -cf - . | tar -xf - -C /tmp/main-tree
-patch -R -p1 -d /tmp/main-tree < docs/profiles/session57_h200/next_grouping.patch > $R/patch_reverse.log 2>&1 \
-  || echo "reversing the change in the copy failed"
-CM="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
-(cmake -S /tmp/main-tree -B /tmp/build-main $CM && ninja -C /tmp/build-main bench/cce_bench stage10_plan_per_batch) > $R/build_main.log 2>&1 &
+train_lm_models
+main_tree docs/profiles/session57_h200/next_grouping.patch
+build /tmp/build-main /tmp/main-tree bench/cce_bench stage10_plan_per_batch > $R/build_main.log 2>&1 &
 BM=$!
-(cmake -S . -B /tmp/build $CM && ninja -C /tmp/build) > $R/build.log 2>&1 || { grep -B2 -A8 -i error $R/build.log | head -40; cd $OUT && tar czf suite.tgz suite; exit 1; }
+build /tmp/build . > $R/build.log 2>&1 || { grep -B2 -A8 -i error $R/build.log | head -40; cd $OUT && tar czf suite.tgz suite; exit 1; }
 wait $BM; echo "builds $((SECONDS-T0)) s"
 (cd /tmp/build && timeout 60 ctest -R "PlanPerBatch.TokenGrouping|PlanPerBatch.Without" --output-on-failure) > $R/ctest_grouping.log 2>&1
 echo "grouping tests rc $?: $(grep -E 'tests passed' $R/ctest_grouping.log)"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Steps that session scripts on the device machine repeat (source it from the repository root; $R is the script's
+# log folder, T0 its start in $SECONDS). Scripts of sessions up to 57 spell these out; later ones call them.
+#
+#   train_lm_models             lm32k's and lm128k's models trained into /tmp/cce-lm-data in the background
+#                               (bench/lm_data.py, about 270 s side by side); `wait` for them
+#   main_tree PATCH             /tmp/main-tree: the working tree with PATCH reversed (main's tree beside a branch)
+#   build DIR SRC TARGETS...    cmake + ninja of TARGETS (all when none) from SRC into DIR, Release, sm_90
+#   stage10_rounds ROUNDS SHAPES TREE=BUILD...
+#                               cce_bench's stage 10 (loss + grad) of each tree in turns, ROUNDS rounds, the floor
+#                               in round 1; files bench_<tree>_<round>.{json,txt} in $R; one summary line per case
+
+train_lm_models() {
+  local m
+  for m in lm32k lm128k; do
+    (timeout 420 python3 bench/lm_data.py --out /tmp/cce-lm-data --only $m > $R/lm_data_$m.log 2>&1
+     echo "lm_data $m rc $? at $((SECONDS-T0)) s" > $R/lm_data_$m.rc) &
+  done
+}
+
+main_tree() {
+  rm -rf /tmp/main-tree && mkdir -p /tmp/main-tree && tar --exclude=./.git -cf - . | tar -xf - -C /tmp/main-tree
+  patch -R -p1 -d /tmp/main-tree < "$1" > $R/patch_reverse.log 2>&1 || echo "reversing $1 in the copy failed"
+}
+
+build() {
+  local dir=$1 src=$2; shift 2
+  cmake -S $src -B $dir -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C $dir "$@"
+}
+
+stage10_rounds() {
+  local rounds=$1 shapes=$2; shift 2
+  local round pair tree dir filter
+  for round in $(seq 1 $rounds); do
+    filter='^stage10_plan_per_batch/loss_grad/'; [ $round = 1 ] && filter='^(cublas_floor|stage10_plan_per_batch)/loss_grad/'
+    for pair in "$@"; do
+      tree=${pair%%=*}; dir=${pair#*=}
+      timeout $((585 - (SECONDS-T0))) $dir/bench/cce_bench --shapes=$shapes --lm-data=/tmp/cce-lm-data \
+        --benchmark_filter="$filter" --benchmark_out=$R/bench_${tree}_$round.json --benchmark_out_format=json \
+        > $R/bench_${tree}_$round.txt 2>&1
+      echo "$tree round $round rc $? at $((SECONDS-T0)) s"
+      grep -E "_median" $R/bench_${tree}_$round.txt | grep -oE "^[a-z0-9_]+/loss_grad/[a-z0-9_]+|manual_time_median +[0-9.]+|drop_eps_log2=[-0-9.]+|kept_frac=[0-9.]+" \
+        | paste -sd' ' | sed 's/ \([a-z0-9_]*\/loss_grad\)/\n\1/g'
+    done
+  done
+}
