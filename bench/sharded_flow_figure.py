@@ -13,8 +13,9 @@ and E and t whole. It mirrors, top to bottom:
     shard_max_kernel, the all-reduce max, rescale_kernel, the all-reduce sum,
     lse_and_loss_kernel and finish_loss;
   - ShardedVocabulary::backward_to_accumulator: begin_backward (stage 10),
-    joined_decision (measure_for_decision, join_misplaced_mass,
-    finish_decision, join_kept_pairs), choose_plan, run_backward_plan;
+    joined_decision (measure_for_decision, join_misplaced_mass, with grouped
+    rows regroup_for_decision and join_misplaced_mass again, finish_decision,
+    join_kept_pairs), choose_plan, run_backward_plan;
   - then add_target_terms (stage 09) and reduce_de (combine.cu): the
     all-reduce of dE, and its rounding to bf16 (round_de_kernel).
 A step that runs stage 10's dense plan before the forward (dense_step, after
@@ -392,10 +393,11 @@ def decided_step(gpus, sub, span, small):
         ("section", 0.42, "backward", "(a loss alone ends above)", None),
         ("local", 0.78, "6  the misplaced mass per eps",
          "begin_backward, measure_for_decision (stage 10):\n"
-         r"on its own tiles, for eps = $2^{-8}, 2^{-8.25}\ldots 2^{-17}$" "\n(fixed-point integers)",
+         r"on its own tiles, for eps = $2^{-8}, 2^{-8.25}\ldots 2^{-17}$" "\n(fixed point); once more after 7, the rows\n"
+         "regrouped near its eps (regroup_for_decision)",
          lambda p: "its tiles' misplaced\nmass, 37 candidates"),
         ("collective", 0.62, "7  all-reduce sum (automatic eps)",
-         "join_misplaced_mass: ncclAllReduce, ncclSum\nnot with --drop-eps or --plan dense",
+         "join_misplaced_mass: ncclAllReduce, ncclSum\n(twice with grouped rows; not with\n--drop-eps or --plan dense)",
          "misplaced mass per candidate eps, summed      37 uint64 = 296 bytes"),
         ("local", 0.78, "8  eps chosen; kept pairs counted",
          "finish_decision: every GPU chooses the same eps\nfrom the same sums, then counts its "

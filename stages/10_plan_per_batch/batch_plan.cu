@@ -173,9 +173,11 @@ __global__ void token_key_kernel(const float* __restrict__ grad_scale, int64_t n
 // dependent loads at gemma2.
 constexpr int kTilesPerCount = 16;
 __global__ void token_count_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
-                                   const float* __restrict__ grad_scale, int64_t n, int64_t tiles, float log_threshold,
-                                   int* __restrict__ key, int* __restrict__ rows_hot, uint16_t* __restrict__ need_bits) {
+                                   const float* __restrict__ grad_scale, int64_t n, int64_t tiles, float fixed_threshold,
+                                   const float* __restrict__ chosen_threshold, int* __restrict__ key,
+                                   int* __restrict__ rows_hot, uint16_t* __restrict__ need_bits) {
   wait_for_kernel_ahead();
+  const float log_threshold = chosen_threshold != nullptr ? *chosen_threshold : fixed_threshold;
   __shared__ int block_rows[kTilesPerCount];
   if (threadIdx.x < kTilesPerCount) block_rows[threadIdx.x] = 0;
   __syncthreads();
@@ -259,7 +261,7 @@ __global__ void rows_by_index_kernel(const Piece* __restrict__ rows, const int* 
 
 namespace {
 constexpr const char* kGroupingItem =
-    "token grouping: each row's key, the rows per tile, the tiles' ranks [N + 2·tiles], the tiles each row needs [tiles/16][N] (16 bits)";
+    "token grouping: each row's key, the rows per tile, the tiles' ranks, the regrouping's threshold [N + 2·tiles + 1], the tiles each row needs [tiles/16][N] (16 bits)";
 int64_t grouping_tiles(const Problem& p) {
   const int64_t tile_cols = s08::backward_tile(p.dtype);
   return (p.v + tile_cols - 1) / tile_cols;
@@ -270,7 +272,7 @@ constexpr const char* kMisplacedMassItem = "misplaced mass per eps, rows with a 
 
 std::vector<MemoryItem> batch_plan_items(const Problem& p) {
   return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
-          {kGroupingItem, static_cast<size_t>(p.n + 2 * grouping_tiles(p)) * 4 +
+          {kGroupingItem, static_cast<size_t>(p.n + 2 * grouping_tiles(p) + 1) * 4 +
                               static_cast<size_t>(grouping_tile_groups(grouping_tiles(p)) * p.n) * 2},
           {kMisplacedMassItem, (kAutoCandidates + 2) * 8}};
 }
@@ -327,14 +329,19 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   b.grouping_key = scratch.get<int>(kGroupingItem);
   b.rows_hot = b.grouping_key + p.n;
   b.tile_rank = b.rows_hot + grouping_tiles(p);
-  b.need_bits = reinterpret_cast<uint16_t*>(b.tile_rank + grouping_tiles(p));
+  b.regroup_threshold = reinterpret_cast<float*>(b.tile_rank + grouping_tiles(p));
+  b.need_bits = reinterpret_cast<uint16_t*>(b.regroup_threshold + 1);
   b.misplaced_mass = scratch.get<unsigned long long>(kMisplacedMassItem);
   b.head_tiles = reinterpret_cast<int*>(b.misplaced_mass + kAutoCandidates + 1);  // in the last 8 bytes
   return b;
 }
 
-s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
-                              const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream) {
+namespace {
+// The grouping with needs tested at ln 2^-kGroupingExponent, or at
+// *chosen_threshold (on the device) when given.
+s08::TokenBlocks group_tokens_at(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
+                                 const s09::BackwardBuffers& backward, const float* lse,
+                                 const float* chosen_threshold, cudaStream_t stream) {
   const int buckets = grouping_buckets(plan.tiles);
   const int64_t largest_key = buckets * (plan.tiles + 1) * (plan.tiles + 2) - 1;
   if (largest_key > INT_MAX)
@@ -346,12 +353,13 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
   int* sorted_key = token + p.n;
   void* temp = sorted_key + p.n;
   const float* grad_scale = backward.grad_scale;
-  const float log_threshold = std::log(std::ldexp(1.0f, -kGroupingExponent));
+  const float fixed_threshold = std::log(std::ldexp(1.0f, -kGroupingExponent));
   launch_dependent(token_key_kernel, blocks_for(std::max(p.n, plan.tiles)), kThreads, stream, grad_scale, p.n,
                    plan.tiles, key, token, buffers.grouping_key, buffers.rows_hot);
   const dim3 rows_by_tile_groups(blocks_for(p.n), static_cast<unsigned>(grouping_tile_groups(plan.tiles)));
   launch_dependent(token_count_kernel, rows_by_tile_groups, kThreads, stream, backward.forward.kept.stats, lse,
-                   grad_scale, p.n, plan.tiles, log_threshold, key, buffers.rows_hot, buffers.need_bits);
+                   grad_scale, p.n, plan.tiles, fixed_threshold, chosen_threshold, key, buffers.rows_hot,
+                   buffers.need_bits);
   launch_dependent(tile_rank_kernel, static_cast<unsigned>(plan.tiles), kThreads, stream, buffers.rows_hot, plan.tiles,
                    buffers.tile_rank);
   launch_dependent(token_rarest_kernel, rows_by_tile_groups, kThreads, stream, buffers.need_bits, buffers.tile_rank,
@@ -362,6 +370,12 @@ s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const
   launch_dependent(token_place_kernel, blocks_for(p.n), kThreads, stream, buffers.token_order, p.n,
                    buffers.token_place);
   return s08::TokenBlocks{buffers.token_order, buffers.token_place};
+}
+}  // namespace
+
+s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
+                              const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream) {
+  return group_tokens_at(p, plan, buffers, backward, lse, nullptr, stream);
 }
 
 namespace {
@@ -400,6 +414,29 @@ void measure_misplaced_mass(const Problem& p, const s09::DropPlan& plan, const B
   launch_dependent(misplaced_mass_kernel, pair_grid(plan), static_cast<unsigned>(plan.tile_rows), stream,
       forward.stats, lse, backward.grad_scale, forward.target_logit, forward.target_position,
       blocks.token_order, p.n, p.v, plan.tiles, plan.token_blocks, plan.tile_cols, log_eps, mass, backward.keep);
+}
+
+namespace {
+// The eps the first grouping's masses choose, as a threshold kRegroupExponents
+// below it (ln eps_k − kRegroupExponents·ln 2), for the second grouping.
+__global__ void regroup_threshold_kernel(const unsigned long long* __restrict__ mass, double budget, LogEps log_eps,
+                                         float* __restrict__ threshold) {
+  wait_for_kernel_ahead();
+  double misplaced[kAutoCandidates];
+  misplaced_per_row(mass, mass[kAutoCandidates], misplaced);
+  *threshold = log_eps.at[first_within_budget(misplaced, budget)] - kRegroupExponents * 0.69314718f;
+}
+}  // namespace
+
+void regroup_near_chosen_eps(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
+                             const s09::BackwardBuffers& backward, const float* lse, double budget,
+                             s08::TokenBlocks& blocks, cudaStream_t stream) {
+  LogEps log_eps{};
+  for (int k = 0; k < kAutoCandidates; ++k) log_eps.at[k] = std::log(candidate_eps(k));
+  launch_dependent(regroup_threshold_kernel, 1, 1, stream, static_cast<const unsigned long long*>(buffers.misplaced_mass),
+                   budget, log_eps, buffers.regroup_threshold);
+  blocks = group_tokens_at(p, plan, buffers, backward, lse, buffers.regroup_threshold, stream);
+  measure_misplaced_mass(p, plan, buffers, backward, lse, blocks, stream);
 }
 
 namespace {

@@ -101,6 +101,17 @@ void measure_for_decision(const Problem& p, const DropPlan& plan, const float* l
     measure_misplaced_mass(p, plan, batch.plan_buffers, batch.buffers, lse, batch.choice.blocks, stream);
 }
 
+bool regroups(const DropSettings& settings, const BatchBackward& batch) {
+  return settings.misplaced_mass > 0.0 && batch.choice.blocks.token_order != nullptr;
+}
+
+void regroup_for_decision(const Problem& p, const DropPlan& plan, const float* lse, const DropSettings& settings,
+                          BatchBackward& batch, cudaStream_t stream) {
+  if (regroups(settings, batch))
+    regroup_near_chosen_eps(p, plan, batch.plan_buffers, batch.buffers, lse, settings.misplaced_mass,
+                            batch.choice.blocks, stream);
+}
+
 KeptPairs finish_decision(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,
                           BatchBackward& batch, float* de_acc, void* dc, HostTables& host, cudaStream_t stream) {
   if (settings.misplaced_mass > 0.0) {
@@ -124,6 +135,7 @@ KeptPairs finish_decision(const DeviceInputs& in, const DropPlan& plan, const fl
 KeptPairs decide_kept_pairs(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,
                             BatchBackward& batch, float* de_acc, void* dc, HostTables& host, cudaStream_t stream) {
   measure_for_decision(in.problem, plan, lse, settings, batch, host, stream);
+  regroup_for_decision(in.problem, plan, lse, settings, batch, stream);
   return finish_decision(in, plan, lse, settings, batch, de_acc, dc, host, stream);
 }
 

@@ -4,7 +4,9 @@
 //      ≥ 2^-12, in powers of two (most first), so that the rows of a flat
 //      softmax, which need many tiles, share blocks instead of making every
 //      block keep them; then by the rarest such tile, so that rows that need
-//      a tile few rows need share the block that recomputes it;
+//      a tile few rows need share the block that recomputes it; with the
+//      automatic eps grouped again, the test 1.5 exponents below the eps
+//      that the first grouping's masses choose;
 //   2. eps (bf16) is the largest of 2^-8, 2^-8.25 … 2^-17 whose misplaced mass per
 //      row is within a budget: the softmax mass that the tail correction of
 //      the dropped tiles puts on the wrong entries, at most M·(1 − M/(|T|·p_max))
@@ -78,8 +80,11 @@ constexpr double kDefaultMisplacedMass = 0.022;
 __host__ __device__ inline float misplaced_mass_bound(float mass, float entries, float p_max) {
   return mass * fmaxf(1.0f - mass / (entries * p_max), 0.0f);
 }
-// Token grouping tests, per row and tile, for an entry ≥ 2^-kGroupingExponent.
+// Token grouping tests, per row and tile, for an entry ≥ 2^-kGroupingExponent;
+// with the automatic eps it then groups again with the test kRegroupExponents
+// below the eps that the first grouping's masses choose, and measures again.
 constexpr int kGroupingExponent = 12;
+constexpr float kRegroupExponents = 1.5f;
 // The candidate chosen from misplaced[k] = the misplaced mass per row at candidate_eps(k):
 // the first within the budget, else the last.
 int choose_drop_candidate(const double (&misplaced)[kAutoCandidates], double budget);
@@ -357,6 +362,7 @@ struct BatchPlanBuffers {
   int* grouping_key = nullptr;  // [N]: the sort's key (group_tokens)
   int* rows_hot = nullptr;      // [tiles]: the rows with a gradient that need each tile
   int* tile_rank = nullptr;     // [tiles]: each tile's place in the order (rows_hot, tile)
+  float* regroup_threshold = nullptr;  // [1]: ln of the second grouping's threshold (regroup_near_chosen_eps)
   uint16_t* need_bits = nullptr;  // [tiles/16][N]: which of 16 tiles each row needs
   unsigned long long* misplaced_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
   int* head_tiles = nullptr;                   // after them: the dense head's length (mark_dense_head)
@@ -400,6 +406,12 @@ struct MisplacedMass {
 void measure_misplaced_mass(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
                             const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
                             cudaStream_t stream);
+// The second grouping: the eps that buffers.misplaced_mass chooses, on the
+// device; the rows grouped again with needs tested kRegroupExponents below it
+// (into `blocks`' buffers); the masses measured again over the new blocks.
+void regroup_near_chosen_eps(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
+                             const s09::BackwardBuffers& backward, const float* lse, double budget,
+                             s08::TokenBlocks& blocks, cudaStream_t stream);
 // The largest candidate eps whose misplaced mass per row is within budget.
 EpsChoice choose_drop_eps(const MisplacedMass& measured, double budget);
 // The same choice made on the device, with the decision at it, so that the
@@ -488,6 +500,12 @@ BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const
 // pairs kept.
 void measure_for_decision(const Problem& problem, const DropPlan& plan, const float* lse, const DropSettings& settings,
                           const BatchBackward& batch, HostTables& host, cudaStream_t stream);
+// Between the two, with the automatic eps over grouped rows (regroups), the
+// rows grouped again near the eps those masses choose and the masses measured
+// again (regroup_near_chosen_eps); stage 11 joins both measurements.
+bool regroups(const DropSettings& settings, const BatchBackward& batch);
+void regroup_for_decision(const Problem& problem, const DropPlan& plan, const float* lse, const DropSettings& settings,
+                          BatchBackward& batch, cudaStream_t stream);
 KeptPairs finish_decision(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,
                           BatchBackward& batch, float* de_acc, void* dc, HostTables& host, cudaStream_t stream);
 KeptPairs decide_kept_pairs(const DeviceInputs& in, const DropPlan& plan, const float* lse, const DropSettings& settings,

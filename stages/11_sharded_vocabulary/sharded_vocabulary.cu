@@ -364,6 +364,10 @@ s10::KeptPairs ShardedVocabulary::joined_decision(Rank& r, const DeviceInputs& i
   s10::measure_for_decision(in.problem, plan, lse, settings, batch, r.host, r.stream);
   if (settings.misplaced_mass > 0.0)
     r.in_nccl([&] { join_misplaced_mass(batch.plan_buffers.misplaced_mass, r.comm, r.stream); });
+  if (s10::regroups(settings, batch)) {  // every shard regroups near the eps the joined masses choose
+    s10::regroup_for_decision(in.problem, plan, lse, settings, batch, r.stream);
+    r.in_nccl([&] { join_misplaced_mass(batch.plan_buffers.misplaced_mass, r.comm, r.stream); });
+  }
   const s10::KeptPairs local = s10::finish_decision(in, plan, lse, settings, batch, de_acc, dc, r.host, r.stream);
   s10::KeptPairs joined;
   r.in_nccl([&] { joined = join_kept_pairs(local, scratch, r.joined_on_host.get()->data(), r.comm, r.stream); });

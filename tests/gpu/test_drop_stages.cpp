@@ -11,7 +11,8 @@
 //     mass is within the budget (the default budget too), decides as that eps
 //     given by hand, and falls back to 2^-17 when no candidate is within it;
 //   - token grouping orders the rows by how many tiles they need (in powers
-//     of two), then by the rarest tile they need, then the count; without it
+//     of two), then by the rarest tile they need, then the count; with the
+//     automatic eps once more near the eps the first grouping chooses; without it
 //     the rows keep their order, and the kept list and outputs stay right;
 //   - bitwise equal over two runs at the automatic eps, with tiles and
 //     targets dropped, several backward and forward chunks, the tail sums in
@@ -185,9 +186,15 @@ double bf16_round_up(double m) {
 struct BruteForce {
   int64_t tiles = 0, blocks = 0, rows = 0;  // rows: with a gradient
   std::vector<PairView> pairs;              // [tiles][blocks]
-  // Per row and tile [N][tiles]: whether the stored max reaches
-  // 2^-kGroupingExponent (1, else 0), −1 within 1e-4 of it (fp32 against double).
-  std::vector<signed char> needs;
+  // Per row and tile [N][tiles]: the stored max's log p (−inf for ignored rows).
+  std::vector<double> row_tile_log_p;
+  // Whether it reaches log_threshold (1, else 0), −1 within 1e-4 of it (fp32 against double).
+  std::vector<signed char> needs_at(double log_threshold) const {
+    std::vector<signed char> needs(row_tile_log_p.size());
+    for (size_t k = 0; k < needs.size(); ++k)
+      needs[k] = std::fabs(row_tile_log_p[k] - log_threshold) < 1e-4 ? -1 : row_tile_log_p[k] >= log_threshold;
+    return needs;
+  }
   // Mean misplaced mass per row with a gradient at eps: over the pairs the
   // stage drops, decided as it does on the stored max (a pair whose true
   // largest entry is just below eps may be kept: its stored max is rounded up).
@@ -207,8 +214,7 @@ BruteForce brute_force(const Problem& p, const HostInputs& in, const DropRun& ru
   std::vector<double> z(static_cast<size_t>(p.v));
   std::vector<int64_t> block_of(static_cast<size_t>(p.n), -1);
   for (int64_t place = 0; place < p.n; ++place) block_of[run.token_order[place]] = place / bm;
-  bf.needs.assign(static_cast<size_t>(p.n * bf.tiles), 0);
-  const double log_grouping = std::log(std::ldexp(1.0, -s10::kGroupingExponent));
+  bf.row_tile_log_p.assign(static_cast<size_t>(p.n * bf.tiles), -INFINITY);
   for (int64_t i = 0; i < p.n; ++i) {
     EXPECT_GE(block_of[i], 0) << "row " << i << " is in no token block";
     if (in.targets[i] == p.ignore_index) continue;
@@ -236,7 +242,7 @@ BruteForce brute_force(const Problem& p, const HostInputs& in, const DropRun& ru
       };
       v.misplaced += misplaced(mass);
       v.misplaced_with_targets += misplaced(mass + target_mass);
-      bf.needs[i * bf.tiles + t] = std::fabs(stored_log_p - log_grouping) < 1e-4 ? -1 : stored_log_p >= log_grouping;
+      bf.row_tile_log_p[i * bf.tiles + t] = stored_log_p;
       v.best_margin = std::max(v.best_margin, log_p + std::ldexp(std::fabs(m), -7));
     }
   }
@@ -507,47 +513,99 @@ TEST(PlanPerBatch, MisplacedMassLeavesOutTheTargets) {
 }
 
 // Token grouping: the token blocks take the rows with a gradient ordered by
-// how many tiles hold an entry ≥ 2^-12 for them in powers of two (⌊log2(count
-// + 1)⌋, most first), then by the rarest such tile (the fewest such rows, then
-// the lowest index), then by the count (most first), then by their index;
-// then the ignored rows. The expected order is rebuilt from the brute force
-// on a seed where no row's need of a tile is within 1e-4 of the threshold
-// and where it differs from the order by the count alone.
+// how many tiles hold an entry ≥ the threshold for them in powers of two
+// (⌊log2(count + 1)⌋, most first), then by the rarest such tile (the fewest
+// such rows, then the lowest index), then by the count (most first), then by
+// their index; then the ignored rows. The expected order from the brute
+// force's needs; empty when a need lies within 1e-4 of the threshold. Also
+// the order by the count alone, to tell the two apart.
+struct ExpectedOrders {
+  std::vector<int> grouped, by_count;
+};
+ExpectedOrders expected_grouping(const Problem& p, const HostInputs& in, const BruteForce& bf, double log_threshold) {
+  const std::vector<signed char> needs = bf.needs_at(log_threshold);
+  if (std::count(needs.begin(), needs.end(), -1) > 0) return {};
+  const int64_t tiles = bf.tiles;
+  const auto ignored = [&](int64_t i) { return in.targets[i] == p.ignore_index; };
+  std::vector<int64_t> rows_hot(static_cast<size_t>(tiles), 0), count(static_cast<size_t>(p.n), 0);
+  for (int64_t i = 0; i < p.n; ++i)
+    for (int64_t t = 0; t < tiles; ++t)
+      if (!ignored(i) && needs[i * tiles + t] == 1) ++rows_hot[t], ++count[i];
+  std::vector<int64_t> rarest(static_cast<size_t>(p.n), tiles * (p.n + 1)), bucket(static_cast<size_t>(p.n), 0);
+  for (int64_t i = 0; i < p.n; ++i) {
+    for (int64_t t = 0; t < tiles; ++t)  // rows_hot·tiles + t; none: after every tile
+      if (!ignored(i) && needs[i * tiles + t] == 1) rarest[i] = std::min(rarest[i], rows_hot[t] * tiles + t);
+    while ((int64_t{2} << bucket[i]) <= count[i] + 1) ++bucket[i];
+  }
+  ExpectedOrders orders;
+  orders.grouped.resize(static_cast<size_t>(p.n));
+  for (int64_t i = 0; i < p.n; ++i) orders.grouped[i] = static_cast<int>(i);
+  orders.by_count = orders.grouped;
+  std::stable_sort(orders.grouped.begin(), orders.grouped.end(), [&](int a, int b) {
+    return std::make_tuple(ignored(a), -bucket[a], rarest[a], -count[a]) <
+           std::make_tuple(ignored(b), -bucket[b], rarest[b], -count[b]);
+  });
+  std::stable_sort(orders.by_count.begin(), orders.by_count.end(), [&](int a, int b) {
+    return std::make_tuple(ignored(a), -count[a]) < std::make_tuple(ignored(b), -count[b]);
+  });
+  return orders;
+}
+
+// At a fixed eps the rows are grouped once, with needs tested at 2^-12. On a
+// seed where no need is within 1e-4 of it and the rarest tiles change the order.
 TEST(PlanPerBatch, TokenGroupingOrdersRowsByCountBucketRarestTileThenCount) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 128, 16411);
   for (uint64_t seed = 85; seed < 100; ++seed) {
     const HostInputs in = decision_inputs(p, seed);
-    const DropRun run = run_stage10(p, in, default_upstream(p, 3), {});
+    const DropRun run = run_stage10(p, in, default_upstream(p, 3), {"--drop-eps", "0.00390625"});
     const BruteForce bf = brute_force(p, in, run);
-    if (std::count(bf.needs.begin(), bf.needs.end(), -1) > 0) continue;  // a need too near the threshold to call
-    const int64_t tiles = bf.tiles;
-    const auto ignored = [&](int64_t i) { return in.targets[i] == p.ignore_index; };
-    std::vector<int64_t> rows_hot(static_cast<size_t>(tiles), 0), count(static_cast<size_t>(p.n), 0);
-    for (int64_t i = 0; i < p.n; ++i)
-      for (int64_t t = 0; t < tiles; ++t)
-        if (!ignored(i) && bf.needs[i * tiles + t] == 1) ++rows_hot[t], ++count[i];
-    std::vector<int64_t> rarest(static_cast<size_t>(p.n), tiles * (p.n + 1)), bucket(static_cast<size_t>(p.n), 0);
-    for (int64_t i = 0; i < p.n; ++i) {
-      for (int64_t t = 0; t < tiles; ++t)  // rows_hot·tiles + t; none: after every tile
-        if (!ignored(i) && bf.needs[i * tiles + t] == 1) rarest[i] = std::min(rarest[i], rows_hot[t] * tiles + t);
-      while ((int64_t{2} << bucket[i]) <= count[i] + 1) ++bucket[i];
-    }
-    std::vector<int> expected(static_cast<size_t>(p.n)), by_count(static_cast<size_t>(p.n));
-    for (int64_t i = 0; i < p.n; ++i) expected[i] = by_count[i] = static_cast<int>(i);
-    std::stable_sort(expected.begin(), expected.end(), [&](int a, int b) {
-      return std::make_tuple(ignored(a), -bucket[a], rarest[a], -count[a]) <
-             std::make_tuple(ignored(b), -bucket[b], rarest[b], -count[b]);
-    });
-    std::stable_sort(by_count.begin(), by_count.end(), [&](int a, int b) {
-      return std::make_tuple(ignored(a), -count[a]) < std::make_tuple(ignored(b), -count[b]);
-    });
-    if (expected == by_count) continue;  // the rarest tile changes nothing here: the test could not tell
+    const ExpectedOrders expected =
+        expected_grouping(p, in, bf, std::log(std::ldexp(1.0, -s10::kGroupingExponent)));
+    if (expected.grouped.empty() || expected.grouped == expected.by_count) continue;
     ASSERT_LT(count_valid_targets(p, in.targets), p.n) << "no ignored row: their place is not tested";
-    EXPECT_EQ(run.token_order, expected) << "seed " << seed;
+    EXPECT_EQ(run.token_order, expected.grouped) << "seed " << seed;
     return;
   }
   FAIL() << "no seed whose needs are all clear of 2^-12 and whose rarest tiles change the order";
+}
+
+// With the automatic eps the rows are grouped again: needs tested
+// kRegroupExponents below the eps that the first grouping's masses choose.
+// The brute force makes that choice over the first grouping's blocks (at
+// 2^-12), then the expected second grouping at the choice's threshold.
+TEST(PlanPerBatch, AutomaticEpsRegroupsNearTheEpsTheFirstGroupingChooses) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 16411);
+  for (uint64_t seed = 85; seed < 125; ++seed) {
+    const HostInputs in = decision_inputs(p, seed);
+    DropRun run = run_stage10(p, in, default_upstream(p, 3), {});
+    const BruteForce any_blocks = brute_force(p, in, run);  // the needs do not depend on the blocks
+    const ExpectedOrders first =
+        expected_grouping(p, in, any_blocks, std::log(std::ldexp(1.0, -s10::kGroupingExponent)));
+    if (first.grouped.empty()) continue;
+    const std::vector<int> final_order = run.token_order;
+    run.token_order = first.grouped;  // the first grouping's blocks, for its masses
+    const BruteForce bf_first = brute_force(p, in, run);
+    int k1 = s10::kAutoCandidates - 1;
+    bool clear = true;  // no mass up to the choice within 10% of the budget (the stage's sums are fp32's)
+    for (int k = 0; k < s10::kAutoCandidates; ++k) {
+      const double mass = bf_first.misplaced_mass(s10::candidate_eps(k));
+      clear = clear && std::fabs(mass - s10::kDefaultMisplacedMass) > 0.1 * s10::kDefaultMisplacedMass;
+      if (mass <= s10::kDefaultMisplacedMass) {
+        k1 = k;
+        break;
+      }
+    }
+    if (!clear) continue;
+    const double log_threshold = std::log(static_cast<double>(s10::candidate_eps(k1))) -
+                                 static_cast<double>(s10::kRegroupExponents) * std::log(2.0);
+    const ExpectedOrders second = expected_grouping(p, in, any_blocks, log_threshold);
+    if (second.grouped.empty() || second.grouped == first.grouped) continue;  // the regrouping would not show
+    EXPECT_EQ(final_order, second.grouped) << "seed " << seed << ", first choice 2^" << s10::candidate_log2_eps(k1);
+    return;
+  }
+  FAIL() << "no seed whose needs and masses are clear of the thresholds and whose regrouping changes the order";
 }
 
 // At the automatic eps, with tiles and targets dropped, the tail sums in the
