@@ -4,7 +4,8 @@
 #
 #   train_lm_models             lm32k's and lm128k's models trained into /tmp/cce-lm-data in the background
 #                               (bench/lm_data.py, about 270 s side by side); `wait` for them
-#   main_tree PATCH             /tmp/main-tree: the working tree with PATCH reversed (main's tree beside a branch)
+#   tree_without DIR PATCH...   DIR: a copy of the working tree with each PATCH reversed in turn (main's tree, or
+#                               an earlier commit's, beside a branch)
 #   build DIR SRC TARGETS...    cmake + ninja of TARGETS (all when none) from SRC into DIR, Release, sm_90
 #   stage10_rounds ROUNDS SHAPES TREE=BUILD...
 #                               cce_bench's stage 10 (loss + grad) of each tree in turns, ROUNDS rounds, the floor
@@ -18,9 +19,12 @@ train_lm_models() {
   done
 }
 
-main_tree() {
-  rm -rf /tmp/main-tree && mkdir -p /tmp/main-tree && tar --exclude=./.git -cf - . | tar -xf - -C /tmp/main-tree
-  patch -R -p1 -d /tmp/main-tree < "$1" > $R/patch_reverse.log 2>&1 || echo "reversing $1 in the copy failed"
+tree_without() {
+  local dir=$1 patch; shift
+  rm -rf $dir && mkdir -p $dir && tar --exclude=./.git -cf - . | tar -xf - -C $dir
+  for patch in "$@"; do
+    patch -R -p1 -d $dir < "$patch" >> $R/patch_reverse.log 2>&1 || echo "reversing $patch in $dir failed"
+  done
 }
 
 build() {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 57, call 5, right after call 4 on the same warm machine (its build in /tmp/build; run as given inline then,
 # written down here): the generated shapes' inputs saved by stage 01 (llama3, gemma2, gpt2; seed 1234, as cce_bench
-# makes them) and session 56's dump_pairs_probe.py on each, for emulate_grouping.py on the CPU. The bound files did
-# not all come back (gemma2's is 23 MB, over 16 MiB); only the *_pairs files were kept.
+# makes them) and session 56's dump_pairs_probe.py on each, for emulate_grouping.py on the CPU. gemma2's bound file
+# did not come back (23 MB, over 16 MiB); gpt2's and llama3's did, beside the archive of the *_pairs files.
 T0=$SECONDS; R=$OUT/gen; mkdir -p $R /tmp/cce-inputs
 for s in "llama3 8192 4096 128256" "gemma2 8192 2304 256000" "gpt2 20480 768 50257"; do
   set -- $s

@@ -10,6 +10,9 @@ Orders (a row needs tile T when its level is at most 32, m_iT - LSE_i >= ln 2^-1
   count          main's: the count of needed tiles, most first
   rarest         the rarest needed tile (fewest rows needing it, then the index), then the count (commit 6a9574a)
   bucket_rarest  floor(log2(count + 1)), most first, then the rarest needed tile, then the count (commit 972ad68)
+  regroup        bucket_rarest, eps chosen over its blocks, then bucket_rarest again with the need tested 1.5
+                 exponents below that eps (12 levels; at most the dump's last, 2^-17), eps chosen again (branch
+                 wip/s57-regroup)
 --thresholds adds `rarest` with the need tested at 2^-9 ... 2^-15.75 instead of 2^-12.
 First it checks the count order against the dump's own kept pairs per candidate: exit 1 if they differ.
 """
@@ -24,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "session56_h200"
 import emulate_orders as eo  # noqa: E402
 
 NEED_LEVEL = 32  # levels count eighths of an exponent from 2^-8: 32 is 2^-12
+REGROUP_LEVELS = 12  # stage 10's kRegroupExponents, 1.5, in eighths
 
 
 def rarest_key(need, valid):
@@ -33,6 +37,13 @@ def rarest_key(need, valid):
     return rarity.min(axis=1)
 
 
+def bucketed(level, valid, need_level):
+    need = (level <= need_level) & valid[:, None]
+    count = need.sum(axis=1)
+    bucket = np.floor(np.log2(count + 1.0)).astype(np.int64)
+    return eo.stable_order([-bucket, rarest_key(need, valid), -count], valid)
+
+
 def orders_of(level, valid, thresholds):
     need = (level <= NEED_LEVEL) & valid[:, None]
     count = need.sum(axis=1)
@@ -40,7 +51,7 @@ def orders_of(level, valid, thresholds):
     rarest = rarest_key(need, valid)
     out = {"count": eo.stable_order([-count], valid),
            "rarest": eo.stable_order([rarest, -count], valid),
-           "bucket_rarest": eo.stable_order([-bucket, rarest, -count], valid)}
+           "bucket_rarest": bucketed(level, valid, NEED_LEVEL)}
     if thresholds:
         for lv in range(8, 64, 2):
             r = rarest_key((level <= lv) & valid[:, None], valid)
@@ -70,6 +81,9 @@ def main(argv):
         cand = meta["candidates"]
         quarter = list(range(0, cand, 2))
         orders = orders_of(level, valid, a.thresholds)
+        r_k, _, _ = eo.evaluate(level, bound, valid, orders["bucket_rarest"], cand)
+        first = eo.choose(r_k, quarter, a.budget)
+        orders["regroup"] = bucketed(level, valid, min(first + REGROUP_LEVELS, cand - 1))
         _, kept_k, _ = eo.evaluate(level, bound, valid, orders["count"], cand)
         if kept_k != meta["count_order"]["kept_k"]:
             print(f"{meta['label']}: the count order does not reproduce the dump's kept pairs: DOES NOT HOLD")

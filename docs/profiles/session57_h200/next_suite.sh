@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # For a next session (written in session 57, not run): one H200, a fresh machine; run as CCE_COMMIT=<branch HEAD>
-# bash <this> on a checkout of branch wip/s57-rarest-grouping. The branch built in /tmp/build, main's tree (the
-# branch's change, next_grouping.patch, reversed in a copy) in /tmp/build-main; lm32k's and lm128k's models trained
-# beside the builds; the whole GPU suite on the branch; compute-sanitizer memcheck and racecheck on its stage 10; ncu's
-# duration of the grouping's kernels in both trees at lm32k's and gemma2's shapes (as session 57's call 6). About 480 s.
-# next_ab.sh, right after on the same warm machine, times both.
+# bash <this> on a checkout of branch wip/s57-regroup (the bucketed rarest-tile order, then the second grouping near
+# the chosen eps). The branch built in /tmp/build; main's tree (next_grouping.patch reversed in a copy) in
+# /tmp/build-main; the bucketed order alone (regroup_only.patch reversed) in /tmp/build-bucket; lm32k's and lm128k's
+# models trained beside the builds; the whole GPU suite on the branch; compute-sanitizer memcheck and racecheck on its
+# stage 10; ncu's duration of the grouping's kernels (and the second measurement's) in main's tree and the branch at
+# lm32k's and gemma2's shapes. About 500 s. next_ab.sh, right after on the same warm machine, times the three.
 T0=$SECONDS
 R=$OUT/suite; mkdir -p $R
 source docs/profiles/device_steps/steps.sh
 { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short | head; nvidia-smi -L; } > $R/status.txt 2>&1
 train_lm_models
-main_tree docs/profiles/session57_h200/next_grouping.patch
-build /tmp/build-main /tmp/main-tree bench/cce_bench stage10_plan_per_batch > $R/build_main.log 2>&1 &
+P=docs/profiles/session57_h200
+tree_without /tmp/main-tree $P/next_grouping.patch
+tree_without /tmp/bucket-tree $P/regroup_only.patch
+(build /tmp/build-main /tmp/main-tree bench/cce_bench stage10_plan_per_batch > $R/build_main.log 2>&1
+ build /tmp/build-bucket /tmp/bucket-tree bench/cce_bench > $R/build_bucket.log 2>&1) &
 BM=$!
 build /tmp/build . > $R/build.log 2>&1 || { grep -B2 -A8 -i error $R/build.log | head -40; cd $OUT && tar czf suite.tgz suite; exit 1; }
 wait $BM; echo "builds $((SECONDS-T0)) s"
@@ -30,7 +34,7 @@ for shape in "lm32k 768 32000" "gemma2 2304 256000"; do
   for tree in main branch; do
     [ $((SECONDS-T0)) -gt 570 ] && break 2
     B=/tmp/build; [ $tree = main ] && B=/tmp/build-main
-    timeout 20 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:'token_|tile_rank|Radix|Onesweep' \
+    timeout 20 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:'token_|tile_rank|regroup|misplaced_mass|Radix|Onesweep' \
       $B/stages/stage10_plan_per_batch --n 8192 --d $2 --v $3 --dtype bf16 --data realistic --seed 1234 --plan sparse \
       --backward --iters 0 > $R/ncu_$1_$tree.txt 2>&1
     echo "$1 $tree rc $?: $(awk '/^  [a-zA-Z_:<>]+.*\(.*\) \(/{k=$1; sub(/\(.*/,"",k); n=split(k,a,"::"); k=a[n]} /gpu__time_duration.sum/{printf "%s %s; ", k, $NF}' $R/ncu_$1_$tree.txt)"
