@@ -10,6 +10,9 @@
 #   stage10_rounds ROUNDS SHAPES TREE=BUILD...
 #                               cce_bench's stage 10 (loss + grad) of each tree in turns, ROUNDS rounds, the floor
 #                               in round 1; files bench_<tree>_<round>.{json,txt} in $R; one summary line per case
+#   plan_kernel_times REGEX TREE=BUILD...
+#                               ncu's duration of stage 10's kernels matching REGEX (clocks left alone, one kernel at
+#                               a time) at lm32k's and gemma2's shapes on generated data, per tree: ncu_<shape>_<tree>.txt
 
 train_lm_models() {
   local m
@@ -45,6 +48,22 @@ stage10_rounds() {
       echo "$tree round $round rc $? at $((SECONDS-T0)) s"
       grep -E "_median" $R/bench_${tree}_$round.txt | grep -oE "^[a-z0-9_]+/loss_grad/[a-z0-9_]+|manual_time_median +[0-9.]+|drop_eps_log2=[-0-9.]+|kept_frac=[0-9.]+" \
         | paste -sd' ' | sed 's/ \([a-z0-9_]*\/loss_grad\)/\n\1/g'
+    done
+  done
+}
+
+plan_kernel_times() {
+  local regex=$1; shift
+  local trees=("$@") shape name d v pair tree dir
+  for shape in "lm32k 768 32000" "gemma2 2304 256000"; do
+    read -r name d v <<< "$shape"
+    for pair in "${trees[@]}"; do
+      tree=${pair%%=*}; dir=${pair#*=}
+      [ $((SECONDS-T0)) -gt 570 ] && return
+      timeout 20 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:"$regex" \
+        $dir/stages/stage10_plan_per_batch --n 8192 --d $d --v $v --dtype bf16 --data realistic --seed 1234 \
+        --plan sparse --backward --iters 0 > $R/ncu_${name}_$tree.txt 2>&1
+      echo "$name $tree rc $?: $(awk '/^  [a-zA-Z_:<>]+.*\(.*\) \(/{k=$1; sub(/\(.*/,"",k); n=split(k,a,"::"); k=a[n]} /gpu__time_duration.sum/{printf "%s %s; ", k, $NF}' $R/ncu_${name}_$tree.txt)"
     done
   done
 }

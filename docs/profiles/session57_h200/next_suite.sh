@@ -29,16 +29,6 @@ for tool in memcheck racecheck; do
     --plan sparse --check --backward --iters 0 > $R/sanitizer_$tool.txt 2>&1
   echo "$tool rc $? at $((SECONDS-T0)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer_$tool.txt)"
 done
-for shape in "lm32k 768 32000" "gemma2 2304 256000"; do
-  set -- $shape
-  for tree in main branch; do
-    [ $((SECONDS-T0)) -gt 570 ] && break 2
-    B=/tmp/build; [ $tree = main ] && B=/tmp/build-main
-    timeout 20 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:'token_|tile_rank|regroup|misplaced_mass|Radix|Onesweep' \
-      $B/stages/stage10_plan_per_batch --n 8192 --d $2 --v $3 --dtype bf16 --data realistic --seed 1234 --plan sparse \
-      --backward --iters 0 > $R/ncu_$1_$tree.txt 2>&1
-    echo "$1 $tree rc $?: $(awk '/^  [a-zA-Z_:<>]+.*\(.*\) \(/{k=$1; sub(/\(.*/,"",k); n=split(k,a,"::"); k=a[n]} /gpu__time_duration.sum/{printf "%s %s; ", k, $NF}' $R/ncu_$1_$tree.txt)"
-  done
-done
+plan_kernel_times 'token_|tile_rank|regroup|misplaced_mass|Radix|Onesweep' main=/tmp/build-main regroup=/tmp/build
 wait; cat $R/lm_data_*.rc; echo "total $((SECONDS-T0)) s"
 cd $OUT && tar czf suite.tgz suite
