@@ -10,6 +10,8 @@
 #   stage10_rounds ROUNDS SHAPES TREE=BUILD...
 #                               cce_bench's stage 10 (loss + grad) of each tree in turns, ROUNDS rounds, the floor
 #                               in round 1; files bench_<tree>_<round>.{json,txt} in $R; one summary line per case
+#   stage10_sanitizers BUILD    compute-sanitizer memcheck and racecheck on stage 10 with --check at 300 × 200 × 20001
+#                               (the sparse plan, grouped rows): sanitizer_<tool>.txt, one summary line each
 #   plan_kernel_times REGEX TREE=BUILD...
 #                               ncu's duration of stage 10's kernels matching REGEX (clocks left alone, one kernel at
 #                               a time) at lm32k's and gemma2's shapes on generated data, per tree: ncu_<shape>_<tree>.txt
@@ -65,5 +67,14 @@ plan_kernel_times() {
         --plan sparse --backward --iters 0 > $R/ncu_${name}_$tree.txt 2>&1
       echo "$name $tree rc $?: $(awk '/^  [a-zA-Z_:<>]+.*\(.*\) \(/{k=$1; sub(/\(.*/,"",k); n=split(k,a,"::"); k=a[n]} /gpu__time_duration.sum/{printf "%s %s; ", k, $NF}' $R/ncu_${name}_$tree.txt)"
     done
+  done
+}
+
+stage10_sanitizers() {
+  local tool
+  for tool in memcheck racecheck; do
+    timeout 30 compute-sanitizer --tool $tool --error-exitcode 1 $1/stages/stage10_plan_per_batch --n 300 --d 200 \
+      --v 20001 --dtype bf16 --data realistic --plan sparse --check --backward --iters 0 > $R/sanitizer_$tool.txt 2>&1
+    echo "$tool rc $? at $((SECONDS-T0)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer_$tool.txt)"
   done
 }

@@ -66,6 +66,13 @@ def murmur10(tiles, which):
     return ((x.astype(np.uint64) * 1023) >> np.uint64(32)).astype(np.int64)
 
 
+def rarest_hot_tile(hot):
+    """Per row: its hot tile hot in the fewest rows, as rows·tiles + tile (then the lowest index; none: last)."""
+    n, tiles = hot.shape
+    rarity = np.where(hot, hot.sum(axis=0)[None, :] * tiles + np.arange(tiles)[None, :], n * tiles + tiles)
+    return rarity.min(axis=1)
+
+
 def orders_of(level, valid, seeds):
     n, tiles = level.shape
     hot = (level <= HOT_LEVEL) & valid[:, None]
@@ -75,9 +82,7 @@ def orders_of(level, valid, seeds):
     out["minhash10"] = stable_order([np.where(hot, murmur10(t, w)[None, :], 1023).min(axis=1) for w in (0, 1)]
                                     + [-np.minimum(count, 1023)], valid)
     rows_hot = hot.sum(axis=0)  # per tile: the rows it is hot for
-    # The rarest hot tile of each row (fewest rows, then the lowest index; none: last), then the count.
-    rarity = np.where(hot, rows_hot[None, :] * tiles + t[None, :], n * tiles + tiles)
-    out["rarest_tile"] = stable_order([rarity.min(axis=1), -count], valid)
+    out["rarest_tile"] = stable_order([rarest_hot_tile(hot), -count], valid)  # then the count
     bucket = np.floor(np.log2(count + 1.0)).astype(np.int64)
     uncommon = hot & (rows_hot[None, :] <= valid.sum() // 2)  # the tiles hot in at most half the rows
     for s in range(seeds):

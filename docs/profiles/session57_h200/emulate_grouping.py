@@ -30,31 +30,23 @@ NEED_LEVEL = 32  # levels count eighths of an exponent from 2^-8: 32 is 2^-12
 REGROUP_LEVELS = 12  # stage 10's kRegroupExponents, 1.5, in eighths
 
 
-def rarest_key(need, valid):
-    n, tiles = need.shape
-    rows_needing = need.sum(axis=0)
-    rarity = np.where(need, rows_needing[None, :] * tiles + np.arange(tiles)[None, :], n * tiles + tiles)
-    return rarity.min(axis=1)
-
-
 def bucketed(level, valid, need_level):
     need = (level <= need_level) & valid[:, None]
     count = need.sum(axis=1)
     bucket = np.floor(np.log2(count + 1.0)).astype(np.int64)
-    return eo.stable_order([-bucket, rarest_key(need, valid), -count], valid)
+    return eo.stable_order([-bucket, eo.rarest_hot_tile(need), -count], valid)
 
 
 def orders_of(level, valid, thresholds):
     need = (level <= NEED_LEVEL) & valid[:, None]
     count = need.sum(axis=1)
-    bucket = np.floor(np.log2(count + 1.0)).astype(np.int64)
-    rarest = rarest_key(need, valid)
+    rarest = eo.rarest_hot_tile(need)
     out = {"count": eo.stable_order([-count], valid),
            "rarest": eo.stable_order([rarest, -count], valid),
            "bucket_rarest": bucketed(level, valid, NEED_LEVEL)}
     if thresholds:
         for lv in range(8, 64, 2):
-            r = rarest_key((level <= lv) & valid[:, None], valid)
+            r = eo.rarest_hot_tile((level <= lv) & valid[:, None])
             out[f"rarest_at_2^-{8 + lv / 8:g}"] = eo.stable_order([r, -count], valid)
     return out
 

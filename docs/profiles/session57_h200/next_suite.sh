@@ -23,12 +23,7 @@ wait $BM; echo "builds $((SECONDS-T0)) s"
 echo "grouping tests rc $?: $(grep -E 'tests passed' $R/ctest_grouping.log)"
 (cd /tmp/build && timeout $((520 - (SECONDS-T0))) ctest -L "gpu|stage" -j4 --timeout 300) > $R/ctest_gpu.log 2>&1
 echo "suite rc $? ($((SECONDS-T0)) s): $(grep -E 'tests passed' $R/ctest_gpu.log)"; grep -E '\*\*\*Failed|Timeout|Not Run|Failed  ' $R/ctest_gpu.log | head -20
-S10=/tmp/build/stages/stage10_plan_per_batch
-for tool in memcheck racecheck; do
-  timeout 30 compute-sanitizer --tool $tool --error-exitcode 1 $S10 --n 300 --d 200 --v 20001 --dtype bf16 --data realistic \
-    --plan sparse --check --backward --iters 0 > $R/sanitizer_$tool.txt 2>&1
-  echo "$tool rc $? at $((SECONDS-T0)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer_$tool.txt)"
-done
+stage10_sanitizers /tmp/build
 plan_kernel_times 'token_|tile_rank|regroup|misplaced_mass|Radix|Onesweep' main=/tmp/build-main regroup=/tmp/build
 wait; cat $R/lm_data_*.rc; echo "total $((SECONDS-T0)) s"
 cd $OUT && tar czf suite.tgz suite
