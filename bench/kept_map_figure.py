@@ -18,7 +18,7 @@ Three orders of the same logits:
   2. the vocabulary sorted by descending key_j = C_j · Σ_i E_i (stage 08);
   3. that, with the tokens grouped by how many tiles hold an entry ≥ 2^-12,
      most first (stage 10 groups by that count's power of two, then by the
-     rarest such tile).
+     rarest such tile, and with the automatic eps again near the eps chosen).
 The figure shows each order's map (kept pairs black), whole and its first
 64 tiles; the JSON holds the kept shares. The script asserts what the figure is drawn to show: sorting keeps
 fewer pairs than the natural order, grouping no more than sorting, and the
