@@ -393,11 +393,11 @@ def decided_step(gpus, sub, span, small):
         ("section", 0.42, "backward", "(a loss alone ends above)", None),
         ("local", 0.78, "6  the misplaced mass per eps",
          "begin_backward, measure_for_decision (stage 10):\n"
-         r"on its own tiles, for eps = $2^{-8}, 2^{-8.25}\ldots 2^{-17}$" "\n(fixed point); once more after 7, the rows\n"
-         "regrouped near its eps (regroup_for_decision)",
+         r"on its own tiles, for eps = $2^{-8}, 2^{-8.25}\ldots 2^{-17}$" "\n(fixed point); on a first step, after 7, the\n"
+         "rows regrouped near its eps (regroup_for_decision)",
          lambda p: "its tiles' misplaced\nmass, 37 candidates"),
         ("collective", 0.62, "7  all-reduce sum (automatic eps)",
-         "join_misplaced_mass: ncclAllReduce, ncclSum\n(twice with grouped rows; not with\n--drop-eps or --plan dense)",
+         "join_misplaced_mass: ncclAllReduce, ncclSum\n(twice on a first step with grouped rows;\nnot with --drop-eps or --plan dense)",
          "misplaced mass per candidate eps, summed      37 uint64 = 296 bytes"),
         ("local", 0.78, "8  eps chosen; kept pairs counted",
          "finish_decision: every GPU chooses the same eps\nfrom the same sums, then counts its "

@@ -138,7 +138,7 @@ __global__ void misplaced_mass_kernel(const uint32_t* __restrict__ stats, const 
 // block keeps nearly all tiles whoever shares it), then by the rarest tile
 // they need (a tile few rows need costs least when those rows share a
 // block), then by the count itself. A row needs tile T when
-// m_iT − LSE_i ≥ ln 2^-kGroupingExponent; rows_hot[T] counts the rows with a
+// m_iT − LSE_i ≥ the threshold (grouping_log_threshold); rows_hot[T] counts the rows with a
 // gradient that need it, rank[T] is T's place in the tiles sorted by
 // (rows_hot, T). Row i's key, from the most significant: buckets − 1 −
 // ⌊log2(count_i + 1)⌋, rarest_i (the smallest rank of a tile it needs;
@@ -173,11 +173,11 @@ __global__ void token_key_kernel(const float* __restrict__ grad_scale, int64_t n
 // dependent loads at gemma2.
 constexpr int kTilesPerCount = 16;
 __global__ void token_count_kernel(const uint32_t* __restrict__ stats, const float* __restrict__ lse,
-                                   const float* __restrict__ grad_scale, int64_t n, int64_t tiles, float fixed_threshold,
+                                   const float* __restrict__ grad_scale, int64_t n, int64_t tiles, float given_threshold,
                                    const float* __restrict__ chosen_threshold, int* __restrict__ key,
                                    int* __restrict__ rows_hot, uint16_t* __restrict__ need_bits) {
   wait_for_kernel_ahead();
-  const float log_threshold = chosen_threshold != nullptr ? *chosen_threshold : fixed_threshold;
+  const float log_threshold = chosen_threshold != nullptr ? *chosen_threshold : given_threshold;
   __shared__ int block_rows[kTilesPerCount];
   if (threadIdx.x < kTilesPerCount) block_rows[threadIdx.x] = 0;
   __syncthreads();
@@ -337,10 +337,10 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
 }
 
 namespace {
-// The grouping with needs tested at ln 2^-kGroupingExponent, or at
-// *chosen_threshold (on the device) when given.
+// The grouping with needs tested at log_threshold, or at *chosen_threshold
+// (on the device) when given.
 s08::TokenBlocks group_tokens_at(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
-                                 const s09::BackwardBuffers& backward, const float* lse,
+                                 const s09::BackwardBuffers& backward, const float* lse, float log_threshold,
                                  const float* chosen_threshold, cudaStream_t stream) {
   const int buckets = grouping_buckets(plan.tiles);
   const int64_t largest_key = buckets * (plan.tiles + 1) * (plan.tiles + 2) - 1;
@@ -353,12 +353,11 @@ s08::TokenBlocks group_tokens_at(const Problem& p, const s09::DropPlan& plan, co
   int* sorted_key = token + p.n;
   void* temp = sorted_key + p.n;
   const float* grad_scale = backward.grad_scale;
-  const float fixed_threshold = std::log(std::ldexp(1.0f, -kGroupingExponent));
   launch_dependent(token_key_kernel, blocks_for(std::max(p.n, plan.tiles)), kThreads, stream, grad_scale, p.n,
                    plan.tiles, key, token, buffers.grouping_key, buffers.rows_hot);
   const dim3 rows_by_tile_groups(blocks_for(p.n), static_cast<unsigned>(grouping_tile_groups(plan.tiles)));
   launch_dependent(token_count_kernel, rows_by_tile_groups, kThreads, stream, backward.forward.kept.stats, lse,
-                   grad_scale, p.n, plan.tiles, fixed_threshold, chosen_threshold, key, buffers.rows_hot,
+                   grad_scale, p.n, plan.tiles, log_threshold, chosen_threshold, key, buffers.rows_hot,
                    buffers.need_bits);
   launch_dependent(tile_rank_kernel, static_cast<unsigned>(plan.tiles), kThreads, stream, buffers.rows_hot, plan.tiles,
                    buffers.tile_rank);
@@ -374,8 +373,9 @@ s08::TokenBlocks group_tokens_at(const Problem& p, const s09::DropPlan& plan, co
 }  // namespace
 
 s08::TokenBlocks group_tokens(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
-                              const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream) {
-  return group_tokens_at(p, plan, buffers, backward, lse, nullptr, stream);
+                              const s09::BackwardBuffers& backward, const float* lse, float log_threshold,
+                              cudaStream_t stream) {
+  return group_tokens_at(p, plan, buffers, backward, lse, log_threshold, nullptr, stream);
 }
 
 namespace {
@@ -424,7 +424,7 @@ __global__ void regroup_threshold_kernel(const unsigned long long* __restrict__ 
   wait_for_kernel_ahead();
   double misplaced[kAutoCandidates];
   misplaced_per_row(mass, mass[kAutoCandidates], misplaced);
-  *threshold = log_eps.at[first_within_budget(misplaced, budget)] - kRegroupExponents * 0.69314718f;
+  *threshold = near_eps_log_threshold(log_eps.at[first_within_budget(misplaced, budget)]);
 }
 }  // namespace
 
@@ -435,7 +435,7 @@ void regroup_near_chosen_eps(const Problem& p, const s09::DropPlan& plan, const 
   for (int k = 0; k < kAutoCandidates; ++k) log_eps.at[k] = std::log(candidate_eps(k));
   launch_dependent(regroup_threshold_kernel, 1, 1, stream, static_cast<const unsigned long long*>(buffers.misplaced_mass),
                    budget, log_eps, buffers.regroup_threshold);
-  blocks = group_tokens_at(p, plan, buffers, backward, lse, buffers.regroup_threshold, stream);
+  blocks = group_tokens_at(p, plan, buffers, backward, lse, 0.0f, buffers.regroup_threshold, stream);
   measure_misplaced_mass(p, plan, buffers, backward, lse, blocks, stream);
 }
 

@@ -80,6 +80,17 @@ PlanChoice choose_plan(BackwardPlan flag, const KeptPairs& pairs) {
   return chosen;
 }
 
+DropSettings planned_from(DropSettings settings, const PlanHistory& history) {
+  if (settings.misplaced_mass > 0.0) settings.last_automatic_eps = history.automatic_eps;
+  return settings;
+}
+
+float grouping_log_threshold(const DropSettings& settings) {
+  if (settings.misplaced_mass > 0.0 && settings.last_automatic_eps > 0.0f)
+    return near_eps_log_threshold(std::log(settings.last_automatic_eps));
+  return std::log(std::ldexp(1.0f, -kGroupingExponent));
+}
+
 BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
                              const float* upstream, const DropSettings& settings, cudaStream_t stream) {
   const Problem& p = in.problem;
@@ -90,7 +101,8 @@ BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const
   batch.eps = EpsChoice{settings.eps, -1.0, {}};
   s09::compute_grad_scale(in, upstream, batch.buffers, stream);
   if (settings.plan != BackwardPlan::kDense && settings.group_tokens)
-    batch.choice.blocks = group_tokens(p, plan, batch.plan_buffers, batch.buffers, lse, stream);
+    batch.choice.blocks =
+        group_tokens(p, plan, batch.plan_buffers, batch.buffers, lse, grouping_log_threshold(settings), stream);
   return batch;
 }
 
@@ -102,7 +114,7 @@ void measure_for_decision(const Problem& p, const DropPlan& plan, const float* l
 }
 
 bool regroups(const DropSettings& settings, const BatchBackward& batch) {
-  return settings.misplaced_mass > 0.0 && batch.choice.blocks.token_order != nullptr;
+  return settings.misplaced_mass > 0.0 && settings.last_automatic_eps <= 0.0f && batch.choice.blocks.token_order != nullptr;
 }
 
 void regroup_for_decision(const Problem& p, const DropPlan& plan, const float* lse, const DropSettings& settings,
@@ -370,11 +382,13 @@ void PlanPerBatchStage::backward(const DeviceInputs& in, const float* lse, const
     throw InputError(name() + ": backward() needs a forward() told that a backward follows (expect_backward(true))");
   stats_ready_ = false;  // the correction overwrites the statistics
   scratch_.allocate(workspace(p, true));
-  const float* de_acc = s10::backward_to_accumulator(in, plan_for(p), scratch_, lse, upstream, settings(p.dtype), de, dc,
-                                                stream, side_, host_, &stats_, &choice_, &ran_);
+  const DropSettings planned = planned_from(settings(p.dtype), same_model(p, history_problem_) ? history_ : PlanHistory{});
+  grouped_near_eps_ = planned.last_automatic_eps;
+  const float* de_acc = s10::backward_to_accumulator(in, plan_for(p), scratch_, lse, upstream, planned, de, dc, stream,
+                                                side_, host_, &stats_, &choice_, &ran_);
   if (ran_.kept_fraction >= 0.0) {  // a decision: what the next batch of this problem is planned from
     history_problem_ = p;
-    history_ = PlanHistory::decided(ran_.kept_fraction);
+    history_ = PlanHistory::decided(ran_.kept_fraction, planned.misplaced_mass > 0.0 ? choice_.eps : 0.0f);
   }
   finish_de(in, s09::backward_buffers(p, plan_for(p), scratch_), de_acc, de, stream);
 }
@@ -518,10 +532,13 @@ std::vector<std::string> PlanPerBatchStage::report_lines() const {
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
   std::string rule = describe_eps(eps);
   if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, misplaced_mass_budget());
-  char buf[320];
+  const std::string grouping = no_grouping_               ? "in row order"
+                               : grouped_near_eps_ > 0.0f ? "of rows grouped near the batch before's " +
+                                                                describe_eps(grouped_near_eps_)
+                                                          : "of grouped rows";
+  char buf[400];
   std::snprintf(buf, sizeof buf, "drop         %s; tail correction %s; token blocks %s", rule.c_str(),
-                no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC",
-                no_grouping_ ? "in row order" : "of grouped rows");
+                no_correction_ ? "off" : no_dc_correction_ ? "of dE" : "of dE and dC", grouping.c_str());
   lines[1] = buf;
   if (ran_.plan == BackwardPlan::kDense && ran_.kept_fraction < 0.0)
     lines[1] = "drop         none: --plan dense recomputes every pair";

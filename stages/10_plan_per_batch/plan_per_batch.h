@@ -6,7 +6,8 @@
 //      block keep them; then by the rarest such tile, so that rows that need
 //      a tile few rows need share the block that recomputes it; with the
 //      automatic eps grouped again, the test 1.5 exponents below the eps
-//      that the first grouping's masses choose;
+//      that the first grouping's masses choose (after a batch of the same
+//      model that chose one: grouped once, 1.5 exponents below its eps);
 //   2. eps (bf16) is the largest of 2^-8, 2^-8.25 … 2^-17 whose misplaced mass per
 //      row is within a budget: the softmax mass that the tail correction of
 //      the dropped tiles puts on the wrong entries, at most M·(1 − M/(|T|·p_max))
@@ -83,8 +84,14 @@ __host__ __device__ inline float misplaced_mass_bound(float mass, float entries,
 // Token grouping tests, per row and tile, for an entry ≥ 2^-kGroupingExponent;
 // with the automatic eps it then groups again with the test kRegroupExponents
 // below the eps that the first grouping's masses choose, and measures again.
+// A batch after an automatic decision of the same model is grouped once, with
+// the test kRegroupExponents below the eps the batch before chose.
 constexpr int kGroupingExponent = 12;
 constexpr float kRegroupExponents = 1.5f;
+// ln of the test near a chosen eps, from ln eps (host and device: the same float).
+__host__ __device__ inline float near_eps_log_threshold(float log_eps) {
+  return log_eps - kRegroupExponents * 0.69314718f;
+}
 // The candidate chosen from misplaced[k] = the misplaced mass per row at candidate_eps(k):
 // the first within the budget, else the last.
 int choose_drop_candidate(const double (&misplaced)[kAutoCandidates], double budget);
@@ -328,8 +335,11 @@ DenseTargetRows finish_dense_chunks(const DeviceInputs& in, const DenseCall& cal
 struct PlanHistory {
   double kept_fraction = -1.0;  // of the last decision (−1: none yet)
   int dense_since = 0;
+  float automatic_eps = 0.0f;  // the last decision's eps when automatic (0: none, or a fixed eps, or a sample's)
   // A decision starts the history again: no dense batch since it.
-  static PlanHistory decided(double kept_fraction) { return {kept_fraction, 0}; }
+  static PlanHistory decided(double kept_fraction, float automatic_eps = 0.0f) {
+    return {kept_fraction, 0, automatic_eps};
+  }
 };
 // Every kDecideEveryBatches-th batch in a row of dense ones decides again,
 // on a sample of its rows (decide_on_sample), so that a batch that turned
@@ -388,9 +398,11 @@ const void* copy_rows_in_token_order(const DeviceInputs& in, const s08::TokenBlo
 // dtype: E's rows in the token order above, sorted C's rows of the dense head.
 void copy_rows_by_index(const Problem& problem, const void* rows, const int* order, int64_t count, void* out,
                         cudaStream_t stream);
-// The grouped token order (after s09::compute_grad_scale).
+// The grouped token order (after s09::compute_grad_scale), with needs tested
+// at ln p ≥ log_threshold.
 s08::TokenBlocks group_tokens(const Problem& problem, const DropPlan& plan, const BatchPlanBuffers& buffers,
-                              const s09::BackwardBuffers& backward, const float* lse, cudaStream_t stream);
+                              const s09::BackwardBuffers& backward, const float* lse, float log_threshold,
+                              cudaStream_t stream);
 // What the automatic eps is chosen from: mass[k], the misplaced mass of the
 // (token block, tile) pairs whose smallest dropping candidate is
 // candidate_eps(k), in fixed point (units of 2^-32), and the rows
@@ -443,7 +455,13 @@ struct DropSettings {
   int64_t dense_slab_columns = 0;  // the dense plan's slab width (0: plan_dense_slabs's default)
   double dense_head_share = 0.0;   // > 0: the sparse plan's dense head at this share (automatic eps only)
   int64_t dense_chunk_rows = 0;    // the dense plan before the forward: rows per chunk (0: plan_dense_chunks's default)
+  // With misplaced_mass > 0: the batch before's automatic eps (0: none); the
+  // rows are then grouped once, near it (grouping_log_threshold). Not a flag.
+  float last_automatic_eps = 0.0f;
 };
+// The settings of a batch planned from `history`: with the automatic eps, the
+// last decision's eps, for the grouping.
+DropSettings planned_from(DropSettings settings, const PlanHistory& history);
 // The plan a backward ran, and what it was chosen from.
 struct PlanChoice {
   BackwardPlan plan = BackwardPlan::kSparse;
@@ -488,6 +506,9 @@ struct BatchBackward {
   s09::KeptTiles kept;         // the decision's
   int64_t head_tiles = 0;      // the decision's dense head (0: none)
 };
+// The test the first grouping makes: 2^-kGroupingExponent, or near the batch
+// before's automatic eps (near_eps_log_threshold).
+float grouping_log_threshold(const DropSettings& settings);
 // The grad scale, and the token blocks (grouped when the settings say so and the dense plan is not forced).
 BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const Scratch& scratch, const float* lse,
                              const float* upstream, const DropSettings& settings, cudaStream_t stream);
@@ -500,9 +521,10 @@ BatchBackward begin_backward(const DeviceInputs& in, const DropPlan& plan, const
 // pairs kept.
 void measure_for_decision(const Problem& problem, const DropPlan& plan, const float* lse, const DropSettings& settings,
                           const BatchBackward& batch, HostTables& host, cudaStream_t stream);
-// Between the two, with the automatic eps over grouped rows (regroups), the
-// rows grouped again near the eps those masses choose and the masses measured
-// again (regroup_near_chosen_eps); stage 11 joins both measurements.
+// Between the two, with the automatic eps over rows grouped at 2^-12 (regroups:
+// no batch before), the rows grouped again near the eps those masses choose
+// and the masses measured again (regroup_near_chosen_eps); stage 11 joins both
+// measurements.
 bool regroups(const DropSettings& settings, const BatchBackward& batch);
 void regroup_for_decision(const Problem& problem, const DropPlan& plan, const float* lse, const DropSettings& settings,
                           BatchBackward& batch, cudaStream_t stream);
@@ -615,6 +637,7 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   double head_share_flag_ = 0.0;     // --dense-head
   EpsChoice choice_;
   PlanChoice ran_;
+  float grouped_near_eps_ = 0.0f;  // the last backward's: the batch before's eps its rows were grouped near (0: none)
   bool sorted_c_in_dc_ = false;  // the last forward's sorted C was in dC's output
   PlanHistory history_;
   Problem history_problem_;  // the problem history_ is of (another one starts a new history)

@@ -278,7 +278,8 @@ void ShardedVocabulary::step(bool backward) {
   if (dense_first)
     ++history_.dense_since;
   else if (ran.kept_fraction >= 0.0)  // a decision: what the next step is planned from
-    history_ = s10::PlanHistory::decided(ran.kept_fraction);
+    history_ = s10::PlanHistory::decided(ran.kept_fraction,
+                                         options_.drop.misplaced_mass > 0.0 ? ranks_.front()->choice.eps : 0.0f);
 }
 
 // Stage 10's dense plan before the forward (dense_loss_and_gradient's steps),
@@ -340,7 +341,7 @@ std::vector<MemoryItem> ShardedVocabulary::dense_step_items(const Problem& local
 // from the same sums, and so chooses the same eps and plan. With one GPU the
 // all-reduces leave the numbers as they are: stage 10's choice, bit for bit.
 float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
-  const s10::DropSettings& settings = options_.drop;
+  const s10::DropSettings settings = s10::planned_from(options_.drop, history_);
   const float* lse = r.lse.get();
   s10::BatchBackward batch = s10::begin_backward(r.in, r.plan, r.scratch, lse, r.upstream.get(), settings, r.stream);
   r.choice = s10::EpsChoice{settings.eps, -1.0, {}};  // a forced dense plan decides no eps
@@ -348,7 +349,7 @@ float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
   r.ran.plan = settings.plan;
   r.joined = s10::KeptPairs{};
   if (settings.plan != s10::BackwardPlan::kDense) {
-    r.joined = joined_decision(r, r.in, r.plan, r.scratch, lse, batch,
+    r.joined = joined_decision(r, settings, r.in, r.plan, r.scratch, lse, batch,
                                s09::de_accumulator(r.local, batch.buffers, r.de.get()), r.dc.get());
     r.choice = batch.eps;
     r.ran = s10::choose_plan(settings.plan, r.joined);
@@ -357,10 +358,9 @@ float* ShardedVocabulary::backward_to_accumulator(Rank& r) const {
                                 r.side, r.host, &r.stats);
 }
 
-s10::KeptPairs ShardedVocabulary::joined_decision(Rank& r, const DeviceInputs& in, const s10::DropPlan& plan,
-                                                  const Scratch& scratch, const float* lse, s10::BatchBackward& batch,
-                                                  float* de_acc, void* dc) const {
-  const s10::DropSettings& settings = options_.drop;
+s10::KeptPairs ShardedVocabulary::joined_decision(Rank& r, const s10::DropSettings& settings, const DeviceInputs& in,
+                                                  const s10::DropPlan& plan, const Scratch& scratch, const float* lse,
+                                                  s10::BatchBackward& batch, float* de_acc, void* dc) const {
   s10::measure_for_decision(in.problem, plan, lse, settings, batch, r.host, r.stream);
   if (settings.misplaced_mass > 0.0)
     r.in_nccl([&] { join_misplaced_mass(batch.plan_buffers.misplaced_mass, r.comm, r.stream); });
@@ -391,7 +391,7 @@ s10::KeptPairs ShardedVocabulary::decide_on_sample(Rank& r) const {
   });
   s10::BatchBackward batch =
       s10::begin_backward(rows.in, plan, r.sample_scratch, rows.lse, rows.upstream, options_.drop, r.stream);
-  return joined_decision(r, rows.in, plan, r.sample_scratch, rows.lse, batch, nullptr, nullptr);
+  return joined_decision(r, options_.drop, rows.in, plan, r.sample_scratch, rows.lse, batch, nullptr, nullptr);
 }
 
 std::vector<MemoryItem> ShardedVocabulary::sample_items(const Rank& r) const {

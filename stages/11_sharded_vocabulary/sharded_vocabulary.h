@@ -183,8 +183,9 @@ class ShardedVocabulary {
   float* backward_to_accumulator(Rank& r) const;  // stage 10's steps, the statistics joined between them
   // Stage 10's decision on the shard's statistics, joined: the masses summed before the eps is chosen, the kept
   // pairs after (the same on every GPU); de_acc, dc: the tail correction's, or null.
-  s10::KeptPairs joined_decision(Rank& r, const DeviceInputs& in, const s10::DropPlan& plan, const Scratch& scratch,
-                                 const float* lse, s10::BatchBackward& batch, float* de_acc, void* dc) const;
+  s10::KeptPairs joined_decision(Rank& r, const s10::DropSettings& settings, const DeviceInputs& in,
+                                 const s10::DropPlan& plan, const Scratch& scratch, const float* lse,
+                                 s10::BatchBackward& batch, float* de_acc, void* dc) const;
   s10::KeptPairs decide_on_sample(Rank& r) const;  // stage 10's sample decision, the shards joined
   std::vector<MemoryItem> sample_items(const Rank& r) const;  // and its scratch (Rank::sample_scratch)
   void dense_step(Rank& r, int64_t sample_rows) const;  // stage 10's dense plan before the forward, joined per chunk

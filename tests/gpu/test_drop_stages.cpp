@@ -107,6 +107,33 @@ DropRun run_with(S& stage, const Problem& p, const HostInputs& in, const std::ve
   return run;
 }
 
+// Stages 09 and 10: the run with the decision's statistics.
+template <class S>
+DropRun deterministic_run(S& stage, const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
+                          std::vector<const char*> flags, Calls calls) {
+  DropRun run = run_with(stage, p, in, upstream, std::move(flags), calls);
+  const s09::DropStats stats = stage.stats();
+  run.stats.tiles = stats.tiles, run.stats.kept_tiles = stats.kept_tiles, run.stats.chunks = stats.chunks;
+  run.stats.choice.eps = stats.eps;
+  if (sorted_forward_ran(stage)) run.flags = stage.kept_flags();
+  return run;
+}
+
+// A run of this stage 10 object: a second one is planned from the first (its
+// history). The checks are of the sparse plan unless the flags name a plan.
+DropRun run_stage10_on(s10::PlanPerBatchStage& stage, const Problem& p, const HostInputs& in,
+                       const std::vector<float>& upstream, std::vector<const char*> flags,
+                       Calls calls = Calls::kTogether) {
+  const bool plan_named = std::any_of(flags.begin(), flags.end(),
+                                      [](const char* f) { return std::strncmp(f, "--plan", 6) == 0; });
+  if (!plan_named) flags.insert(flags.end(), {"--plan", "sparse"});
+  DropRun run = deterministic_run(stage, p, in, upstream, std::move(flags), calls);
+  run.stats.choice = stage.eps_choice();
+  run.stats.plan = stage.plan_choice();
+  if (sorted_forward_ran(stage)) run.token_order = stage.token_order();
+  return run;
+}
+
 DropRun run_drop(Which which, const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
                  std::vector<const char*> flags, Calls calls = Calls::kTogether) {
   auto identity = [&](DropRun& run) {
@@ -122,30 +149,14 @@ DropRun run_drop(Which which, const Problem& p, const HostInputs& in, const std:
     identity(run);
     return run;
   }
-  auto deterministic = [&](auto& stage) {
-    DropRun run = run_with(stage, p, in, upstream, std::move(flags), calls);
-    const s09::DropStats stats = stage.stats();
-    run.stats.tiles = stats.tiles, run.stats.kept_tiles = stats.kept_tiles, run.stats.chunks = stats.chunks;
-    run.stats.choice.eps = stats.eps;
-    if (sorted_forward_ran(stage)) run.flags = stage.kept_flags();
-    return run;
-  };
   if (which == Which::kStage09) {
     s09::DeterministicProductsStage stage;
-    DropRun run = deterministic(stage);
+    DropRun run = deterministic_run(stage, p, in, upstream, std::move(flags), calls);
     identity(run);
     return run;
   }
-  // These checks are of the sparse plan unless a test names a plan.
-  const bool plan_named = std::any_of(flags.begin(), flags.end(),
-                                      [](const char* f) { return std::strncmp(f, "--plan", 6) == 0; });
-  if (!plan_named) flags.insert(flags.end(), {"--plan", "sparse"});
   s10::PlanPerBatchStage stage;
-  DropRun run = deterministic(stage);
-  run.stats.choice = stage.eps_choice();
-  run.stats.plan = stage.plan_choice();
-  if (sorted_forward_ran(stage)) run.token_order = stage.token_order();
-  return run;
+  return run_stage10_on(stage, p, in, upstream, std::move(flags), calls);
 }
 DropRun run_stage10(const Problem& p, const HostInputs& in, const std::vector<float>& upstream,
                     std::vector<const char*> flags, Calls calls = Calls::kTogether) {
@@ -615,6 +626,34 @@ TEST(PlanPerBatch, AutomaticEpsRegroupsNearTheEpsTheFirstGroupingChooses) {
     return;
   }
   FAIL() << "no seed whose needs and masses are clear of the thresholds and whose regrouping changes the order";
+}
+
+// A batch after an automatic decision of the same model is grouped once, near
+// the eps the batch before chose: a stage object's second run on the same
+// inputs tests the needs kRegroupExponents below its first run's eps, and
+// chooses from the masses over those blocks. The inputs: the first seed whose
+// needs are clear of that test and whose order it changes.
+TEST(PlanPerBatch, NextBatchIsGroupedNearTheEpsTheBatchBeforeChose) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 16411);
+  const std::vector<float> upstream = default_upstream(p, 3);
+  for (uint64_t seed = 85; seed < 125; ++seed) {
+    const HostInputs in = decision_inputs(p, seed);
+    s10::PlanPerBatchStage stage;
+    const DropRun first = run_stage10_on(stage, p, in, upstream, {});
+    const DropRun second = run_stage10_on(stage, p, in, upstream, {});
+    ASSERT_GT(first.stats.choice.misplaced_mass, 0.0) << "the first run's eps is not the automatic one";
+    const BruteForce bf = brute_force(p, in, second);  // the needs do not depend on the blocks
+    const float log_threshold = s10::near_eps_log_threshold(std::log(first.stats.choice.eps));
+    const ExpectedOrders expected = expected_grouping(p, in, bf, log_threshold);
+    if (expected.grouped.empty() || expected.grouped == first.token_order) continue;  // the plan would not show
+    EXPECT_EQ(second.token_order, expected.grouped) << "seed " << seed << ", the first run's eps " << first.stats.choice.eps;
+    const double eps = second.stats.choice.eps;
+    EXPECT_NEAR(second.stats.choice.misplaced_mass, bf.misplaced_mass(eps), 0.05 * bf.misplaced_mass(eps));
+    expect_brute_force_kept_list(bf, second, eps);
+    return;
+  }
+  FAIL() << "no seed whose needs are clear of the test near the first run's eps and whose order it changes";
 }
 
 // At the automatic eps, with tiles and targets dropped, the tail sums in the

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# For a next session (written in session 58, not run): one H200, a fresh machine; run as CCE_COMMIT=<branch HEAD>
+# bash <this> on a checkout of branch wip/s58-grouping-from-last-eps (a batch after an automatic decision grouped
+# once, near the eps the batch before chose). The branch built in /tmp/build; main's tree (next_batch_grouping.patch
+# reversed in a copy) in /tmp/build-main; lm32k's and lm128k's models trained beside the builds; the new test and the
+# whole GPU suite on the branch; compute-sanitizer on its stage 10. About 500 s. next_ab.sh, right after on the same
+# warm machine, times the two trees.
+T0=$SECONDS
+R=$OUT/suite; mkdir -p $R
+source docs/profiles/device_steps/steps.sh
+{ echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short | head; nvidia-smi -L; } > $R/status.txt 2>&1
+train_lm_models
+tree_without /tmp/main-tree docs/profiles/session58_h200/next_batch_grouping.patch
+(build /tmp/build-main /tmp/main-tree bench/cce_bench > $R/build_main.log 2>&1) &
+BM=$!
+build /tmp/build . > $R/build.log 2>&1 || { grep -B2 -A8 -i error $R/build.log | head -40; cd $OUT && tar czf suite.tgz suite; exit 1; }
+wait $BM; echo "builds $((SECONDS-T0)) s"
+(cd /tmp/build && timeout 90 ctest -R "PlanPerBatch.NextBatch|PlanPerBatch.AutomaticEps" --output-on-failure) > $R/ctest_next_batch.log 2>&1
+echo "next-batch tests rc $?: $(grep -E 'tests passed' $R/ctest_next_batch.log)"
+(cd /tmp/build && timeout $((520 - (SECONDS-T0))) ctest -L "gpu|stage" -j4 --timeout 300) > $R/ctest_gpu.log 2>&1
+echo "suite rc $? ($((SECONDS-T0)) s): $(grep -E 'tests passed' $R/ctest_gpu.log)"; grep -E '\*\*\*Failed|Timeout|Not Run|Failed  ' $R/ctest_gpu.log | head -20
+stage10_sanitizers /tmp/build
+wait; cat $R/lm_data_*.rc; echo "total $((SECONDS-T0)) s"
+cd $OUT && tar czf suite.tgz suite
