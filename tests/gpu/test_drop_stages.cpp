@@ -629,10 +629,11 @@ TEST(PlanPerBatch, AutomaticEpsRegroupsNearTheEpsTheFirstGroupingChooses) {
 }
 
 // A batch after an automatic decision of the same model is grouped once, near
-// the eps the batch before chose: a stage object's second run on the same
-// inputs tests the needs kRegroupExponents below its first run's eps, and
-// chooses from the masses over those blocks. The inputs: the first seed whose
-// needs are clear of that test and whose order it changes.
+// the eps the batch before chose: a stage object's first run, with a budget no
+// candidate meets, chooses 2^-17; its second, with any mass (1: 2^-8), tests
+// the needs kRegroupExponents below 2^-17, not near 2^-8 as a first run with
+// that budget does, and chooses from the masses over those blocks. The inputs:
+// the first seed whose needs are clear of that test and whose order it changes.
 TEST(PlanPerBatch, NextBatchIsGroupedNearTheEpsTheBatchBeforeChose) {
   SKIP_WITHOUT_GPU();
   const Problem p = bf16_problem(300, 128, 16411);
@@ -640,20 +641,21 @@ TEST(PlanPerBatch, NextBatchIsGroupedNearTheEpsTheBatchBeforeChose) {
   for (uint64_t seed = 85; seed < 125; ++seed) {
     const HostInputs in = decision_inputs(p, seed);
     s10::PlanPerBatchStage stage;
-    const DropRun first = run_stage10_on(stage, p, in, upstream, {});
-    const DropRun second = run_stage10_on(stage, p, in, upstream, {});
-    ASSERT_GT(first.stats.choice.misplaced_mass, 0.0) << "the first run's eps is not the automatic one";
+    const DropRun first = run_stage10_on(stage, p, in, upstream, {"--misplaced-mass", "1e-12"});
+    const DropRun second = run_stage10_on(stage, p, in, upstream, {"--misplaced-mass", "1"});
+    const DropRun alone = run_stage10(p, in, upstream, {"--misplaced-mass", "1"});  // no batch before
+    ASSERT_EQ(first.stats.choice.eps, std::ldexp(1.0f, -s10::kAutoLastExponent));
     const BruteForce bf = brute_force(p, in, second);  // the needs do not depend on the blocks
     const float log_threshold = s10::near_eps_log_threshold(std::log(first.stats.choice.eps));
     const ExpectedOrders expected = expected_grouping(p, in, bf, log_threshold);
-    if (expected.grouped.empty() || expected.grouped == first.token_order) continue;  // the plan would not show
-    EXPECT_EQ(second.token_order, expected.grouped) << "seed " << seed << ", the first run's eps " << first.stats.choice.eps;
-    const double eps = second.stats.choice.eps;
-    EXPECT_NEAR(second.stats.choice.misplaced_mass, bf.misplaced_mass(eps), 0.05 * bf.misplaced_mass(eps));
-    expect_brute_force_kept_list(bf, second, eps);
+    if (expected.grouped.empty() || expected.grouped == alone.token_order) continue;  // the history would not show
+    EXPECT_EQ(second.token_order, expected.grouped) << "seed " << seed;
+    ASSERT_EQ(second.stats.choice.eps, 0.00390625f);
+    EXPECT_NEAR(second.stats.choice.misplaced_mass, bf.misplaced_mass(0x1p-8), 0.05 * bf.misplaced_mass(0x1p-8));
+    expect_brute_force_kept_list(bf, second, 0x1p-8);
     return;
   }
-  FAIL() << "no seed whose needs are clear of the test near the first run's eps and whose order it changes";
+  FAIL() << "no seed whose needs are clear of the test near 2^-17 and whose order it changes";
 }
 
 // At the automatic eps, with tiles and targets dropped, the tail sums in the
