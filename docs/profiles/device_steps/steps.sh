@@ -15,6 +15,9 @@
 #   plan_kernel_times REGEX TREE=BUILD...
 #                               ncu's duration of stage 10's kernels matching REGEX (clocks left alone, one kernel at
 #                               a time) at lm32k's and gemma2's shapes on generated data, per tree: ncu_<shape>_<tree>.txt
+#   mass_kernel_memory TREE=BUILD...
+#                               ncu's memory counters of stage 10's first misplaced_mass_kernel at gemma2's shape per
+#                               tree (global load sectors per request, L2 hit rate, DRAM bytes): ncu_mass_<tree>.txt
 
 train_lm_models() {
   local m
@@ -67,6 +70,19 @@ plan_kernel_times() {
         --plan sparse --backward --iters 0 > $R/ncu_${name}_$tree.txt 2>&1
       echo "$name $tree rc $?: $(awk '/^  [a-zA-Z_:<>]+.*\(.*\) \(/{k=$1; sub(/\(.*/,"",k); n=split(k,a,"::"); k=a[n]} /gpu__time_duration.sum/{printf "%s %s; ", k, $NF}' $R/ncu_${name}_$tree.txt)"
     done
+  done
+}
+
+mass_kernel_memory() {
+  local pair tree dir
+  for pair in "$@"; do
+    tree=${pair%%=*}; dir=${pair#*=}
+    [ $((SECONDS-T0)) -gt 570 ] && return
+    timeout 40 ncu --clock-control none -k regex:misplaced_mass_kernel -c 1 --metrics \
+      gpu__time_duration.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,lts__t_sector_hit_rate.pct,dram__bytes_read.sum \
+      $dir/stages/stage10_plan_per_batch --n 8192 --d 2304 --v 256000 --dtype bf16 --data realistic --seed 1234 \
+      --plan sparse --backward --iters 0 > $R/ncu_mass_$tree.txt 2>&1
+    echo "mass kernel $tree rc $?: $(grep -E 'gpu__time_duration|requests|sectors|hit_rate|dram__bytes' $R/ncu_mass_$tree.txt | awk '{printf "%s %s %s; ", $1, $2, $NF}')"
   done
 }
 
