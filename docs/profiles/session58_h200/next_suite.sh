@@ -21,7 +21,7 @@ build /tmp/build . > $R/build.log 2>&1 || { grep -B2 -A8 -i error $R/build.log |
 wait $BM; echo "builds $((SECONDS-T0)) s"
 (cd /tmp/build && timeout 90 ctest -R "PlanPerBatch.NextBatch|PlanPerBatch.AutomaticEps" --output-on-failure) > $R/ctest_next_batch.log 2>&1
 echo "next-batch tests rc $?: $(grep -E 'tests passed' $R/ctest_next_batch.log)"
-(cd /tmp/build && timeout $((520 - (SECONDS-T0))) ctest -L "gpu|stage" -j4 --timeout 300) > $R/ctest_gpu.log 2>&1
+(cd /tmp/build && timeout $((495 - (SECONDS-T0))) ctest -L "gpu|stage" -j4 --timeout 300) > $R/ctest_gpu.log 2>&1
 echo "suite rc $? ($((SECONDS-T0)) s): $(grep -E 'tests passed' $R/ctest_gpu.log)"; grep -E '\*\*\*Failed|Timeout|Not Run|Failed  ' $R/ctest_gpu.log | head -20
 stage10_sanitizers /tmp/build
 mass_kernel_memory count=/tmp/build-count main=/tmp/build-main
