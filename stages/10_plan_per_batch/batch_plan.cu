@@ -395,6 +395,19 @@ __host__ __device__ void misplaced_per_row(const unsigned long long* sums, unsig
   for (int k = kAutoCandidates - 1; k >= 0; --k)
     above += sums[k], misplaced[k] = static_cast<double>(above) / kMassUnit / rows;
 }
+// The candidate the device chooses from measure_misplaced_mass's buffer (the
+// masses, then the rows with a gradient).
+__device__ int chosen_candidate(const unsigned long long* measured, double budget) {
+  double misplaced[kAutoCandidates];
+  misplaced_per_row(measured, measured[kAutoCandidates], misplaced);
+  return first_within_budget(misplaced, budget);
+}
+// ln of each candidate eps, for the kernels that test against them.
+LogEps candidate_log_eps() {
+  LogEps log_eps{};
+  for (int k = 0; k < kAutoCandidates; ++k) log_eps.at[k] = std::log(candidate_eps(k));
+  return log_eps;
+}
 }  // namespace
 
 int choose_drop_candidate(const double (&misplaced)[kAutoCandidates], double budget) {
@@ -406,8 +419,7 @@ void measure_misplaced_mass(const Problem& p, const s09::DropPlan& plan, const B
                             const s09::BackwardBuffers& backward, const float* lse, const s08::TokenBlocks& blocks,
                             cudaStream_t stream) {
   static_assert(kAutoCandidates <= 64, "the kernel zeroes and adds its bins a thread each: blocks of tile_rows >= 64");
-  LogEps log_eps{};
-  for (int k = 0; k < kAutoCandidates; ++k) log_eps.at[k] = std::log(candidate_eps(k));
+  const LogEps log_eps = candidate_log_eps();
   unsigned long long* mass = buffers.misplaced_mass;
   CCE_CUDA_CHECK(cudaMemsetAsync(mass, 0, (kAutoCandidates + 1) * 8, stream));
   const s08::TileStatistics& forward = backward.forward.kept;
@@ -422,19 +434,15 @@ namespace {
 __global__ void regroup_threshold_kernel(const unsigned long long* __restrict__ mass, double budget, LogEps log_eps,
                                          float* __restrict__ threshold) {
   wait_for_kernel_ahead();
-  double misplaced[kAutoCandidates];
-  misplaced_per_row(mass, mass[kAutoCandidates], misplaced);
-  *threshold = near_eps_log_threshold(log_eps.at[first_within_budget(misplaced, budget)]);
+  *threshold = near_eps_log_threshold(log_eps.at[chosen_candidate(mass, budget)]);
 }
 }  // namespace
 
 void regroup_near_chosen_eps(const Problem& p, const s09::DropPlan& plan, const BatchPlanBuffers& buffers,
                              const s09::BackwardBuffers& backward, const float* lse, double budget,
                              s08::TokenBlocks& blocks, cudaStream_t stream) {
-  LogEps log_eps{};
-  for (int k = 0; k < kAutoCandidates; ++k) log_eps.at[k] = std::log(candidate_eps(k));
   launch_dependent(regroup_threshold_kernel, 1, 1, stream, static_cast<const unsigned long long*>(buffers.misplaced_mass),
-                   budget, log_eps, buffers.regroup_threshold);
+                   budget, candidate_log_eps(), buffers.regroup_threshold);
   blocks = group_tokens_at(p, plan, buffers, backward, lse, 0.0f, buffers.regroup_threshold, stream);
   measure_misplaced_mass(p, plan, buffers, backward, lse, blocks, stream);
 }
@@ -451,12 +459,7 @@ __global__ void keep_within_budget_kernel(const unsigned long long* __restrict__
                                           int* __restrict__ kept_per_tile, unsigned long long* __restrict__ on_host) {
   wait_for_kernel_ahead();
   __shared__ int chosen, count;
-  if (threadIdx.x == 0) {
-    double misplaced[kAutoCandidates];
-    misplaced_per_row(measured, measured[kAutoCandidates], misplaced);
-    chosen = first_within_budget(misplaced, budget);
-    count = 0;
-  }
+  if (threadIdx.x == 0) chosen = chosen_candidate(measured, budget), count = 0;
   if (blockIdx.x == 0 && threadIdx.x <= kAutoCandidates) on_host[threadIdx.x] = measured[threadIdx.x];
   __syncthreads();
   int kept = 0;
