@@ -15,6 +15,9 @@ tied classifier C [V, D] (both cast to bf16, what lm_data.py's bf16 autocast GEM
   stage07               the same with stage="07_filter_sort" (the seed paper's gradient filter); seed S1
   cce                   cut_cross_entropy.linear_cross_entropy(h, C, targets, impl="cce") where it imports
                         (seed S1); otherwise the run is skipped and the JSON says why
+  final_sort_every_batch  the final stage with flags="--sort-every 1" (the vocabulary order sorted every step,
+                        where the default keeps it for 16): beside final:K, what the kept order costs in pairs and
+                        time; not in the default runs
   torch_fp32_logits     F.cross_entropy(F.linear(h.float(), C.float()), targets) with TF32 matmuls: PyTorch's
                         loss on fp32 logits (bf16 values are exact in TF32, so the products are those of the bf16
                         inputs, summed in fp32), as the stages compute them; not in the default runs
@@ -125,6 +128,9 @@ RUN_KINDS = {
               "loss": "cce_stages.linear_cross_entropy(h, C, targets): the final stage"},
     "final_no_correction": {"needs": "cce_stages", "stage": None, "flags": "--no-correction",
                             "loss": "cce_stages.linear_cross_entropy(h, C, targets, flags='--no-correction')"},
+    "final_sort_every_batch": {"needs": "cce_stages", "stage": None, "flags": "--sort-every 1",
+                               "loss": "cce_stages.linear_cross_entropy(h, C, targets, flags='--sort-every 1'): "
+                                       "the vocabulary sorted every step, not every 16th"},
     "stage07": {"needs": "cce_stages", "stage": "07_filter_sort", "flags": "",
                 "loss": "cce_stages.linear_cross_entropy(h, C, targets, stage='07_filter_sort')"},
     "cce": {"needs": "cut_cross_entropy",
