@@ -9,6 +9,11 @@ R=$OUT/ab; mkdir -p $R
 source docs/profiles/device_steps/steps.sh
 { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; nvidia-smi -L; } > $R/status.txt 2>&1
 stage10_rounds 3 lm128k,lm32k,gpt2,llama3,gemma2 main=/tmp/build-main next=/tmp/build
+# The loss alone (stage 03's forward, no sort) against the floor's forward GEMM at lm32k, issue 25's last 3% target.
+timeout 60 /tmp/build/bench/cce_bench --shapes=lm32k --lm-data=/tmp/cce-lm-data \
+  --benchmark_filter='^(cublas_floor|stage10_plan_per_batch)/loss/' --benchmark_out=$R/bench_loss_lm32k.json \
+  --benchmark_out_format=json > $R/bench_loss_lm32k.txt 2>&1
+echo "loss alone rc $?: $(grep -E '_median' $R/bench_loss_lm32k.txt | grep -oE '^[a-z0-9_]+|manual_time_median +[0-9.]+' | paste -sd' ')"
 cd $OUT && tar czf ab.tgz ab && cd - > /dev/null
 timeout $((580 - (SECONDS-T0))) python3 scripts/mutants.py --gpu --build-dir /tmp/build-mut \
   --only g10_next_batch_sorts_the_vocabulary --only g08_sort_key_ascending > $R/mutants.txt 2>&1
