@@ -8,8 +8,9 @@ No GPU and no data: the figure is a schematic of one step (forward, then
 backward) of stages/11_sharded_vocabulary, with P = --gpus (2 or 4). GPU p
 holds the rows of C that shard_vocabulary (sharded_vocabulary.cu) gives it,
 and E and t whole. It mirrors, top to bottom:
-  - ShardedVocabulary::step (sharded_vocabulary.cu): sorted_forward_states
-    (stage 08) on the shard, then combine_row_states (combine.cu):
+  - ShardedVocabulary::step (sharded_vocabulary.cu): forward_states_keeping_order
+    (stage 10: stage 08's sorted forward, the shard's vocabulary order kept
+    from its batch before) on the shard, then combine_row_states (combine.cu):
     shard_max_kernel, the all-reduce max, rescale_kernel, the all-reduce sum,
     lse_and_loss_kernel and finish_loss;
   - ShardedVocabulary::backward_to_accumulator: begin_backward (stage 10),
@@ -64,7 +65,7 @@ COLLECTIVES = [
 # sums each chunk's target logits over the shards with it, then joins the chunk's LSE and dE with the ones above.
 NOT_DRAWN = [("sum_over_shards", "count", "ncclFloat32", "ncclSum")]
 # The calls each function makes, in the order it makes them: the collectives' order in a step.
-STEP_ORDER = ["sorted_forward_states", "combine_row_states", "backward_to_accumulator", "add_target_terms",
+STEP_ORDER = ["forward_states_keeping_order", "combine_row_states", "backward_to_accumulator", "add_target_terms",
               "reduce_de"]
 BACKWARD_ORDER = ["begin_backward", "measure_for_decision", "join_misplaced_mass", "finish_decision",
                   "join_kept_pairs", "choose_plan", "run_backward_plan"]
@@ -230,7 +231,7 @@ def sharded(e, c, targets, softcap, gpus):
     valid = targets != IGNORE_INDEX
     ranges = shard_vocabulary(c.shape[0], gpus)
     states = []
-    for begin, end in ranges:  # sorted_forward_states on each shard: (m_i^p, s_i^p) and z_i^p
+    for begin, end in ranges:  # the forward on each shard: (m_i^p, s_i^p) and z_i^p
         z, _ = logits(e, c[begin:end], softcap)
         local = shard_targets(targets, begin, end)
         m = z.max(axis=1)
@@ -371,7 +372,7 @@ def decided_step(gpus, sub, span, small):
     rows = [
         ("section", 0.42, "forward", None, None),
         ("local", 0.95, "1  forward on the shard",
-         "sorted_forward_states (stage 08): per row i,\n"
+         "forward_states_keeping_order (stage 10): per row i,\n"
          r"$m_i^p = \max_{j\in p} z_{ij}$,  $s_i^p = \sum_{j\in p} e^{z_{ij}-m_i^p}$;" "\n"
          r"$z_i^p$ = the target logit if $t_i$ is in shard p, else 0",
          lambda p: f"$m_i^{sub(p)},\\ s_i^{sub(p)},\\ z_i^{sub(p)}$\n"

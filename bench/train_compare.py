@@ -15,6 +15,9 @@ tied classifier C [V, D] (both cast to bf16, what lm_data.py's bf16 autocast GEM
   stage07               the same with stage="07_filter_sort" (the seed paper's gradient filter); seed S1
   cce                   cut_cross_entropy.linear_cross_entropy(h, C, targets, impl="cce") where it imports
                         (seed S1); otherwise the run is skipped and the JSON says why
+  final_sort_every_batch  the final stage with flags="--sort-every 1" (the vocabulary order sorted every step,
+                        where the default keeps it for 16): beside final:K, what the kept order costs in pairs and
+                        time; not in the default runs
   torch_fp32_logits     F.cross_entropy(F.linear(h.float(), C.float()), targets) with TF32 matmuls: PyTorch's
                         loss on fp32 logits (bf16 values are exact in TF32, so the products are those of the bf16
                         inputs, summed in fp32), as the stages compute them; not in the default runs
@@ -125,6 +128,9 @@ RUN_KINDS = {
               "loss": "cce_stages.linear_cross_entropy(h, C, targets): the final stage"},
     "final_no_correction": {"needs": "cce_stages", "stage": None, "flags": "--no-correction",
                             "loss": "cce_stages.linear_cross_entropy(h, C, targets, flags='--no-correction')"},
+    "final_sort_every_batch": {"needs": "cce_stages", "stage": None, "flags": "--sort-every 1",
+                               "loss": "cce_stages.linear_cross_entropy(h, C, targets, flags='--sort-every 1'): "
+                                       "the vocabulary sorted every step, not every 16th"},
     "stage07": {"needs": "cce_stages", "stage": "07_filter_sort", "flags": "",
                 "loss": "cce_stages.linear_cross_entropy(h, C, targets, stage='07_filter_sort')"},
     "cce": {"needs": "cut_cross_entropy",
@@ -149,7 +155,7 @@ SETTING_KEYS = ("dataset", "steps", "batch", "seq", "lr", "warmup", "layers", "w
 # For the time estimate only. lm_data.py's torch training at its default sizes on an H100 (docs/lm_data/*.json:
 # training.seconds / training.steps); other sizes are scaled by lm_data.train_flops.
 MEASURED_STEP_SECONDS = {"lm32k": 104.1 / 3000, "lm128k": 124.1 / 800}
-KIND_STEP_FACTOR = {"torch": 1.0, "final": 1.0, "final_no_correction": 1.0, "stage07": 1.6, "cce": 1.0,
+KIND_STEP_FACTOR = {"torch": 1.0, "final": 1.0, "final_sort_every_batch": 1.0, "final_no_correction": 1.0, "stage07": 1.6, "cce": 1.0,
                     "torch_fp32_logits": 1.3}
 KIND_FIRST_CALL_SECONDS = {"cce": 30.0}  # Triton compilation and autotuning of cut_cross_entropy
 KEPT_FRAC_AND_EPS = ("cce_stages.last_stats(stage, flags) after each step of the cce_stages runs: kept_frac is "

@@ -95,6 +95,12 @@ void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan
                            cudaStream_t stream);
 void sorted_forward_finish(const DeviceInputs& in, const SortedForwardBuffers& buffers, float* loss, float* lse,
                            const Scratch& scratch, cudaStream_t stream);
+// sorted_forward_states's two steps: the vocabulary sorted by key_j into
+// kept.vocabulary_order (the sort's temporaries in the work buffer), then the
+// forward over the vocabulary in the order kept.vocabulary_order holds.
+void sort_vocabulary(const DeviceInputs& in, const SortedForwardBuffers& buffers, cudaStream_t stream);
+void forward_in_order(const DeviceInputs& in, const SortedForwardPlan& plan, const SortedForwardBuffers& buffers,
+                      cudaStream_t stream);
 
 // ------------------------------------------------------------ the decision (decision.cu)
 // Token blocks are blocks of rows in an order: rows of block b are

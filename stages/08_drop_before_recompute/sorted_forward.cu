@@ -315,25 +315,34 @@ SortedForwardBuffers sorted_forward_buffers(const Scratch& scratch) {
   return b;
 }
 
-void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan, const SortedForwardBuffers& buffers,
-                           cudaStream_t stream) {
-  const Problem& p = in.problem;
-  const TileStatistics& kept = buffers.kept;
-  const int64_t tile_cols = tile_grid(p).tile_cols;
-  unsigned char* work = buffers.work;
-  int* order = kept.vocabulary_order;
-  auto dispatch = [&](auto kernel_of_type) { dispatch_dtype(p.dtype, kernel_of_type); };
+namespace {
+// The sort's temporaries at the start of the work buffer (sort_work_bytes):
+// keys, sorted keys, indices, ranks, then cub's scratch.
+struct SortTemporaries {
+  float* key;
+  float* sorted_key;
+  int* identity;
+  int* rank;
+  void* cub;
+};
+SortTemporaries sort_temporaries(unsigned char* work, int64_t v) {
+  SortTemporaries t;
+  t.key = reinterpret_cast<float*>(work);
+  t.sorted_key = t.key + v;
+  t.identity = reinterpret_cast<int*>(t.sorted_key + v);
+  t.rank = t.identity + v;
+  t.cub = t.rank + v;
+  return t;
+}
+}  // namespace
 
-  // 1. The sort key and the order.
+void sort_vocabulary(const DeviceInputs& in, const SortedForwardBuffers& buffers, cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const SortTemporaries sort = sort_temporaries(buffers.work, p.v);
   const int64_t sum_chunks = (p.n + kSumRows - 1) / kSumRows;
   float* partial_sums = buffers.e_column_sums;
   float* e_sum = partial_sums + sum_chunks * p.d;
-  float* key = reinterpret_cast<float*>(work);
-  float* sorted_key = key + p.v;
-  int* identity = reinterpret_cast<int*>(sorted_key + p.v);
-  int* rank = identity + p.v;
-  void* sort_temp = rank + p.v;
-  dispatch([&](auto element_type) {
+  dispatch_dtype(p.dtype, [&](auto element_type) {
     using T = decltype(element_type);
     const T* e = reinterpret_cast<const T*>(in.e.get());
     const T* c = reinterpret_cast<const T*>(in.c.get());
@@ -350,15 +359,30 @@ void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan
     const unsigned key_blocks = static_cast<unsigned>((p.v + 7) / 8);
     // ΣE's float4s follow C's 16-byte rows: d % 4 == 0.
     static_bool(rows_in_vectors_of(c, p.d * sizeof(T), 16), [&](auto wide) {
-      sort_key_kernel<T, decltype(wide)::value><<<key_blocks, kThreads, 0, stream>>>(c, e_sum, p.v, p.d, key, identity);
+      sort_key_kernel<T, decltype(wide)::value>
+          <<<key_blocks, kThreads, 0, stream>>>(c, e_sum, p.v, p.d, sort.key, sort.identity);
     });
     CCE_CHECK_LAUNCH();
   });
   // The order needs the keys' top 16 bits only (sign, exponent, 7 bits of
   // mantissa): 2 radix passes instead of 4; equal tops keep their index order.
   size_t temp = radix_sort_pairs_temp_bytes<float>(p.v, true);
-  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(sort_temp, temp, key, sorted_key, identity, order,
-                                                           static_cast<int>(p.v), 16, 32, stream));
+  CCE_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(sort.cub, temp, sort.key, sort.sorted_key, sort.identity,
+                                                           buffers.kept.vocabulary_order, static_cast<int>(p.v), 16,
+                                                           32, stream));
+}
+
+void forward_in_order(const DeviceInputs& in, const SortedForwardPlan& plan, const SortedForwardBuffers& buffers,
+                      cudaStream_t stream) {
+  const Problem& p = in.problem;
+  const TileStatistics& kept = buffers.kept;
+  const int64_t tile_cols = tile_grid(p).tile_cols;
+  unsigned char* work = buffers.work;
+  const int* order = kept.vocabulary_order;
+  auto dispatch = [&](auto kernel_of_type) { dispatch_dtype(p.dtype, kernel_of_type); };
+
+  // 1. Each target's sorted position (through the order's inverse, in the work buffer).
+  int* rank = sort_temporaries(work, p.v).rank;
   rank_kernel<<<blocks_for(p.v), kThreads, 0, stream>>>(order, p.v, rank);
   CCE_CHECK_LAUNCH();
   target_position_kernel<<<blocks_for(p.n), kThreads, 0, stream>>>(in.targets.get(), rank, p.n, p.v, p.ignore_index,
@@ -388,6 +412,12 @@ void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan
     launch_dependent(merge_chunk_kernel, blocks_for(p.n * kMergeLanes), kThreads, stream, buffers.range_states, p.n,
                      chunk.units.ranges, buffers.row_states);
   }
+}
+
+void sorted_forward_states(const DeviceInputs& in, const SortedForwardPlan& plan, const SortedForwardBuffers& buffers,
+                           cudaStream_t stream) {
+  sort_vocabulary(in, buffers, stream);
+  forward_in_order(in, plan, buffers, stream);
 }
 
 void sorted_forward_finish(const DeviceInputs& in, const SortedForwardBuffers& buffers, float* loss, float* lse,

@@ -32,6 +32,24 @@ std::string candidate_range() {
 
 }  // namespace
 
+bool sorts_vocabulary(const VocabularyOrderAge& age, const Problem& problem, const int* order, int64_t sort_every) {
+  return age.batches < 0 || !same_model(age.problem, problem) || age.order != order || age.batches + 1 >= sort_every;
+}
+
+int forward_states_keeping_order(const DeviceInputs& in, const s08::SortedForwardPlan& plan,
+                                 const s08::SortedForwardBuffers& buffers, int64_t sort_every,
+                                 VocabularyOrderAge& age, cudaStream_t stream) {
+  const int* order = buffers.kept.vocabulary_order;
+  if (sorts_vocabulary(age, in.problem, order, sort_every)) {
+    s08::sort_vocabulary(in, buffers, stream);
+    age = {in.problem, order, 0};
+  } else {
+    ++age.batches;  // the buffer's order is the batch before's
+  }
+  s08::forward_in_order(in, plan, buffers, stream);
+  return age.batches;
+}
+
 std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan) {
   return concat(s09::backward_scratch(p, plan), batch_plan_items(p));
 }
@@ -312,18 +330,18 @@ void PlanPerBatchStage::loss_and_gradient(const DeviceInputs& in, float* loss, f
   // Each plan's scratch is released when the other one takes over: the peak
   // is the larger plan's, not both.
   if (!dense_before_forward(flag, history_)) {
-    if (scratch_.has(kDenseChunkItem)) scratch_.release();
+    if (scratch_.has(kDenseChunkItem)) release_scratch();
     expect_backward(true);
     forward_into_dc(in, dc, loss, lse, stream);
     backward(in, lse, upstream, de, dc, stream);  // records its decision
     return;
   }
-  if (!scratch_.has(kDenseChunkItem)) scratch_.release();  // the sparse plan's and the slabs', from a decision
+  if (!scratch_.has(kDenseChunkItem)) release_scratch();  // the sparse plan's and the slabs', from a decision
   const DenseChunks chunks = plan_dense_chunks(p, chunk_rows_flag_);
   scratch_.allocate(dense_chunk_items(p, chunks, dc != nullptr));
   const DenseTargetRows target_rows = dense_loss_and_gradient(in, chunks, scratch_, loss, lse, upstream, de, dc,
                                                                   dense_read_backs_, stream);
-  sorted_c_in_dc_ = false;  // no sorted forward ran
+  sorted_c_in_dc_ = false, order_batches_ = -1;  // no sorted forward ran
   ++history_.dense_since;
   last_problem_ = p;
   stats_ready_ = false;
@@ -347,7 +365,25 @@ DenseBeforeForwardReport report_dense_before_forward(int64_t pairs, const DenseC
 
 void PlanPerBatchStage::forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) {
   sorted_c_in_dc_ = false;
-  DeterministicProductsStage::forward(in, loss, lse, stream);
+  if (!backward_follows_) {  // a loss alone: stage 09's (no sort, no statistics)
+    order_batches_ = -1;
+    DeterministicProductsStage::forward(in, loss, lse, stream);
+    return;
+  }
+  const Problem& p = in.problem;
+  last_problem_ = p;
+  stats_ready_ = false;
+  const s08::SortedForwardPlan plan = forward_plan(plan_for(p));
+  scratch_.allocate(s08::sorted_forward_items(p, plan));
+  sorted_forward(in, plan, s08::sorted_forward_buffers(scratch_), loss, lse, stream);
+  stats_ready_ = true;
+}
+
+void PlanPerBatchStage::sorted_forward(const DeviceInputs& in, const s08::SortedForwardPlan& plan,
+                                       const s08::SortedForwardBuffers& buffers, float* loss, float* lse,
+                                       cudaStream_t stream) {
+  order_batches_ = forward_states_keeping_order(in, plan, buffers, sort_every_flag_, order_age_, stream);
+  s08::sorted_forward_finish(in, buffers, loss, lse, scratch_, stream);
 }
 
 void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float* loss, float* lse,
@@ -369,7 +405,7 @@ void PlanPerBatchStage::forward_into_dc(const DeviceInputs& in, void* dc, float*
   s08::SortedForwardBuffers buffers = s08::sorted_forward_buffers(scratch_);
   buffers.range_states = reinterpret_cast<float2*>(buffers.work);
   buffers.work = static_cast<unsigned char*>(dc);  // the sort's temporaries, then sorted C
-  s08::sorted_forward(in, whole, buffers, loss, lse, scratch_, stream);
+  sorted_forward(in, whole, buffers, loss, lse, stream);
   last_problem_ = p;
   stats_ready_ = true;
   sorted_c_in_dc_ = true;
@@ -415,6 +451,9 @@ void PlanPerBatchStage::add_options(OptionParser& parser) {
                  "row if its logits (q in bf16 for bf16 inputs, with the rows of E times alpha; else fp32) fit " +
                      std::to_string(kDefaultDenseScratchBytes >> 20) +
                      " MiB, else as many as fit there beside dC's fp32 accumulator");
+  parser.add_int("sort-every", &sort_every_flag_,
+                 "sort the vocabulary by C_j·ΣE_i every this many batches of one model, keeping the batch before's "
+                 "order in between (1: every batch, as stage 09)");
   parser.add_double("dense-head", &head_share_flag_,
                     "the sparse plan's dense head: the leading sorted tiles each kept by at least this share of the "
                     "token blocks (at least " + std::to_string(kLeastHeadTiles) + " of them) taken whole by cuBLAS "
@@ -429,6 +468,7 @@ void PlanPerBatchStage::validate_options() const {
   parse_backward_plan(plan_flag_);
   if (slab_columns_flag_ < 0) throw InputError("--dense-slab-columns must be >= 0");
   if (chunk_rows_flag_ < 0) throw InputError("--dense-chunk-rows must be >= 0");
+  if (sort_every_flag_ < 1 || sort_every_flag_ > 1000000) throw InputError("--sort-every must be in [1, 1000000]");
   if (!(head_share_flag_ >= 0.0 && head_share_flag_ <= 1.0)) throw InputError("--dense-head must be in [0, 1]");
   if (mass_flag_ > 0.0 && (eps_flag_ > 0.0 || keep_all_))
     throw InputError(std::string("--misplaced-mass sets the automatic eps: it contradicts ") +
@@ -529,6 +569,11 @@ std::vector<std::string> PlanPerBatchStage::report_lines() const {
     lines[0] = s09::describe_drop_plan(plan, last_problem_.v) + "; sorted C in dC's output";
   else
     lines[0] = s09::describe_drop_plan(plan, plan.chunk_rows);
+  if (order_batches_ == 0)
+    lines[0] += "; the vocabulary sorted this batch";
+  else if (order_batches_ > 0)
+    lines[0] += "; the vocabulary order sorted " + std::to_string(order_batches_) + " batch(es) before (every " +
+                std::to_string(sort_every_flag_) + ")";
   const float eps = stats_.tiles > 0 ? stats_.eps : drop_eps(last_problem_.dtype);
   std::string rule = describe_eps(eps);
   if (automatic_eps(last_problem_.dtype)) rule += describe_automatic_eps(choice_, misplaced_mass_budget());

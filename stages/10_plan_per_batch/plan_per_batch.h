@@ -21,6 +21,9 @@
 //   4. and when the previous batch was dense, the next one is planned dense
 //      before its forward: loss and gradient together, three GEMMs per chunk
 //      of rows and no forward of its own (loss_and_gradient).
+// Before all of these, the forward keeps the vocabulary order (stage 08's
+// sort by C_j·ΣE_i) of the model's batch before, sorting again every
+// kSortEveryBatches-th batch: one pass over C fewer.
 // README.md derives the choices and gives the measurements.
 #pragma once
 
@@ -341,6 +344,28 @@ struct PlanHistory {
     return {kept_fraction, 0, automatic_eps};
   }
 };
+// The vocabulary order's age: C_j·ΣE_i, stage 08's key, moves little from one
+// batch of a model to the next, and the order only groups the entries that
+// the same rows need (any order gives the same loss and gradient), so a
+// forward keeps the order its scratch holds from the batch before, and sorts
+// again every kSortEveryBatches-th batch (--sort-every) or for another problem.
+constexpr int kSortEveryBatches = 16;
+struct VocabularyOrderAge {
+  Problem problem;               // of the batch that sorted
+  const int* order = nullptr;    // where it left the order (the scratch's vocabulary order [V])
+  int batches = -1;              // batches since it sorted (−1: no order kept)
+};
+// Whether a forward of `problem` with its order buffer at `order` sorts:
+// no order kept, another problem's, another buffer, or sort_every batches on it.
+bool sorts_vocabulary(const VocabularyOrderAge& age, const Problem& problem, const int* order, int64_t sort_every);
+// Stage 08's sorted_forward_states with that rule: the vocabulary sorted
+// (s08::sort_vocabulary) or the order the buffers hold kept, then
+// s08::forward_in_order; `age` follows. Returns the order's age in batches
+// (0: sorted now). Stage 11 runs it on each shard.
+int forward_states_keeping_order(const DeviceInputs& in, const s08::SortedForwardPlan& plan,
+                                 const s08::SortedForwardBuffers& buffers, int64_t sort_every,
+                                 VocabularyOrderAge& age, cudaStream_t stream);
+
 // Every kDecideEveryBatches-th batch in a row of dense ones decides again,
 // on a sample of its rows (decide_on_sample), so that a batch that turned
 // peaked goes back to the sparse plan.
@@ -455,6 +480,7 @@ struct DropSettings {
   int64_t dense_slab_columns = 0;  // the dense plan's slab width (0: plan_dense_slabs's default)
   double dense_head_share = 0.0;   // > 0: the sparse plan's dense head at this share (automatic eps only)
   int64_t dense_chunk_rows = 0;    // the dense plan before the forward: rows per chunk (0: plan_dense_chunks's default)
+  int64_t sort_every = kSortEveryBatches;  // the forward sorts the vocabulary every this many batches (sorts_vocabulary)
   // With misplaced_mass > 0: the batch before's automatic eps (0: none); the
   // rows are then grouped once, near it (grouping_log_threshold). Not a flag.
   float last_automatic_eps = 0.0f;
@@ -592,8 +618,9 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
     return "stage 09 planned per batch: eps from the misplaced mass, token blocks of grouped rows";
   }
   std::vector<MemoryItem> workspace(const Problem& problem, bool backward) const override;
-  void release_workspace() override { scratch_.release(), sample_scratch_.release(); }
-  // Stage 09's forward, sorted C in the work buffer (forward_into_dc puts it in dC's output).
+  void release_workspace() override { release_scratch(), sample_scratch_.release(); }
+  // Stage 09's forward, sorted C in the work buffer (forward_into_dc puts it in dC's output),
+  // the vocabulary sorted when sorts_vocabulary says so.
   void forward(const DeviceInputs& in, float* loss, float* lse, cudaStream_t stream) override;
   void backward(const DeviceInputs& in, const float* lse, const float* upstream, void* de, void* dc,
                 cudaStream_t stream) override;
@@ -611,7 +638,8 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   // The flags as the backward's settings.
   DropSettings settings(Dtype dtype) const {
     return {drop_eps(dtype), automatic_eps(dtype) ? misplaced_mass_budget() : 0.0, !no_correction_, !no_dc_correction_,
-            !no_grouping_, parse_backward_plan(plan_flag_), slab_columns_flag_, head_share_flag_, chunk_rows_flag_};
+            !no_grouping_, parse_backward_plan(plan_flag_), slab_columns_flag_, head_share_flag_, chunk_rows_flag_,
+            sort_every_flag_};
   }
   PlanChoice plan_choice() const { return ran_; }  // of the last backward
   const std::string& plan_flag() const { return plan_flag_; }
@@ -628,17 +656,25 @@ class PlanPerBatchStage : public s09::DeterministicProductsStage {
   // nothing writes before the backward): one forward kernel instead of one per
   // chunk of the work buffer. As forward() where dc cannot take it.
   void forward_into_dc(const DeviceInputs& in, void* dc, float* loss, float* lse, cudaStream_t stream);
+  // The scratch released, and with it the vocabulary order it kept.
+  void release_scratch() { scratch_.release(), order_age_ = {}; }
+  // Stage 08's sorted forward into these buffers, the vocabulary's order kept or sorted (forward_states_keeping_order).
+  void sorted_forward(const DeviceInputs& in, const s08::SortedForwardPlan& plan,
+                      const s08::SortedForwardBuffers& buffers, float* loss, float* lse, cudaStream_t stream);
 
   double mass_flag_ = 0.0;  // --misplaced-mass; 0 = kDefaultMisplacedMass
   bool no_grouping_ = false;
   std::string plan_flag_ = "auto";  // --plan
   int64_t slab_columns_flag_ = 0;    // --dense-slab-columns
   int64_t chunk_rows_flag_ = 0;      // --dense-chunk-rows
+  int64_t sort_every_flag_ = kSortEveryBatches;  // --sort-every
   double head_share_flag_ = 0.0;     // --dense-head
   EpsChoice choice_;
   PlanChoice ran_;
   float grouped_near_eps_ = 0.0f;  // the last backward's: the batch before's eps its rows were grouped near (0: none)
   bool sorted_c_in_dc_ = false;  // the last forward's sorted C was in dC's output
+  VocabularyOrderAge order_age_;  // of the order in the scratch
+  int order_batches_ = -1;        // the last forward's: batches since its order was sorted (−1: no sorted forward)
   PlanHistory history_;
   Problem history_problem_;  // the problem history_ is of (another one starts a new history)
   Scratch sample_scratch_;   // the sample's decision's (sample_items)

@@ -71,6 +71,7 @@ struct ShardedVocabulary::Rank {
   DeviceBuffer<float> loss, lse, upstream;
   DeviceBuffer<uint8_t> de, dc;  // dE [N,D], the shard's dC [V_p,D]
   Scratch scratch;
+  s10::VocabularyOrderAge order_age;  // of the vocabulary order that scratch holds (released with it)
   Scratch sample_scratch;  // the sample decision's (sample_items), kept once made, as stage 10 keeps its own
   s10::SideStream side;
   s10::HostTables host;
@@ -245,7 +246,7 @@ void ShardedVocabulary::step(bool backward) {
     }
     r.nccl_timed = 0;
     // Each plan's scratch is released when the other one takes over: the peak is the larger plan's.
-    if (r.scratch.has(s10::kDenseChunkItem) != dense_first) r.scratch.release();
+    if (r.scratch.has(s10::kDenseChunkItem) != dense_first) r.scratch.release(), r.order_age = {};
     if (dense_first) {
       r.scratch.allocate(dense_step_items(r.local));
       r.reserve_nccl_events(kDenseChunkCollectives * static_cast<size_t>(dense_chunks(r.local).count));
@@ -262,7 +263,8 @@ void ShardedVocabulary::step(bool backward) {
       CCE_CUDA_CHECK(cudaStreamSynchronize(r.stream));
       return;
     }
-    s08::sorted_forward_states(r.in, s10::forward_plan(r.plan), s08::sorted_forward_buffers(r.scratch), r.stream);
+    s10::forward_states_keeping_order(r.in, s10::forward_plan(r.plan), s08::sorted_forward_buffers(r.scratch),
+                                      options_.drop.sort_every, r.order_age, r.stream);
     r.in_nccl([&] {
       combine_row_states(problem_, r.targets.get(), r.scratch, r.comm, r.loss.get(), r.lse.get(), r.stream);
     });
@@ -496,7 +498,7 @@ std::vector<size_t> ShardedVocabulary::input_bytes() const {
 
 void ShardedVocabulary::reset_peak_memory() {
   on_every_gpu([](Rank& r) {
-    r.scratch.release();
+    r.scratch.release(), r.order_age = {};
     r.sample_scratch.release();
   });
   AllocationTracker::reset_peak();

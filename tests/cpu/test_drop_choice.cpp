@@ -270,6 +270,25 @@ TEST(DropChoice, DenseBeforeTheForwardFollowsTheLastDecision) {
   EXPECT_EQ(dense, kDecideEveryBatches - 1);
 }
 
+// The vocabulary order: sorted for a forward with none kept, for another
+// problem or another buffer, and every sort_every-th batch; kept in between.
+TEST(DropChoice, TheVocabularyOrderIsKeptUntilItsTurnToSort) {
+  Problem p;
+  p.n = 8192, p.d = 2304, p.v = 256000, p.dtype = Dtype::kBFloat16;
+  const int order[2] = {0, 1};  // two buffers: only their addresses count
+  EXPECT_TRUE(sorts_vocabulary(VocabularyOrderAge{}, p, order, kSortEveryBatches)) << "no order kept";
+  VocabularyOrderAge age{p, order, 0};
+  Problem other = p;
+  other.n = 4096;
+  EXPECT_TRUE(sorts_vocabulary(age, other, order, kSortEveryBatches)) << "another problem's order";
+  EXPECT_TRUE(sorts_vocabulary(age, p, order + 1, kSortEveryBatches)) << "the order in another buffer";
+  EXPECT_TRUE(sorts_vocabulary(age, p, order, 1)) << "--sort-every 1: every batch";
+  // Batch 1 sorts; batches 2 .. kSortEveryBatches keep its order; the next one sorts.
+  int kept = 0;
+  while (!sorts_vocabulary(age, p, order, kSortEveryBatches)) ++kept, ++age.batches;
+  EXPECT_EQ(kept, kSortEveryBatches - 1);
+}
+
 // That batch decides again on a sample of its rows first (auto only); the
 // first batch, with no decision yet, decides on the whole batch.
 TEST(DropChoice, ARunOfDenseBatchesDecidesAgainOnASample) {

@@ -658,6 +658,40 @@ TEST(PlanPerBatch, NextBatchIsGroupedNearTheEpsTheBatchBeforeChose) {
   FAIL() << "no seed whose needs are clear of the test near 2^-17 and whose order it changes";
 }
 
+// The vocabulary order of the batch before: a stage object's next batch (other
+// rows, the same C) keeps the first batch's order, not the one its own rows
+// sort to, and its kept list and outputs are still the brute force's and
+// within the reference check; the kSortEveryBatches-th batch after the first
+// sorts again, and --sort-every 1 sorts every batch, as a fresh object does.
+TEST(PlanPerBatch, NextBatchKeepsTheVocabularyOrder) {
+  SKIP_WITHOUT_GPU();
+  const Problem p = bf16_problem(300, 128, 16411);
+  const std::vector<float> upstream = default_upstream(p, 3);
+  const HostInputs first_in = decision_inputs(p, 90);
+  HostInputs next_in = decision_inputs(p, 91);
+  next_in.c = first_in.c;
+  const std::vector<const char*> flags = {"--drop-eps", "0.00390625"};
+  const DropRun alone = run_stage10(p, next_in, upstream, flags);  // no batch before: its own order
+  s10::PlanPerBatchStage stage;
+  const DropRun first = run_stage10_on(stage, p, first_in, upstream, flags);
+  ASSERT_NE(alone.order, first.order) << "the two batches sort alike: the test compares nothing";
+  const DropRun next = run_stage10_on(stage, p, next_in, upstream, flags);
+  EXPECT_EQ(next.order, first.order);
+  EXPECT_NE(next.report[0].find("the vocabulary order sorted 1 batch(es) before"), std::string::npos) << next.report[0];
+  expect_brute_force_kept_list(brute_force(p, next_in, next), next, 0x1p-8);
+  expect_reference_check(p, next_in, next, upstream, "the batch before's order");
+  for (int batch = 3; batch <= s10::kSortEveryBatches; ++batch)
+    ASSERT_EQ(run_stage10_on(stage, p, next_in, upstream, flags).order, first.order) << "batch " << batch;
+  const DropRun again = run_stage10_on(stage, p, next_in, upstream, flags);
+  EXPECT_EQ(again.order, alone.order) << "batch " << s10::kSortEveryBatches + 1 << " kept the old order";
+  EXPECT_NE(again.report[0].find("the vocabulary sorted this batch"), std::string::npos) << again.report[0];
+
+  const std::vector<const char*> every = {"--drop-eps", "0.00390625", "--sort-every", "1"};
+  s10::PlanPerBatchStage sorting;
+  run_stage10_on(sorting, p, first_in, upstream, every);
+  EXPECT_EQ(run_stage10_on(sorting, p, next_in, upstream, every).order, alone.order);
+}
+
 // At the automatic eps, with tiles and targets dropped, the tail sums in the
 // statistics rows, several backward chunks (1 MiB of slots) and several
 // forward chunks (4096 rows of C each): bitwise equal over two runs, and
