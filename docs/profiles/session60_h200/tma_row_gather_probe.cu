@@ -1,6 +1,6 @@
-// Session 60's probe (calls 7 and 8; the WORKLOG of stage 10, session 60, has the answer): can the forward read C's rows through the vocabulary order
-// itself, instead of gather_rows_kernel writing a sorted copy of C first (stage 08's forward_in_order: C read and
-// written once, about 0.5 ms of llama3's and gemma2's calls on an H200)?
+// Session 60's probe (calls 7 and 8; stage 10's WORKLOG, session 60, has the answer): can the forward read C's rows
+// through the vocabulary order itself, instead of gather_rows_kernel writing a sorted copy of C first (stage 08's
+// forward_in_order: C read and written once, about 0.5 ms of llama3's and gemma2's calls on an H200)?
 //
 // Two questions, one run of a few seconds:
 //  1. Layout. The tile engine's pipeline takes C's 256-row slice as one 128-byte-swizzled TMA box. A gathered slice
@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
     };
     const float copy_ms = timed([&] {
       sorted_copy_kernel<<<static_cast<unsigned>(v), 128>>>(reinterpret_cast<const uint4*>(c), order,
-                                                            static_cast<int>(v), pieces, reinterpret_cast<uint4*>(sorted));
+                                                            static_cast<int>(v), pieces,
+                                                            reinterpret_cast<uint4*>(sorted));
     });
     CCE_CUDA_CHECK(cudaGetLastError());
 
