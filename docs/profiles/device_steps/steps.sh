@@ -7,6 +7,10 @@
 #   tree_without DIR PATCH...   DIR: a copy of the working tree with each PATCH reversed in turn (main's tree, or
 #                               an earlier commit's, beside a branch)
 #   build DIR SRC TARGETS...    cmake + ninja of TARGETS (all when none) from SRC into DIR, Release, sm_90
+#   branch_and_main_builds PATCH TARGETS...
+#                               the working tree (a branch) built whole in /tmp/build and, beside it, main's tree
+#                               (tree_without /tmp/main-tree PATCH) in /tmp/build-main (TARGETS only); logs
+#                               build.log, build_main.log; returns 1, the errors printed, when the branch does not build
 #   stage10_rounds ROUNDS SHAPES TREE=BUILD...
 #                               cce_bench's stage 10 (loss + grad) of each tree in turns, ROUNDS rounds, the floor
 #                               in round 1; files bench_<tree>_<round>.{json,txt} in $R; one summary line per case
@@ -38,6 +42,16 @@ tree_without() {
 build() {
   local dir=$1 src=$2; shift 2
   cmake -S $src -B $dir -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C $dir "$@"
+}
+
+branch_and_main_builds() {
+  local patch=$1 main_build; shift
+  tree_without /tmp/main-tree $patch
+  (build /tmp/build-main /tmp/main-tree "$@" > $R/build_main.log 2>&1) &
+  main_build=$!
+  build /tmp/build . > $R/build.log 2>&1 || { grep -B2 -A8 -i error $R/build.log | head -40; wait $main_build; return 1; }
+  wait $main_build
+  echo "builds $((SECONDS-T0)) s"
 }
 
 stage10_rounds() {

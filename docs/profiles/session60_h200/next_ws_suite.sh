@@ -12,12 +12,8 @@ R=$OUT/suite; mkdir -p $R
 source docs/profiles/device_steps/steps.sh
 { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short | head; nvidia-smi -L; } > $R/status.txt 2>&1
 train_lm_models
-P=docs/profiles/session60_h200
-tree_without /tmp/main-tree $P/warp_specialized_products.patch
-(build /tmp/build-main /tmp/main-tree bench/cce_bench stage10_plan_per_batch > $R/build_main.log 2>&1) &
-BM=$!
-build /tmp/build . > $R/build.log 2>&1 || { grep -B2 -A8 -i error $R/build.log | head -40; cd $OUT && tar czf suite.tgz suite; exit 1; }
-wait $BM; echo "builds $((SECONDS-T0)) s"
+branch_and_main_builds docs/profiles/session60_h200/warp_specialized_products.patch bench/cce_bench \
+  stage10_plan_per_batch || { cd $OUT && tar czf suite.tgz suite; exit 1; }
 (cd /tmp/build && timeout 150 ctest -R "stage09|stage10|DeterministicProducts|PlanPerBatch|DropBeforeRecompute" -j4 \
   --timeout 120 --output-on-failure) > $R/ctest_owners.log 2>&1
 echo "owners' tests rc $?: $(grep -E 'tests passed' $R/ctest_owners.log)"; grep -E '\*\*\*Failed|Timeout' $R/ctest_owners.log | head
