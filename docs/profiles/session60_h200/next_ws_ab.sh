@@ -14,20 +14,7 @@ for pair in main=/tmp/build-main ws=/tmp/build; do
     $dir/stages/stage10_plan_per_batch --n 8192 --d 4096 --v 128256 --dtype bf16 --data random --seed 1234 \
     --backward --plan sparse --iters 0 > $R/ncu_llama3_flat_$tree.txt 2>&1
   echo "llama3_flat ncu $tree rc $? ($((SECONDS-T0)) s)"
-  python3 - $R/ncu_llama3_flat_$tree.txt <<'PY'
-import re, sys, collections
-total = collections.OrderedDict(); name = None
-for line in open(sys.argv[1], errors="replace"):
-    m = re.search(r"(recompute_kept_kernel|dc_products_bf16|de_products_bf16)", line)
-    if m and "gpu__time_duration" not in line and not line.startswith("==PROF=="):
-        name = m.group(1); continue
-    m = re.search(r"gpu__time_duration.sum\s+(\S+)\s+([\d.,]+)", line)
-    if m and name:
-        us = float(m.group(2).replace(",", "")) * {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(m.group(1), 1.0)
-        entry = total.setdefault(name, [0, 0.0]); entry[0] += 1; entry[1] += us; name = None
-flop = 2 * 128 * 128 * 4096 * 64120  # llama3_flat: 64120 of 64128 pairs kept (session 31)
-for k, (n, us) in total.items(): print("  %-22s %4d launches %10.1f us %6.0f TFLOP/s" % (k, n, us, flop / us / 1e6))
-PY
+  python3 docs/profiles/session61_h200/kept_tflops.py $R/ncu_llama3_flat_$tree.txt
 done
 stage10_rounds 3 lm128k,lm32k,gpt2,llama3,gemma2 main=/tmp/build-main ws=/tmp/build
 cd $OUT && tar czf ab.tgz ab
