@@ -2,6 +2,7 @@
 # Steps that session scripts on the device machine repeat (source it from the repository root; $R is the script's
 # log folder, T0 its start in $SECONDS). Scripts of sessions up to 57 spell these out; later ones call them.
 #
+#   call_start NAME             $R = $OUT/NAME made, and status.txt in it (CCE_COMMIT, the tree's git state, the GPUs)
 #   train_lm_models             lm32k's and lm128k's models trained into /tmp/cce-lm-data in the background
 #                               (bench/lm_data.py, about 270 s side by side); `wait` for them
 #   tree_without DIR PATCH...   DIR: a copy of the working tree with each PATCH reversed in turn (main's tree, or
@@ -22,6 +23,15 @@
 #   mass_kernel_memory TREE=BUILD...
 #                               ncu's memory counters of stage 10's first misplaced_mass_kernel at gemma2's shape per
 #                               tree (global load sectors per request, L2 hit rate, DRAM bytes): ncu_mass_<tree>.txt
+#   dense_kept_kernels TREE=BUILD...
+#                               ncu's duration of stage 10's three kept-tile kernels per tree at llama3's shape with
+#                               every pair kept (random data, the sparse plan), summed over the call's chunks, and
+#                               their TFLOP/s (session61_h200/kept_tflops.py): ncu_llama3_flat_<tree>.txt
+
+call_start() {
+  R=$OUT/$1; mkdir -p $R
+  { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short | head; nvidia-smi -L; } > $R/status.txt 2>&1
+}
 
 train_lm_models() {
   local m
@@ -106,5 +116,17 @@ stage10_sanitizers() {
     timeout 30 compute-sanitizer --tool $tool --error-exitcode 1 $1/stages/stage10_plan_per_batch --n 300 --d 200 \
       --v 20001 --dtype bf16 --data realistic --plan sparse --check --backward --iters 0 > $R/sanitizer_$tool.txt 2>&1
     echo "$tool rc $? at $((SECONDS-T0)) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer_$tool.txt)"
+  done
+}
+
+dense_kept_kernels() {
+  local pair tree dir
+  for pair in "$@"; do
+    tree=${pair%%=*}; dir=${pair#*=}
+    timeout 80 ncu --clock-control none --metrics gpu__time_duration.sum \
+      -k regex:"recompute_kept|dc_products|de_products" $dir/stages/stage10_plan_per_batch --n 8192 --d 4096 --v 128256 --dtype bf16 --data random --seed 1234 \
+      --backward --plan sparse --iters 0 > $R/ncu_llama3_flat_$tree.txt 2>&1
+    echo "llama3_flat ncu $tree rc $? ($((SECONDS-T0)) s)"
+    python3 docs/profiles/session61_h200/kept_tflops.py $R/ncu_llama3_flat_$tree.txt
   done
 }

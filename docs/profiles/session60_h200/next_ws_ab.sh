@@ -8,13 +8,6 @@ T0=$SECONDS
 R=$OUT/ab; mkdir -p $R
 source docs/profiles/device_steps/steps.sh
 { echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; nvidia-smi -L; } > $R/status.txt 2>&1
-for pair in main=/tmp/build-main ws=/tmp/build; do
-  tree=${pair%%=*}; dir=${pair#*=}
-  timeout 80 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:"recompute_kept|dc_products|de_products" \
-    $dir/stages/stage10_plan_per_batch --n 8192 --d 4096 --v 128256 --dtype bf16 --data random --seed 1234 \
-    --backward --plan sparse --iters 0 > $R/ncu_llama3_flat_$tree.txt 2>&1
-  echo "llama3_flat ncu $tree rc $? ($((SECONDS-T0)) s)"
-  python3 docs/profiles/session61_h200/kept_tflops.py $R/ncu_llama3_flat_$tree.txt
-done
+dense_kept_kernels main=/tmp/build-main ws=/tmp/build
 stage10_rounds 3 lm128k,lm32k,gpt2,llama3,gemma2 main=/tmp/build-main ws=/tmp/build
 cd $OUT && tar czf ab.tgz ab

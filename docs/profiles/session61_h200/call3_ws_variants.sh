@@ -5,9 +5,8 @@
 # ncu --set full of one dC launch in main's tree and in the kLag = 4 tree (stalls, tensor pipe), then cce_bench's
 # stage 10 (loss + grad) of the three in turns at gpt2, llama3, gemma2 (generated data: no training).
 T0=$SECONDS
-R=$OUT/variants; mkdir -p $R
 source docs/profiles/device_steps/steps.sh
-{ echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short | head; nvidia-smi -L; } > $R/status.txt 2>&1
+call_start variants
 targets="bench/cce_bench stage10_plan_per_batch"
 tree_without /tmp/main-tree docs/profiles/session61_h200/ws_vs_main.patch
 tree_without /tmp/lag4-tree
@@ -17,14 +16,7 @@ grep -c "kLag = 4" /tmp/lag4-tree/stages/09_deterministic_products/kept_products
 (build /tmp/build-lag4 /tmp/lag4-tree $targets > $R/build_lag4.log 2>&1; echo "lag4 build rc $?") &
 build /tmp/build . $targets > $R/build.log 2>&1; echo "lag2 build rc $?"
 wait; echo "builds $((SECONDS-T0)) s"
-for pair in main=/tmp/build-main lag2=/tmp/build lag4=/tmp/build-lag4; do
-  tree=${pair%%=*}; dir=${pair#*=}
-  timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:"recompute_kept|dc_products|de_products" \
-    $dir/stages/stage10_plan_per_batch --n 8192 --d 4096 --v 128256 --dtype bf16 --data random --seed 1234 \
-    --backward --plan sparse --iters 0 > $R/ncu_llama3_flat_$tree.txt 2>&1
-  echo "llama3_flat ncu $tree rc $? ($((SECONDS-T0)) s)"
-  python3 docs/profiles/session61_h200/kept_tflops.py $R/ncu_llama3_flat_$tree.txt
-done
+dense_kept_kernels main=/tmp/build-main lag2=/tmp/build lag4=/tmp/build-lag4
 for pair in main=/tmp/build-main lag4=/tmp/build-lag4; do
   tree=${pair%%=*}; dir=${pair#*=}
   for kernel in dc_products de_products; do

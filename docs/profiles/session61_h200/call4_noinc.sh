@@ -5,9 +5,8 @@
 # sparse plan: gathered rows) and racecheck / synccheck on it, the kept-tile kernels' time on llama3's shape with every
 # pair kept (ncu), and the warp states of one dC launch of each tree (stall reasons in text).
 T0=$SECONDS
-R=$OUT/noinc; mkdir -p $R
 source docs/profiles/device_steps/steps.sh
-{ echo "CCE_COMMIT=$CCE_COMMIT"; git log --oneline -1; git status --short | head; nvidia-smi -L; } > $R/status.txt 2>&1
+call_start noinc
 targets="stage10_plan_per_batch"
 tree_without /tmp/main-tree docs/profiles/session61_h200/ws_vs_main.patch
 (build /tmp/build-main /tmp/main-tree $targets > $R/build_main.log 2>&1; echo "main build rc $?") &
@@ -20,14 +19,8 @@ for tool in racecheck synccheck; do
     > $R/sanitizer_$tool.txt 2>&1
   echo "ws $tool rc $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer_$tool.txt)"
 done
+dense_kept_kernels main=/tmp/build-main noinc=/tmp/build
 flat="--n 8192 --d 4096 --v 128256 --dtype bf16 --data random --seed 1234 --backward --plan sparse --iters 0"
-for pair in main=/tmp/build-main noinc=/tmp/build; do
-  tree=${pair%%=*}; dir=${pair#*=}
-  timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:"recompute_kept|dc_products|de_products" \
-    $dir/stages/stage10_plan_per_batch $flat > $R/ncu_llama3_flat_$tree.txt 2>&1
-  echo "llama3_flat ncu $tree rc $? ($((SECONDS-T0)) s)"
-  python3 docs/profiles/session61_h200/kept_tflops.py $R/ncu_llama3_flat_$tree.txt
-done
 for pair in main=/tmp/build-main noinc=/tmp/build; do
   tree=${pair%%=*}; dir=${pair#*=}
   timeout 60 ncu --section WarpStateStats --section SchedulerStats --section LaunchStats --print-details all \
