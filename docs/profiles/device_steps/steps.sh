@@ -124,8 +124,8 @@ dense_kept_kernels() {
   for pair in "$@"; do
     tree=${pair%%=*}; dir=${pair#*=}
     timeout 80 ncu --clock-control none --metrics gpu__time_duration.sum \
-      -k regex:"recompute_kept|dc_products|de_products" $dir/stages/stage10_plan_per_batch --n 8192 --d 4096 --v 128256 --dtype bf16 --data random --seed 1234 \
-      --backward --plan sparse --iters 0 > $R/ncu_llama3_flat_$tree.txt 2>&1
+      -k regex:"recompute_kept|dc_products|de_products" $dir/stages/stage10_plan_per_batch --n 8192 --d 4096 \
+      --v 128256 --dtype bf16 --data random --seed 1234 --backward --plan sparse --iters 0 > $R/ncu_llama3_flat_$tree.txt 2>&1
     echo "llama3_flat ncu $tree rc $? ($((SECONDS-T0)) s)"
     python3 docs/profiles/session61_h200/kept_tflops.py $R/ncu_llama3_flat_$tree.txt
   done

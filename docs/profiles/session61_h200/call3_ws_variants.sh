@@ -2,7 +2,7 @@
 # Session 61, call 3 (one H200, fresh machine): the warp-specialized owners with the producer's next source found
 # after its copies are issued (the branch's tree, kLag = 2), the same with kLag = 4 (five steps' copies in flight), and
 # main's tree (ws_vs_main.patch reversed): the kept-tile kernels' time on llama3's shape with every pair kept (ncu),
-# ncu --set full of one dC launch in main's tree and in the kLag = 4 tree (stalls, tensor pipe), then cce_bench's
+# ncu --set full of one dC and one dE launch in main's tree and in the kLag = 4 tree (stalls, tensor pipe), then cce_bench's
 # stage 10 (loss + grad) of the three in turns at gpt2, llama3, gemma2 (generated data: no training).
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
