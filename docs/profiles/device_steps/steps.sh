@@ -8,6 +8,11 @@
 #   tree_without DIR PATCH...   DIR: a copy of the working tree with each PATCH reversed in turn (main's tree, or
 #                               an earlier commit's, beside a branch)
 #   build DIR SRC TARGETS...    cmake + ninja of TARGETS (all when none) from SRC into DIR, Release, sm_90
+#   tree_with_edit DIR FILE SED  DIR: a copy of the working tree with sed expression SED applied to FILE; returns 1
+#                               when FILE is unchanged
+#   builds_side_by_side "TARGETS" NAME=SRC...
+#                               build DIR SRC TARGETS for each tree at once, DIR /tmp/build for SRC "." and
+#                               /tmp/build-NAME for the others; logs build_NAME.log, one "NAME build rc" line each
 #   branch_and_main_builds PATCH TARGETS...
 #                               the working tree (a branch) built whole in /tmp/build and, beside it, main's tree
 #                               (tree_without /tmp/main-tree PATCH) in /tmp/build-main (TARGETS only); logs
@@ -52,6 +57,23 @@ tree_without() {
 build() {
   local dir=$1 src=$2; shift 2
   cmake -S $src -B $dir -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C $dir "$@"
+}
+
+tree_with_edit() {
+  local dir=$1 file=$2 expression=$3
+  tree_without $dir
+  sed -i "$expression" $dir/$file
+  ! cmp -s $file $dir/$file || { echo "tree_with_edit: $expression left $file unchanged"; return 1; }
+}
+
+builds_side_by_side() {
+  local targets=$1 pair name src dir; shift
+  for pair in "$@"; do
+    name=${pair%%=*}; src=${pair#*=}; dir=/tmp/build-$name; [ "$src" = . ] && dir=/tmp/build
+    (build $dir $src $targets > $R/build_$name.log 2>&1; echo "$name build rc $?") &
+  done
+  wait
+  echo "builds $((SECONDS-T0)) s"
 }
 
 branch_and_main_builds() {

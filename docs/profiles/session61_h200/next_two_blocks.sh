@@ -11,16 +11,11 @@
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start two_blocks
-targets="bench/cce_bench stage10_plan_per_batch stage09_deterministic_products"
 tree_without /tmp/main-tree docs/profiles/session61_h200/ws_two_blocks.patch
-tree_without /tmp/none-tree
-sed -i 's/constexpr int kWgmmaInFlight = 1;/constexpr int kWgmmaInFlight = 0;/' \
-  /tmp/none-tree/stages/09_deterministic_products/kept_products.cu
-echo "in flight 0 edits: $(grep -c 'kWgmmaInFlight = 0;' /tmp/none-tree/stages/09_deterministic_products/kept_products.cu)"
-(build /tmp/build-main /tmp/main-tree $targets > $R/build_main.log 2>&1; echo "main build rc $?") &
-(build /tmp/build-none /tmp/none-tree $targets > $R/build_none.log 2>&1; echo "none-in-flight build rc $?") &
-build /tmp/build . $targets > $R/build.log 2>&1 || { echo "patch build failed"; grep -B2 -A8 -i error $R/build.log | head -30; }
-wait; echo "builds $((SECONDS-T0)) s"
+tree_with_edit /tmp/none-tree stages/09_deterministic_products/kept_products.cu \
+  's/constexpr int kWgmmaInFlight = 1;/constexpr int kWgmmaInFlight = 0;/' || exit 1
+builds_side_by_side "bench/cce_bench stage10_plan_per_batch stage09_deterministic_products" \
+  main=/tmp/main-tree none=/tmp/none-tree patch=.
 small="--n 300 --d 200 --v 20001 --dtype bf16 --data realistic --check --backward --iters 0"
 for tree in build build-none; do
   for stage in stage09_deterministic_products stage10_plan_per_batch; do
