@@ -155,8 +155,8 @@ SETTING_KEYS = ("dataset", "steps", "batch", "seq", "lr", "warmup", "layers", "w
 # For the time estimate only. lm_data.py's torch training at its default sizes on an H100 (docs/lm_data/*.json:
 # training.seconds / training.steps); other sizes are scaled by lm_data.train_flops.
 MEASURED_STEP_SECONDS = {"lm32k": 104.1 / 3000, "lm128k": 124.1 / 800}
-KIND_STEP_FACTOR = {"torch": 1.0, "final": 1.0, "final_sort_every_batch": 1.0, "final_no_correction": 1.0, "stage07": 1.6, "cce": 1.0,
-                    "torch_fp32_logits": 1.3}
+KIND_STEP_FACTOR = {"torch": 1.0, "final": 1.0, "final_sort_every_batch": 1.0, "final_no_correction": 1.0,
+                    "stage07": 1.6, "cce": 1.0, "torch_fp32_logits": 1.3}
 KIND_FIRST_CALL_SECONDS = {"cce": 30.0}  # Triton compilation and autotuning of cut_cross_entropy
 KEPT_FRAC_AND_EPS = ("cce_stages.last_stats(stage, flags) after each step of the cce_stages runs: kept_frac is "
                      "the share of (token block, vocabulary tile) pairs the backward's decision keeps (stage 10: "
