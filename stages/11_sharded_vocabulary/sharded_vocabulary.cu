@@ -89,6 +89,8 @@ struct ShardedVocabulary::Rank {
   MappedHostValue<std::array<int64_t, 2>> joined_on_host;  // join_kept_pairs' kept pairs and pairs
 
   size_t input_bytes() const { return in.bytes() + targets.bytes() + dot_targets.bytes(); }
+  // The scratch released, and with it the vocabulary order it kept (as stage 10's release_scratch).
+  void release_scratch() { scratch.release(), order_age = {}; }
   // Event pairs for `pairs` collectives (made before a step's first one: see step()).
   void reserve_nccl_events(size_t pairs) {
     for (size_t k = nccl_events.size(); k < 2 * pairs; ++k) {
@@ -246,7 +248,7 @@ void ShardedVocabulary::step(bool backward) {
     }
     r.nccl_timed = 0;
     // Each plan's scratch is released when the other one takes over: the peak is the larger plan's.
-    if (r.scratch.has(s10::kDenseChunkItem) != dense_first) r.scratch.release(), r.order_age = {};
+    if (r.scratch.has(s10::kDenseChunkItem) != dense_first) r.release_scratch();
     if (dense_first) {
       r.scratch.allocate(dense_step_items(r.local));
       r.reserve_nccl_events(kDenseChunkCollectives * static_cast<size_t>(dense_chunks(r.local).count));
@@ -498,7 +500,7 @@ std::vector<size_t> ShardedVocabulary::input_bytes() const {
 
 void ShardedVocabulary::reset_peak_memory() {
   on_every_gpu([](Rank& r) {
-    r.scratch.release(), r.order_age = {};
+    r.release_scratch();
     r.sample_scratch.release();
   });
   AllocationTracker::reset_peak();
