@@ -467,22 +467,23 @@ _loss.register_autograd(_backward_loss, setup_context=_setup_loss)
 # dispatch, whose fixed cost per call (about 0.1 ms on the host, before the first kernel) shows at small shapes.
 # The stage runs first (linear_cross_entropy); this Function only ties its loss to e and c afterwards, while the
 # GPU works on what the call queued. dE and dC stay on ctx (they are no output), scaled in place by the backward;
-# a second backward through the same loss (retain_graph) runs the stage again, as the custom ops do.
+# a second backward through the same loss (retain_graph) runs the stage again, as the custom ops do. The loss
+# comes inside `made`, not as a tensor argument, which autograd would hand back as a view of itself (a cost per call).
 class _EagerLossAndGrad(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, e, c, targets, loss, gradients, settings):
+    def forward(ctx, e, c, targets, made):
+        # made: the stage's loss; (dE, dC or None), made with it; (stage, flags, reduction, ignore_index, softcap)
+        loss, ctx.gradients, ctx.settings = made
         ctx.save_for_backward(e, c, targets)
-        ctx.settings = settings  # (stage, flags, reduction, ignore_index, softcap)
-        ctx.gradients = gradients  # (dE, dC or None), made by the stage with the loss
         return loss
 
     @staticmethod
     def backward(ctx, g_loss):
         if ctx.gradients is None:  # a second backward through this loss: the first scaled dE and dC in place
-            return _backward_loss(ctx, g_loss)[:3] + (None,) * 3
+            return _backward_loss(ctx, g_loss)[:3] + (None,)
         de, dc = ctx.gradients
         ctx.gradients = None
-        return _scaled(g_loss, de, dc) + (None,) * 4
+        return _scaled(g_loss, de, dc) + (None, None)
 
 
 def _eager(*tensors):
@@ -500,7 +501,8 @@ def linear_cross_entropy(e, c, targets, *, ignore_index=-100, reduction="mean", 
     if wants_grad and reduction != "none" and _eager(e, c, targets):
         loss, de, dc = _run(e, c, targets, _one(e.get_device()), stage, flags, reduction, ignore_index, cap, True,
                             with_dc=c.requires_grad)
-        return _EagerLossAndGrad.apply(e, c, targets, loss, (de, dc), (stage, flags, reduction, int(ignore_index), cap))
+        settings = (stage, flags, reduction, int(ignore_index), cap)
+        return _EagerLossAndGrad.apply(e, c, targets, (loss, (de, dc), settings))
     if wants_grad and reduction != "none":
         if not c.requires_grad:  # a frozen classifier: no dC kept
             return _loss_and_grad_e(e, c, targets, stage, flags, reduction, int(ignore_index), cap)[0]

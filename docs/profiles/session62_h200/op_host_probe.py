@@ -10,6 +10,7 @@ Each case: a synchronization, then host clocks (medians of REPS after WARM) arou
                    hop back)
   backward_single  the same with torch.autograd.set_multithreading_enabled(False): the engine on the calling thread
   trivial          a Function whose backward hands back two tensors it made in its forward (the engine's own cost)
+  scaled_alone     the eager backward's _scaled (its C call and two kernel launches) on the main thread
 Plus whether E.grad and C.grad are the op's dE and dC (AccumulateGrad took them) or copies, and torch.profiler's table of
 ten calls with backward."""
 import collections, json, statistics, sys, time
@@ -47,7 +48,10 @@ def marked_backward(ctx, g):
 
 def marked_scaled(g, de, dc):
     marks["de_ptr"], marks["dc_ptr"] = de.data_ptr(), dc.data_ptr() if dc is not None else None
-    return real_scaled(g, de, dc)
+    marks["scaled_in"] = time.perf_counter()
+    out = real_scaled(g, de, dc)
+    marks["scaled_out"] = time.perf_counter()
+    return out
 
 
 cs._lib = MarkedLib()
@@ -88,6 +92,7 @@ def one_rep(record, single_thread=False):
     spans[tag].append(h3 - h2)
     spans[tag + "_before_op"].append(marks["bwd_in"] - h2)
     spans[tag + "_op"].append(marks["bwd_out"] - marks["bwd_in"])
+    spans[tag + "_op_scaled"].append(marks["scaled_out"] - marks["scaled_in"])
     spans[tag + "_after_op"].append(h3 - marks["bwd_out"])
     took[tag + "_de_taken"] += E.grad.data_ptr() == marks["de_ptr"]
     took[tag + "_dc_taken"] += C.grad.data_ptr() == marks["dc_ptr"]
@@ -101,6 +106,7 @@ class Trivial(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
+        marks["trivial_in"] = time.perf_counter()
         grads, ctx.grads = ctx.grads, None
         return grads
 
@@ -115,12 +121,27 @@ def trivial_rep(record):
     torch.cuda.synchronize()
     if record:
         spans["trivial"].append(h1 - h0)
+        spans["trivial_before_op"].append(marks["trivial_in"] - h0)
+
+
+def scaled_alone(record, reps=20):
+    """_scaled on the main thread, as the eager backward calls it (g = 1: the kernels read it and return)."""
+    de, dc, one = torch.empty_like(e), torch.empty_like(c), cs._one(e.get_device())
+    torch.cuda.synchronize()
+    h0 = time.perf_counter()
+    for _ in range(reps):
+        real_scaled(one, de, dc)
+    h1 = time.perf_counter()
+    torch.cuda.synchronize()
+    if record:
+        spans["scaled_alone_each"].append((h1 - h0) / reps)
 
 
 for rep in range(WARM + REPS):  # the cases in turn
     one_rep(rep >= WARM)
     one_rep(rep >= WARM, single_thread=True)
     trivial_rep(rep >= WARM)
+    scaled_alone(rep >= WARM)
 out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "reps": REPS,
        "host_us_median": {k: round(statistics.median(v) * 1e6, 1) for k, v in spans.items()},
        "host_us_min": {k: round(min(v) * 1e6, 1) for k, v in spans.items()}, "grads_taken_of_reps": dict(took)}

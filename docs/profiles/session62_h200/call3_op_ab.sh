@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 62, call 3 (run as CCE_COMMIT=<HEAD> bash <this>): the op's eager path before and after its loss stopped
+# being a tensor argument of _EagerLossAndGrad (no view of it per call), one build: "old" is the build's python/
+# folder with main's __init__.py (the C library is the same). op_host_probe.py (lm32k's shape) for each, then
+# op_overhead_probe.py (gemma2 and lm32k, synchronized and queued) old, new, old, new.
+T0=$SECONDS
+source docs/profiles/device_steps/steps.sh
+call_start call3
+mkdir -p /tmp/lm-gen /tmp/cce-inputs
+build /tmp/build . cce_capi stage01_materialized > $R/build.log 2>&1 || { tail -30 $R/build.log; exit 1; }
+rm -rf /tmp/py-old && cp -r /tmp/build/python /tmp/py-old
+git show ${OLD_INIT:-aa1311f}:python/cce_stages/__init__.py > /tmp/py-old/cce_stages/__init__.py
+echo "build $((SECONDS-T0)) s"
+/tmp/build/stages/stage01_materialized --n 8192 --d 768 --v 32000 --dtype bf16 --data realistic --seed 1234 \
+  --save /tmp/lm-gen/lm32k --save-large --iters 0 > $R/save_lm32k.log 2>&1 || echo "save lm32k failed"
+/tmp/build/stages/stage01_materialized --n 8192 --d 2304 --v 256000 --dtype bf16 --data realistic --seed 1234 \
+  --save /tmp/cce-inputs/gemma2 --save-large --iters 0 > $R/save_gemma2.log 2>&1 || echo "save gemma2 failed"
+echo "inputs saved at $((SECONDS-T0)) s"
+for tree in old new; do
+  dir=/tmp/build/python; [ $tree = old ] && dir=/tmp/py-old
+  timeout 100 python3 docs/profiles/session62_h200/op_host_probe.py $dir /tmp/lm-gen/lm32k $R/op_host_probe_$tree.json \
+    > $R/op_host_probe_$tree.txt 2>&1
+  echo "host probe $tree rc $? at $((SECONDS-T0)) s"; head -20 $R/op_host_probe_$tree.txt
+done
+for round in 1 2; do
+  for tree in old new; do
+    dir=/tmp/build/python; [ $tree = old ] && dir=/tmp/py-old
+    timeout 100 python3 python/op_overhead_probe.py $dir $R/op_overhead_${tree}_$round.json > $R/op_overhead_${tree}_$round.txt 2>&1
+    echo "overhead $tree $round rc $? at $((SECONDS-T0)) s"
+    python3 - $R/op_overhead_${tree}_$round.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["shapes"]
+for shape in ("gemma2", "lm32k"):
+    s = d[shape]; q = s["queued"]; a = q["ahead_alone"]["gpu_ms_median"]
+    print("  %-7s c_call %.3f op %.3f (%+.1f%%)  queued: c_call %.3f op %.3f (%+.1f%%)  split op: prefix %.3f after %.3f" % (
+        shape, s["c_call"]["gpu_ms_median"], s["op_with_backward"]["gpu_ms_median"],
+        100 * (s["op_with_backward"]["gpu_ms_median"] / s["c_call"]["gpu_ms_median"] - 1),
+        q["c_call"]["gpu_ms_median"] - a, q["op_with_backward"]["gpu_ms_median"] - a,
+        100 * ((q["op_with_backward"]["gpu_ms_median"] - a) / (q["c_call"]["gpu_ms_median"] - a) - 1),
+        s["split"]["op_with_backward"]["prefix_ms"], s["split"]["op_with_backward"]["after_call_ms"]))
+PY
+  done
+done
