@@ -34,6 +34,8 @@ struct TargetCheck {
 TargetCheck start_target_check(const int64_t* targets, int64_t n, int64_t v, int64_t ignore_index, int64_t* safe,
                                TargetCheckSlots& slots, cudaStream_t stream);
 void finish_target_check(const TargetCheck& check);
-// x [count] in dtype *= *g (on the device), skipped on the device when *g is 1.
-void scale_in_place(void* x, int64_t count, Dtype dtype, const float* g, cudaStream_t stream);
+// a [a_count] and b [b_count] (b may be null) in dtype *= *g (on the device), in
+// one launch, skipped on the device when *g is 1.
+void scale_in_place(void* a, int64_t a_count, void* b, int64_t b_count, Dtype dtype, const float* g,
+                    cudaStream_t stream);
 }  // namespace cce

@@ -216,15 +216,14 @@ int cce_run(void* stage_handle, const CceProblem* problem, const void* e, const 
 // de [de_count] and dc [dc_count] (dtype 0 fp32, 1 bf16; dc NULL: none) *= g,
 // g one float on the device: the op's backward scales the gradient made for
 // an upstream gradient of 1 by autograd's, in place, with no pass over them
-// when g is 1. One call for both: the backward's host path is short.
+// when g is 1. One call and one launch for both: the backward's host path is short.
 int cce_scale(void* de, int64_t de_count, void* dc, int64_t dc_count, int32_t dtype, const float* g, void* stream,
               char* error, int error_len) {
   return guarded(error, error_len, [&] {
     if (dtype != 0 && dtype != 1) throw InputError("dtype must be 0 (fp32) or 1 (bf16)");
     const Dtype type = dtype == 1 ? Dtype::kBFloat16 : Dtype::kFloat32;
     const auto s = static_cast<cudaStream_t>(stream);
-    scale_in_place(de, de_count, type, g, s);  // the caller's outputs only: no turn to take
-    if (dc != nullptr) scale_in_place(dc, dc_count, type, g, s);
+    scale_in_place(de, de_count, dc, dc_count, type, g, s);  // the caller's outputs only: no turn to take
   });
 }
 

@@ -2,7 +2,8 @@
 # Session 62, call 3 (run as CCE_COMMIT=<HEAD> bash <this>): the op's eager path before and after its loss stopped
 # being a tensor argument of _EagerLossAndGrad (no view of it per call), one build: "old" is the build's python/
 # folder with main's __init__.py (the C library is the same). op_host_probe.py (lm32k's shape) for each, then
-# op_overhead_probe.py (gemma2 and lm32k, synchronized and queued) old, new, old, new.
+# op_overhead_probe.py (gemma2 and lm32k, synchronized and queued) old, new, old, new. (As run, the line printer was
+# inline, now overhead_line.py; "old" failed: the device copy's git lacks this session's commits.)
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start call3
@@ -27,17 +28,6 @@ for round in 1 2; do
     dir=/tmp/build/python; [ $tree = old ] && dir=/tmp/py-old
     timeout 100 python3 python/op_overhead_probe.py $dir $R/op_overhead_${tree}_$round.json > $R/op_overhead_${tree}_$round.txt 2>&1
     echo "overhead $tree $round rc $? at $((SECONDS-T0)) s"
-    python3 - $R/op_overhead_${tree}_$round.json <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))["shapes"]
-for shape in ("gemma2", "lm32k"):
-    s = d[shape]; q = s["queued"]; a = q["ahead_alone"]["gpu_ms_median"]
-    print("  %-7s c_call %.3f op %.3f (%+.1f%%)  queued: c_call %.3f op %.3f (%+.1f%%)  split op: prefix %.3f after %.3f" % (
-        shape, s["c_call"]["gpu_ms_median"], s["op_with_backward"]["gpu_ms_median"],
-        100 * (s["op_with_backward"]["gpu_ms_median"] / s["c_call"]["gpu_ms_median"] - 1),
-        q["c_call"]["gpu_ms_median"] - a, q["op_with_backward"]["gpu_ms_median"] - a,
-        100 * ((q["op_with_backward"]["gpu_ms_median"] - a) / (q["c_call"]["gpu_ms_median"] - a) - 1),
-        s["split"]["op_with_backward"]["prefix_ms"], s["split"]["op_with_backward"]["after_call_ms"]))
-PY
+    python3 docs/profiles/session62_h200/overhead_line.py $R/op_overhead_${tree}_$round.json
   done
 done
