@@ -20,7 +20,10 @@ last kernel ends or the host returns, whichever is later; end − after is the G
 call adds (autograd's backward, when it outlasts the stage's queued work). host_*: the same three spans on the host's
 clock. The wrapper's own cost (two event records) falls on both cases.
 
-    python3 python/op_overhead_probe.py build/python OUT.json
+    python3 python/op_overhead_probe.py build/python OUT.json [--backward-on-calling-thread]
+
+--backward-on-calling-thread: the whole run under torch.autograd.set_multithreading_enabled(False), a setting of the
+user's (it moves every backward of the process, the model's too, onto the thread that calls it), not the op's.
 
 The inputs are the files peers.py reads: /tmp/cce-inputs/gemma2, /tmp/cce-inputs/gemma2_flat (when there) and
 /tmp/lm-gen/lm32k, {e,c,targets}.npy, written by stage 01's --save (bench/peers.py's save_command; lm32k at its
@@ -93,8 +96,13 @@ def split_timed(cases, reps=30, warm=3):
     return {k: {span: statistics.median(v) for span, v in g.items()} for k, g in got.items()}
 
 QUEUED_MS = 0.5
+CALLING_THREAD = sys.argv[3:] == ["--backward-on-calling-thread"]
+if sys.argv[3:] and not CALLING_THREAD:
+    sys.exit("op_overhead_probe.py: unknown arguments %s (only --backward-on-calling-thread)" % sys.argv[3:])
+torch.autograd.set_multithreading_enabled(not CALLING_THREAD)
 SLEEP_CYCLES = sleep_cycles(QUEUED_MS)
-out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "queued_ms": QUEUED_MS, "shapes": {}}
+out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "queued_ms": QUEUED_MS,
+       "backward_on_calling_thread": CALLING_THREAD, "shapes": {}}
 for shape, folder in (("gemma2", "/tmp/cce-inputs/gemma2"), ("gemma2_flat", "/tmp/cce-inputs/gemma2_flat"),
                       ("lm32k", "/tmp/lm-gen/lm32k")):
     if shape == "gemma2_flat" and not os.path.isdir(folder):
