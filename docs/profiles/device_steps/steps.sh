@@ -32,6 +32,9 @@
 #                               ncu's duration of stage 10's three kept-tile kernels per tree at llama3's shape with
 #                               every pair kept (random data, the sparse plan), summed over the call's chunks, and
 #                               their TFLOP/s (session61_h200/kept_tflops.py): ncu_llama3_flat_<tree>.txt
+#   save_probe_inputs SHAPE...  the inputs that python/op_overhead_probe.py and bench/peers.py read, by stage 01's
+#                               --save from /tmp/build (realistic data, seed 1234): lm32k in /tmp/lm-gen/lm32k, gemma2
+#                               in /tmp/cce-inputs/gemma2; save_<shape>.log each
 
 call_start() {
   R=$OUT/$1; mkdir -p $R
@@ -150,5 +153,19 @@ dense_kept_kernels() {
       --v 128256 --dtype bf16 --data random --seed 1234 --backward --plan sparse --iters 0 > $R/ncu_llama3_flat_$tree.txt 2>&1
     echo "llama3_flat ncu $tree rc $? ($((SECONDS-T0)) s)"
     python3 docs/profiles/session61_h200/kept_tflops.py $R/ncu_llama3_flat_$tree.txt
+  done
+}
+
+save_probe_inputs() {
+  local shape dims dir
+  for shape in "$@"; do
+    case $shape in
+      lm32k) dims="--n 8192 --d 768 --v 32000" dir=/tmp/lm-gen/lm32k ;;
+      gemma2) dims="--n 8192 --d 2304 --v 256000" dir=/tmp/cce-inputs/gemma2 ;;
+      *) echo "save_probe_inputs: no shape $shape (lm32k, gemma2)"; return 1 ;;
+    esac
+    mkdir -p $(dirname $dir)
+    /tmp/build/stages/stage01_materialized $dims --dtype bf16 --data realistic --seed 1234 --save $dir --save-large \
+      --iters 0 > $R/save_$shape.log 2>&1 || echo "save $shape failed"
   done
 }

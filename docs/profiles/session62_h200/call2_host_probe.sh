@@ -4,11 +4,9 @@
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start call2
-mkdir -p /tmp/lm-gen
 build /tmp/build . cce_capi stage01_materialized > $R/build.log 2>&1 || { tail -30 $R/build.log; exit 1; }
 echo "build $((SECONDS-T0)) s"
-/tmp/build/stages/stage01_materialized --n 8192 --d 768 --v 32000 --dtype bf16 --data realistic --seed 1234 \
-  --save /tmp/lm-gen/lm32k --save-large --iters 0 > $R/save_lm32k.log 2>&1 || echo "save lm32k failed"
+save_probe_inputs lm32k
 timeout 200 python3 docs/profiles/session62_h200/op_host_probe.py /tmp/build/python /tmp/lm-gen/lm32k \
   $R/op_host_probe.json > $R/op_host_probe.txt 2>&1
 echo "probe rc $? at $((SECONDS-T0)) s"; head -24 $R/op_host_probe.txt; grep -A34 -- '-----' $R/op_host_probe.txt | head -40

@@ -7,15 +7,11 @@
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start call3
-mkdir -p /tmp/lm-gen /tmp/cce-inputs
 build /tmp/build . cce_capi stage01_materialized > $R/build.log 2>&1 || { tail -30 $R/build.log; exit 1; }
 rm -rf /tmp/py-old && cp -r /tmp/build/python /tmp/py-old
 git show ${OLD_INIT:-aa1311f}:python/cce_stages/__init__.py > /tmp/py-old/cce_stages/__init__.py
 echo "build $((SECONDS-T0)) s"
-/tmp/build/stages/stage01_materialized --n 8192 --d 768 --v 32000 --dtype bf16 --data realistic --seed 1234 \
-  --save /tmp/lm-gen/lm32k --save-large --iters 0 > $R/save_lm32k.log 2>&1 || echo "save lm32k failed"
-/tmp/build/stages/stage01_materialized --n 8192 --d 2304 --v 256000 --dtype bf16 --data realistic --seed 1234 \
-  --save /tmp/cce-inputs/gemma2 --save-large --iters 0 > $R/save_gemma2.log 2>&1 || echo "save gemma2 failed"
+save_probe_inputs lm32k gemma2
 echo "inputs saved at $((SECONDS-T0)) s"
 for tree in old new; do
   dir=/tmp/build/python; [ $tree = old ] && dir=/tmp/py-old

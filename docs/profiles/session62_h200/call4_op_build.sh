@@ -6,15 +6,11 @@
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start call4
-mkdir -p /tmp/lm-gen /tmp/cce-inputs
 tree_without /tmp/old-tree docs/profiles/session62_h200/op_before.patch
 build /tmp/build-old /tmp/old-tree cce_capi > $R/build_old.log 2>&1 &
 build /tmp/build . > $R/build.log 2>&1 || { tail -30 $R/build.log; exit 1; }
 wait; echo "builds $((SECONDS-T0)) s: old $(tail -1 $R/build_old.log)"
-/tmp/build/stages/stage01_materialized --n 8192 --d 768 --v 32000 --dtype bf16 --data realistic --seed 1234 \
-  --save /tmp/lm-gen/lm32k --save-large --iters 0 > $R/save_lm32k.log 2>&1 || echo "save lm32k failed"
-/tmp/build/stages/stage01_materialized --n 8192 --d 2304 --v 256000 --dtype bf16 --data realistic --seed 1234 \
-  --save /tmp/cce-inputs/gemma2 --save-large --iters 0 > $R/save_gemma2.log 2>&1 || echo "save gemma2 failed"
+save_probe_inputs lm32k gemma2
 (cd /tmp/build && timeout 150 ctest -L pytorch -R pytorch.op -j2 --timeout 140) > $R/ctest_op.log 2>&1
 echo "op tests rc $? ($((SECONDS-T0)) s): $(grep -E 'tests passed' $R/ctest_op.log)"; grep -E '\*\*\*Failed|Timeout|Not Run' $R/ctest_op.log | head
 for tree in old new; do

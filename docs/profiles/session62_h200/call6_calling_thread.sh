@@ -6,12 +6,8 @@
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start call6
-mkdir -p /tmp/lm-gen /tmp/cce-inputs
 build /tmp/build . cce_capi stage01_materialized > $R/build.log 2>&1 || { tail -30 $R/build.log; exit 1; }
-/tmp/build/stages/stage01_materialized --n 8192 --d 768 --v 32000 --dtype bf16 --data realistic --seed 1234 \
-  --save /tmp/lm-gen/lm32k --save-large --iters 0 > $R/save_lm32k.log 2>&1 || echo "save lm32k failed"
-/tmp/build/stages/stage01_materialized --n 8192 --d 2304 --v 256000 --dtype bf16 --data realistic --seed 1234 \
-  --save /tmp/cce-inputs/gemma2 --save-large --iters 0 > $R/save_gemma2.log 2>&1 || echo "save gemma2 failed"
+save_probe_inputs lm32k gemma2
 echo "built and saved at $((SECONDS-T0)) s"
 for round in 1 2; do
   for mode in device_thread calling_thread; do
