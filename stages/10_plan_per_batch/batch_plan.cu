@@ -261,20 +261,37 @@ __global__ void rows_by_index_kernel(const Piece* __restrict__ rows, const int* 
 
 namespace {
 constexpr const char* kGroupingItem =
-    "token grouping: each row's key, the rows per tile, the tiles' ranks, the regrouping's threshold [N + 2·tiles + 1], the tiles each row needs [tiles/16][N] (16 bits)";
+    "token grouping: each row's key, the rows per tile, the tiles' ranks, the regrouping's threshold [N + 2·tiles + 1]";
+constexpr const char* kNeedBitsItem =
+    "token grouping: the tiles each row needs [tiles/16][N] (16 bits; where the work buffer cannot hold them)";
 int64_t grouping_tiles(const Problem& p) {
   const int64_t tile_cols = s08::backward_tile(p.dtype);
   return (p.v + tile_cols - 1) / tile_cols;
 }
 int64_t grouping_tile_groups(int64_t tiles) { return (tiles + kTilesPerCount - 1) / kTilesPerCount; }
+size_t need_bits_bytes(const Problem& p) {
+  return static_cast<size_t>(grouping_tile_groups(grouping_tiles(p)) * p.n) * sizeof(uint16_t);
+}
+// The grouping's sort takes the work buffer's first bytes (its keys, tokens,
+// sorted keys [3][N], then the sort's temporaries: s09's target sort reserves
+// them); the need bits follow.
+size_t need_bits_offset(const Problem& p) {
+  const size_t sort_bytes = static_cast<size_t>(p.n) * 12 + radix_sort_pairs_temp_bytes<int>(p.n, false);
+  return (sort_bytes + 255) / 256 * 256;
+}
 constexpr const char* kMisplacedMassItem = "misplaced mass per eps, rows with a gradient, the dense head's length [candidates + 2]";
 }  // namespace
 
-std::vector<MemoryItem> batch_plan_items(const Problem& p) {
-  return {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
-          {kGroupingItem, static_cast<size_t>(p.n + 2 * grouping_tiles(p) + 1) * 4 +
-                              static_cast<size_t>(grouping_tile_groups(grouping_tiles(p)) * p.n) * 2},
-          {kMisplacedMassItem, (kAutoCandidates + 2) * 8}};
+bool need_bits_in_work(const Problem& p, const DropPlan& plan) {
+  return need_bits_offset(p) + need_bits_bytes(p) <= plan.work_bytes;
+}
+
+std::vector<MemoryItem> batch_plan_items(const Problem& p, const DropPlan& plan) {
+  std::vector<MemoryItem> items = {{"token order, each token's place in it [2][N]", static_cast<size_t>(p.n) * 8},
+                                   {kGroupingItem, static_cast<size_t>(p.n + 2 * grouping_tiles(p) + 1) * 4},
+                                   {kMisplacedMassItem, (kAutoCandidates + 2) * 8}};
+  if (!need_bits_in_work(p, plan)) items.push_back({kNeedBitsItem, need_bits_bytes(p)});
+  return items;
 }
 
 DropPlan plan_with_rows_in_de(DropPlan plan) {
@@ -330,7 +347,7 @@ BatchPlanBuffers batch_plan_buffers(const Problem& p, const Scratch& scratch) {
   b.rows_hot = b.grouping_key + p.n;
   b.tile_rank = b.rows_hot + grouping_tiles(p);
   b.regroup_threshold = reinterpret_cast<float*>(b.tile_rank + grouping_tiles(p));
-  b.need_bits = reinterpret_cast<uint16_t*>(b.regroup_threshold + 1);
+  if (scratch.has(kNeedBitsItem)) b.need_bits = scratch.get<uint16_t>(kNeedBitsItem);
   b.misplaced_mass = scratch.get<unsigned long long>(kMisplacedMassItem);
   b.head_tiles = reinterpret_cast<int*>(b.misplaced_mass + kAutoCandidates + 1);  // in the last 8 bytes
   return b;
@@ -352,16 +369,17 @@ s08::TokenBlocks group_tokens_at(const Problem& p, const s09::DropPlan& plan, co
   int* token = key + p.n;
   int* sorted_key = token + p.n;
   void* temp = sorted_key + p.n;
+  uint16_t* need_bits = need_bits_in_work(p, plan) ? reinterpret_cast<uint16_t*>(work + need_bits_offset(p)) : buffers.need_bits;
+  if (need_bits == nullptr) throw CudaError("stage 10: the need bits' item was not allocated (a stage bug)");
   const float* grad_scale = backward.grad_scale;
   launch_dependent(token_key_kernel, blocks_for(std::max(p.n, plan.tiles)), kThreads, stream, grad_scale, p.n,
                    plan.tiles, key, token, buffers.grouping_key, buffers.rows_hot);
   const dim3 rows_by_tile_groups(blocks_for(p.n), static_cast<unsigned>(grouping_tile_groups(plan.tiles)));
   launch_dependent(token_count_kernel, rows_by_tile_groups, kThreads, stream, backward.forward.kept.stats, lse,
-                   grad_scale, p.n, plan.tiles, log_threshold, chosen_threshold, key, buffers.rows_hot,
-                   buffers.need_bits);
+                   grad_scale, p.n, plan.tiles, log_threshold, chosen_threshold, key, buffers.rows_hot, need_bits);
   launch_dependent(tile_rank_kernel, static_cast<unsigned>(plan.tiles), kThreads, stream, buffers.rows_hot, plan.tiles,
                    buffers.tile_rank);
-  launch_dependent(token_rarest_kernel, rows_by_tile_groups, kThreads, stream, buffers.need_bits, buffers.tile_rank,
+  launch_dependent(token_rarest_kernel, rows_by_tile_groups, kThreads, stream, need_bits, buffers.tile_rank,
                    p.n, plan.tiles, buckets, key, buffers.grouping_key);
   size_t temp_bytes = radix_sort_pairs_temp_bytes<int>(p.n, false);
   sort_int_pairs(temp, temp_bytes, buffers.grouping_key, sorted_key, token, buffers.token_order, p.n,

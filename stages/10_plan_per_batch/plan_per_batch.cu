@@ -51,7 +51,7 @@ int forward_states_keeping_order(const DeviceInputs& in, const s08::SortedForwar
 }
 
 std::vector<MemoryItem> backward_scratch(const Problem& p, const DropPlan& plan) {
-  return concat(s09::backward_scratch(p, plan), batch_plan_items(p));
+  return concat(s09::backward_scratch(p, plan), batch_plan_items(p, plan));
 }
 
 const char* to_string(BackwardPlan plan) {

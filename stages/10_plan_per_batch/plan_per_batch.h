@@ -398,11 +398,15 @@ struct BatchPlanBuffers {
   int* rows_hot = nullptr;      // [tiles]: the rows with a gradient that need each tile
   int* tile_rank = nullptr;     // [tiles]: each tile's place in the order (rows_hot, tile)
   float* regroup_threshold = nullptr;  // [1]: ln of the second grouping's threshold (regroup_near_chosen_eps)
-  uint16_t* need_bits = nullptr;  // [tiles/16][N]: which of 16 tiles each row needs
+  uint16_t* need_bits = nullptr;  // [tiles/16][N]: which of 16 tiles each row needs; null: in the work buffer
   unsigned long long* misplaced_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
   int* head_tiles = nullptr;                   // after them: the dense head's length (mark_dense_head)
 };
-std::vector<MemoryItem> batch_plan_items(const Problem& problem);
+// The grouping's need bits live in s09's work buffer, free between the
+// forward and the correction, after the grouping's sort (at every benchmark
+// shape); an item of their own only where the buffer is too small for them.
+bool need_bits_in_work(const Problem& problem, const DropPlan& plan);
+std::vector<MemoryItem> batch_plan_items(const Problem& problem, const DropPlan& plan);
 BatchPlanBuffers batch_plan_buffers(const Problem& problem, const Scratch& scratch);
 // dC's owners read a k-step's rows of E by TMA where they are consecutive
 // (s09::dc_rows_by_tma). With grouped token blocks they are not, so the

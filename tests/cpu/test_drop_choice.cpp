@@ -208,6 +208,34 @@ TEST(DropChoice, TailSumsInTheStatisticsRowsOnlyWhereTheyFit) {
 }
 
 
+// The grouping's need bits (16 bits per row and 16 tiles) share s09's work
+// buffer where it holds them after the grouping's sort: at gemma2's shape stage
+// 10 adds no item for them (its scratch stays within 1400 MB there). With
+// 1 MiB of slots, small D and a wide V the buffer is too small: an item of
+// their own, exactly their bytes.
+TEST(DropChoice, NeedBitsShareTheWorkBufferWhereItHoldsThem) {
+  const auto need_item = [](const std::vector<MemoryItem>& items) {
+    return std::find_if(items.begin(), items.end(), [](const MemoryItem& item) {
+      return item.first.find("the tiles each row needs") != std::string::npos;
+    });
+  };
+  const Problem gemma2 = problem(8192, 2304, 256000, Dtype::kBFloat16);
+  const DropPlan plan = plan_drop(gemma2);
+  EXPECT_TRUE(need_bits_in_work(gemma2, plan));
+  const std::vector<MemoryItem> items = batch_plan_items(gemma2, plan);
+  EXPECT_EQ(need_item(items), items.end()) << "an item for the need bits at gemma2's shape";
+  EXPECT_LT(total_bytes(items), size_t{200000}) << "stage 10's own items at gemma2's shape";
+
+  const Problem wide = problem(32768, 8, 1000000, Dtype::kBFloat16);
+  const DropPlan small = plan_drop(wide, 0, size_t{1} << 20);
+  EXPECT_FALSE(need_bits_in_work(wide, small));
+  const std::vector<MemoryItem> with_item = batch_plan_items(wide, small);
+  const auto item = need_item(with_item);
+  ASSERT_NE(item, with_item.end()) << "no item for need bits that the work buffer cannot hold";
+  const size_t groups = (7813 + 15) / 16;  // 7813 tiles of 128 columns
+  EXPECT_EQ(item->second, groups * 32768 * 2);
+}
+
 // Stage 10's plan: auto switches to dense just above a third of the pairs kept; a forced plan stays.
 TEST(DropChoice, PlanSwitchesAboveAThird) {
   EXPECT_EQ(choose_backward_plan(BackwardPlan::kAuto, kDenseAboveKept), BackwardPlan::kSparse);
