@@ -32,6 +32,9 @@
 #                               ncu's duration of stage 10's three kept-tile kernels per tree at llama3's shape with
 #                               every pair kept (random data, the sparse plan), summed over the call's chunks, and
 #                               their TFLOP/s (session61_h200/kept_tflops.py): ncu_llama3_flat_<tree>.txt
+#   gpu_suite UNTIL             the whole GPU suite (ctest -L "gpu|stage" -j4) in /tmp/build, built first where the
+#                               machine has none (build.log), cut at UNTIL s of the script: ctest_gpu.log, its summary
+#                               line, failures and test time printed; returns 1 when the build fails
 #   save_probe_inputs SHAPE...  the inputs that python/op_overhead_probe.py and bench/peers.py read, by stage 01's
 #                               --save from /tmp/build (realistic data, seed 1234): lm32k in /tmp/lm-gen/lm32k, gemma2
 #                               in /tmp/cce-inputs/gemma2; save_<shape>.log each
@@ -154,6 +157,13 @@ dense_kept_kernels() {
     echo "llama3_flat ncu $tree rc $? ($((SECONDS-T0)) s)"
     python3 docs/profiles/session61_h200/kept_tflops.py $R/ncu_llama3_flat_$tree.txt
   done
+}
+
+gpu_suite() {
+  [ -x /tmp/build/stages/stage10_plan_per_batch ] || build /tmp/build . > $R/build.log 2>&1 || { tail -30 $R/build.log; return 1; }
+  (cd /tmp/build && timeout $(($1 - (SECONDS-T0))) ctest -L "gpu|stage" -j4 --timeout 300) > $R/ctest_gpu.log 2>&1
+  echo "suite rc $? ($((SECONDS-T0)) s): $(grep -E 'tests passed' $R/ctest_gpu.log)"
+  grep -E '\*\*\*Failed|Timeout|Not Run|Failed  ' $R/ctest_gpu.log | head -20; grep -E 'Total Test time' $R/ctest_gpu.log
 }
 
 save_probe_inputs() {

@@ -17,8 +17,7 @@ branch_and_main_builds docs/profiles/session60_h200/warp_specialized_products.pa
 (cd /tmp/build && timeout 150 ctest -R "stage09|stage10|DeterministicProducts|PlanPerBatch|DropBeforeRecompute" -j4 \
   --timeout 120 --output-on-failure) > $R/ctest_owners.log 2>&1
 echo "owners' tests rc $?: $(grep -E 'tests passed' $R/ctest_owners.log)"; grep -E '\*\*\*Failed|Timeout' $R/ctest_owners.log | head
-(cd /tmp/build && timeout $((440 - (SECONDS-T0))) ctest -L "gpu|stage" -j4 --timeout 300) > $R/ctest_gpu.log 2>&1
-echo "suite rc $? ($((SECONDS-T0)) s): $(grep -E 'tests passed' $R/ctest_gpu.log)"; grep -E '\*\*\*Failed|Timeout|Not Run|Failed  ' $R/ctest_gpu.log | head -20
+gpu_suite 440
 for stage in stage09_deterministic_products stage10_plan_per_batch; do
   for tool in memcheck racecheck synccheck; do
     [ $((SECONDS-T0)) -gt 560 ] && break

@@ -5,10 +5,7 @@
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start call2
-[ -x /tmp/build/stages/stage10_plan_per_batch ] || build /tmp/build . > $R/build.log 2>&1 || { tail -30 $R/build.log; exit 1; }
-(cd /tmp/build && timeout $((430 - (SECONDS-T0))) ctest -L "gpu|stage" -j4 --timeout 300) > $R/ctest_gpu.log 2>&1
-echo "suite rc $? ($((SECONDS-T0)) s): $(grep -E 'tests passed' $R/ctest_gpu.log)"
-grep -E '\*\*\*Failed|Timeout|Not Run|Failed  ' $R/ctest_gpu.log | head -20; grep -E 'Total Test time' $R/ctest_gpu.log
+gpu_suite 430 || exit 1
 for round in 1 2 3 4; do
   [ $((SECONDS-T0)) -gt 540 ] && break
   timeout $((585 - (SECONDS-T0))) /tmp/build/bench/cce_bench --shapes=llama3 \
