@@ -398,7 +398,7 @@ struct BatchPlanBuffers {
   int* rows_hot = nullptr;      // [tiles]: the rows with a gradient that need each tile
   int* tile_rank = nullptr;     // [tiles]: each tile's place in the order (rows_hot, tile)
   float* regroup_threshold = nullptr;  // [1]: ln of the second grouping's threshold (regroup_near_chosen_eps)
-  uint16_t* need_bits = nullptr;  // [tiles/16][N]: which of 16 tiles each row needs; null: in the work buffer
+  uint16_t* need_bits = nullptr;  // [tiles/16][N]: which of 16 tiles each row needs, where !need_bits_in_work
   unsigned long long* misplaced_mass = nullptr;  // [candidates + 1]: fixed-point masses, then the rows with a gradient
   int* head_tiles = nullptr;                   // after them: the dense head's length (mark_dense_head)
 };
