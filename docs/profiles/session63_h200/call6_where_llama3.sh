@@ -2,7 +2,7 @@
 # Session 63, call 6 (a fresh machine; CCE_COMMIT=<HEAD> bash <this>): where stage 10's call goes at llama3 today
 # (generated data; session 49's trace predates sessions 50-63): a traced call through the C interface
 # (bench/stage_timeline.py --host), and ncu's duration of every kernel of one call (clocks left alone), summed per
-# kernel by kernel_durations.py.
+# kernel by device_steps/ncu_durations.py.
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start call6
@@ -16,5 +16,5 @@ echo "timeline rc $? ($((SECONDS-T0)) s)"; grep -E "^span|^==" $R/timeline_llama
 timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum /tmp/build/stages/stage10_plan_per_batch --n 8192 \
   --d 4096 --v 128256 --dtype bf16 --data realistic --seed 1234 --backward --iters 0 > $R/ncu_llama3_all.txt 2>&1
 echo "ncu rc $? ($((SECONDS-T0)) s)"
-python3 docs/profiles/session63_h200/kernel_durations.py $R/ncu_llama3_all.txt | head -30
+python3 docs/profiles/device_steps/ncu_durations.py $R/ncu_llama3_all.txt | head -30
 cd $OUT && tar czf call6.tgz call6 && rm -rf call6
