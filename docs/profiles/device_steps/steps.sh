@@ -24,7 +24,8 @@
 #                               (the sparse plan, grouped rows): sanitizer_<tool>.txt, one summary line each
 #   plan_kernel_times REGEX TREE=BUILD...
 #                               ncu's duration of stage 10's kernels matching REGEX (clocks left alone, one kernel at
-#                               a time) at lm32k's and gemma2's shapes on generated data, per tree: ncu_<shape>_<tree>.txt
+#                               a time) at lm32k's and gemma2's shapes on generated data, per tree: ncu_<shape>_<tree>.txt,
+#                               summed per kernel by ncu_durations.py
 #   mass_kernel_memory TREE=BUILD...
 #                               ncu's memory counters of stage 10's first misplaced_mass_kernel at gemma2's shape per
 #                               tree (global load sectors per request, L2 hit rate, DRAM bytes): ncu_mass_<tree>.txt
@@ -120,7 +121,7 @@ plan_kernel_times() {
       timeout 20 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:"$regex" \
         $dir/stages/stage10_plan_per_batch --n 8192 --d $d --v $v --dtype bf16 --data realistic --seed 1234 \
         --plan sparse --backward --iters 0 > $R/ncu_${name}_$tree.txt 2>&1
-      echo "$name $tree rc $?: $(awk '/^  [a-zA-Z_:<>]+.*\(.*\) \(/{k=$1; sub(/\(.*/,"",k); n=split(k,a,"::"); k=a[n]} /gpu__time_duration.sum/{printf "%s %s; ", k, $NF}' $R/ncu_${name}_$tree.txt)"
+      echo "$name $tree rc $?: $(python3 docs/profiles/device_steps/ncu_durations.py $R/ncu_${name}_$tree.txt | paste -sd';')"
     done
   done
 }
