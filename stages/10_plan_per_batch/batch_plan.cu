@@ -273,12 +273,9 @@ size_t need_bits_bytes(const Problem& p) {
   return static_cast<size_t>(grouping_tile_groups(grouping_tiles(p)) * p.n) * sizeof(uint16_t);
 }
 // The grouping's sort takes the work buffer's first bytes (its keys, tokens,
-// sorted keys [3][N], then the sort's temporaries: s09's target sort reserves
-// them); the need bits follow.
-size_t need_bits_offset(const Problem& p) {
-  const size_t sort_bytes = static_cast<size_t>(p.n) * 12 + radix_sort_pairs_temp_bytes<int>(p.n, false);
-  return (sort_bytes + 255) / 256 * 256;
-}
+// sorted keys [3][N], then the sort's temporaries), the bytes s09 reserves
+// there for its target sort; the need bits follow.
+size_t need_bits_offset(const Problem& p) { return (s09::target_sort_work_bytes(p.n) + 255) / 256 * 256; }
 constexpr const char* kMisplacedMassItem = "misplaced mass per eps, rows with a gradient, the dense head's length [candidates + 2]";
 }  // namespace
 

@@ -36,6 +36,8 @@
 #   gpu_suite UNTIL             the whole GPU suite (ctest -L "gpu|stage" -j4) in /tmp/build, built first where the
 #                               machine has none (build.log), cut at UNTIL s of the script: ctest_gpu.log, its summary
 #                               line, failures and test time printed; returns 1 when the build fails
+#   gpu_suite_rest LOG UNTIL    the suite's tests that a cut gpu_suite (its ctest_gpu.log: LOG) did not finish, cut
+#                               at UNTIL s: suite_rest.txt names them, ctest_rest.log; "suite rest: none" when all finished
 #   save_probe_inputs SHAPE...  the inputs that python/op_overhead_probe.py and bench/peers.py read, by stage 01's
 #                               --save from /tmp/build (realistic data, seed 1234): lm32k in /tmp/lm-gen/lm32k, gemma2
 #                               in /tmp/cce-inputs/gemma2; save_<shape>.log each
@@ -179,4 +181,19 @@ save_probe_inputs() {
     /tmp/build/stages/stage01_materialized $dims --dtype bf16 --data realistic --seed 1234 --save $dir --save-large \
       --iters 0 > $R/save_$shape.log 2>&1 || echo "save $shape failed"
   done
+}
+
+gpu_suite_rest() {
+  local log=$1 until=$2 part regex
+  (cd /tmp/build && ctest -N -L "gpu|stage") | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' | sort > $R/suite_all.txt
+  sed -nE 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: ([^ ]+) .*/\1/p' $log | sort > $R/suite_finished.txt
+  comm -23 $R/suite_all.txt $R/suite_finished.txt > $R/suite_rest.txt
+  [ -s $R/suite_rest.txt ] || { echo "suite rest: none ($(wc -l < $R/suite_finished.txt) finished)"; return 0; }
+  rm -f /tmp/suite_rest_part.*; split -l 50 -d -a 3 $R/suite_rest.txt /tmp/suite_rest_part.  # short regexes for ctest
+  for part in /tmp/suite_rest_part.*; do
+    regex="^($(sed 's/[].[+*?()|^$]/\\&/g' $part | paste -sd'|'))\$"
+    (cd /tmp/build && timeout $((until - (SECONDS-T0))) ctest -L "gpu|stage" -R "$regex" -j4 --timeout 300) >> $R/ctest_rest.log 2>&1
+  done
+  echo "suite rest ($((SECONDS-T0)) s, $(wc -l < $R/suite_rest.txt) tests): $(grep -E 'tests passed' $R/ctest_rest.log | paste -sd';')"
+  grep -E '\*\*\*Failed|Timeout|Not Run|Failed  ' $R/ctest_rest.log | head -20
 }
