@@ -15,12 +15,14 @@ threshold sweeps (docs/drop_eps_sweep*.json). Writes:
   eps_sweep.png       stage 10: the share of tiles kept and the dE and dC errors against the threshold eps,
                       with and without the tail correction, one column per shape of the sweeps; the star
                       and eager PyTorch's lines from the run the sweeps were made beside (SWEEP_BENCH)
-  h200_time_memory.png  the sweep on another GPU (results_table.py's OTHER_GPU_BLOCKS: the H200's), one row per
+  h200_time_memory.png  the sweep on another GPU (results_table.py's APART_BLOCKS: the H200's), one row per
                       shape it ran: loss+grad time of each implementation divided by the cuBLAS floor's time in
                       the same tables (left, with the final stage's and the fastest peer's times written out) and
                       peak memory (right)
   h200_training_sweep.png  the same on the H200 (its block's files), with the implementations its one run in
                       turns timed at every snapshot (H200_SWEEP_IMPLS: QuACK in place of CCE and Liger)
+  h100_3ae9c50_time_memory.png, h100_3ae9c50_training_sweep.png  the same for the H100's run shown apart
+                      (APART_BLOCKS' h100_3ae9c50_summary: every shape at one tree, CCE and Liger among the peers)
   training_sweep.png  lm128k during its training (the shapes lm128k_s0 ... lm128k_s300, then lm128k): loss+grad
                       time of stage 10, the cuBLAS floor and each peer against the training step (top), and
                       stage 10's kept share of the pairs, its eps and its plan (bottom); the steps and held-out
@@ -506,13 +508,14 @@ def main(argv=None):
                    figure_gradient_error(plt, values, dims, gpus, args.out),
                    figure_eps_sweep(plt, sweep_data, sweep_gpus, sweep_values, args.out),
                    figure_training_sweep(plt, values, spreads, dims, gpus, steps, args.out)]
-        for block, files in rt.OTHER_GPU_BLOCKS.items():  # another GPU's sweep: a figure of its own
+        for block, files in rt.APART_BLOCKS.items():  # a run shown apart: figures of its own
             other, other_dims, other_gpus, other_spreads = load_bench(rt.default_paths(files))
             shapes = [s for s in rt.ALL_SHAPES if any(k[2] == s for k in other)]
             written.append(figure_ratio_to_floor(plt, other, other_gpus, args.out, shapes,
                                                  block.replace("_summary", "") + "_time_memory.png"))
             written.append(figure_training_sweep(plt, other, other_spreads, other_dims, other_gpus, steps,
-                                                 args.out, H200_SWEEP_IMPLS,
+                                                 args.out,
+                                                 H200_SWEEP_IMPLS if block == "h200_summary" else SWEEP_IMPLS,
                                                  block.replace("_summary", "") + "_training_sweep.png"))
     except Fault as e:
         print(f"figures.py: error: {e}", file=sys.stderr)

@@ -64,16 +64,21 @@ FILES = ("bench_cpp.json", "bench_cpp_lm128k.json", "bench_cpp_lm32k.json", "ben
          "bench_stage10_first_h100_a85669c.json", "bench_dense_plan_h100_a85669c.json",
          "bench_peers_dense_plan_h100_a85669c.json")
 BLOCKS = ("summary", "tables", "appendix")
-# Runs on another GPU get a summary block of their own (no table mixes two GPUs): the NVIDIA H200's. At 644edbb (stage
-# 10's candidates half an exponent apart; 644edbb adds device scripts to c8ed436) every shape of the tables in one run
-# on one machine: the floor and stage 10 (loss and loss + grad) and stage 06 at gemma2, then the peers with QuACK in
-# turns beside the op. Cut Cross-Entropy and Liger were not on that machine: their rows come from the newest of three
-# older runs that have them (69ee916, 7d25ee1, e8fc48e). The other H200 files in docs/ (bench_h200_*.json and
-# bench_peers_h200_*.json of 3a72614 to 430eaf8) hold no case newer than 644edbb's and stay for stage 10's WORKLOG.
-OTHER_GPU_BLOCKS = {"h200_summary": ("bench_peers_h200_e8fc48e.json", "bench_peers_h200_7d25ee1.json",
-                                     "bench_peers_h200_69ee916.json", "bench_h200_644edbb.json",
-                                     "bench_peers_h200_644edbb.json")}
-MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(OTHER_GPU_BLOCKS)}
+# Runs shown apart from the tables get a block of their own: the summary of their files alone at every shape, then
+# the files' contexts. Another GPU's (no table mixes two GPUs): the NVIDIA H200's. At 644edbb (stage 10's candidates
+# half an exponent apart; 644edbb adds device scripts to c8ed436) every shape of the tables in one run on one machine:
+# the floor and stage 10 (loss and loss + grad) and stage 06 at gemma2, then the peers with QuACK in turns beside the
+# op. Cut Cross-Entropy and Liger were not on that machine: their rows come from the newest of three older runs that
+# have them (69ee916, 7d25ee1, e8fc48e). The other H200 files in docs/ (bench_h200_*.json and bench_peers_h200_*.json
+# of 3a72614 to 430eaf8) hold no case newer than 644edbb's and stay for stage 10's WORKLOG. And the H100's newest run,
+# session 64 at 3ae9c50: every shape in one run on one machine (the floor, stage 10, stage 06 at gemma2_flat, then the
+# peers but QuACK with the op in turns), kept apart from the tables above, whose text notebooks/02_stage_results.ipynb
+# checks file by file against the sessions that made them.
+APART_BLOCKS = {"h200_summary": ("bench_peers_h200_e8fc48e.json", "bench_peers_h200_7d25ee1.json",
+                                 "bench_peers_h200_69ee916.json", "bench_h200_644edbb.json",
+                                 "bench_peers_h200_644edbb.json"),
+                "h100_3ae9c50_summary": ("bench_h100_3ae9c50.json", "bench_peers_h100_3ae9c50.json")}
+MARKERS = {name: (f"<!-- {name}:begin -->", f"<!-- {name}:end -->") for name in BLOCKS + tuple(APART_BLOCKS)}
 # The block that names the files, one "- `file`: GPU ..." line each (notebooks/02_stage_results.ipynb reads it).
 BEGIN, END = MARKERS["appendix"]
 MODES = ("loss", "loss_grad")
@@ -719,10 +724,10 @@ def default_paths(files=FILES):
     return [os.path.join(ROOT, "docs", name) for name in files]
 
 
-def other_gpu_blocks():
-    """{block name: the summary of its files alone at every shape, then their list}, for the runs on another GPU."""
+def apart_blocks():
+    """{block name: the summary of its files alone at every shape, then their list}, for the runs shown apart."""
     blocks = {}
-    for name, files in OTHER_GPU_BLOCKS.items():
+    for name, files in APART_BLOCKS.items():
         rendered = render_blocks(default_paths(files), ALL_SHAPES)
         blocks[name] = rendered["summary"] + "\n" + rendered["appendix"]
     return blocks
@@ -739,7 +744,7 @@ def main(argv=None):
     parser.add_argument("--update", metavar="MARKDOWN",
                         help="replace the text between the markers <!-- NAME:begin --> and <!-- NAME:end --> of "
                              f"each block ({', '.join(BLOCKS)}; with the default files also "
-                             f"{', '.join(OTHER_GPU_BLOCKS)}: the summary of another GPU's files) in this file "
+                             f"{', '.join(APART_BLOCKS)}: the summary of a run shown apart) in this file "
                              "instead of printing")
     args = parser.parse_args(argv)
     try:
@@ -747,7 +752,7 @@ def main(argv=None):
         if args.update:
             blocks = render_blocks(paths)
             if not args.json:
-                blocks.update(other_gpu_blocks())
+                blocks.update(apart_blocks())
             update(args.update, blocks)
         else:
             sys.stdout.write(render(paths))

@@ -36,9 +36,10 @@ DOCS = os.path.join(ROOT, "docs")
 RESULTS_MD = os.path.join(DOCS, "results.md")
 BLOCKS = ("summary", "tables", "appendix")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import results_table  # noqa: E402  (the other GPU's block and its files)
+import results_table  # noqa: E402  (the blocks shown apart and their files)
 FIGURE_NAMES = ("time_memory.png", "gradient_error.png", "eps_sweep.png", "training_sweep.png",
-                "h200_time_memory.png", "h200_training_sweep.png")
+                "h200_time_memory.png", "h200_training_sweep.png", "h100_3ae9c50_time_memory.png",
+                "h100_3ae9c50_training_sweep.png")
 
 SUMMARY_HEADER = ("| shape | implementation | loss+grad ms | min–max ms | mean ms | loss+grad MB | dE err | dC err "
                   "| loss ms | loss MB |")
@@ -487,13 +488,13 @@ class CommittedResults(unittest.TestCase):
         lines = self.text.splitlines()
         header = next(i for i, line in enumerate(lines) if line.startswith("| shape | implementation |"))
         self.assertLess(header, 15, "the summary table should open the file")
-        others = "".join(block(self.text, name) for name in results_table.OTHER_GPU_BLOCKS)
+        others = "".join(block(self.text, name) for name in results_table.APART_BLOCKS)
         outside = self.text
-        for name in results_table.OTHER_GPU_BLOCKS:
+        for name in results_table.APART_BLOCKS:
             outside = outside.replace(block(self.text, name), "")
         self.assertEqual(sum(line.startswith("| shape | implementation |") for line in outside.splitlines()), 1)
         self.assertEqual(sum(line.startswith("| shape | implementation |") for line in others.splitlines()),
-                         len(results_table.OTHER_GPU_BLOCKS))
+                         len(results_table.APART_BLOCKS))
         self.assertIn("One value per quantity", "\n".join(lines[:header]))
         appendix = self.text.index("<!-- appendix:begin -->")
         self.assertFalse(re.search(r"^## ", self.text[appendix:], re.M), "a section after the run contexts")
@@ -504,14 +505,17 @@ class CommittedResults(unittest.TestCase):
             self.assertTrue(os.path.isfile(os.path.join(DOCS, "figures", name)), name)
             self.assertLess(os.path.getsize(os.path.join(DOCS, "figures", name)), 300 * 1024, name)
 
-    def test_another_gpus_block_holds_its_files_alone(self):
-        h200 = block(self.text, "h200_summary")
-        files = re.findall(r"^- `([^`]+)`: GPU \*\*([^*]+)\*\*", h200, re.M)
-        self.assertEqual([f for f, _ in files], list(results_table.OTHER_GPU_BLOCKS["h200_summary"]))
-        self.assertEqual({gpu for _, gpu in files}, {"NVIDIA H200"})
-        for name in results_table.OTHER_GPU_BLOCKS["h200_summary"]:
-            self.assertNotIn(name, block(self.text, "appendix"), "an H200 file among the H100 tables' files")
-        self.assertIn("| gpt2 | stage10_plan_per_batch |", h200)  # every shape, not only the summary's
+    def test_each_block_apart_holds_its_files_alone(self):
+        gpus = {"h200_summary": "NVIDIA H200", "h100_3ae9c50_summary": "NVIDIA H100 80GB HBM3"}
+        self.assertEqual(set(gpus), set(results_table.APART_BLOCKS))
+        for name, gpu in gpus.items():
+            text = block(self.text, name)
+            files = re.findall(r"^- `([^`]+)`: GPU \*\*([^*]+)\*\*", text, re.M)
+            self.assertEqual([f for f, _ in files], list(results_table.APART_BLOCKS[name]))
+            self.assertEqual({g for _, g in files}, {gpu})
+            for file in results_table.APART_BLOCKS[name]:
+                self.assertNotIn(file, block(self.text, "appendix"), f"{name}'s file among the tables' files")
+            self.assertIn("| gpt2 | stage10_plan_per_batch |", text)  # every shape, not only the summary's
 
     def test_every_summary_number_is_the_newest_files(self):
         rows = table_rows(block(self.text, "summary"), "| shape | implementation |")
