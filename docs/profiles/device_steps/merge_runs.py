@@ -36,7 +36,7 @@ def write(name, doc):
     print(f"wrote docs/{name}: {len(doc['benchmarks'])} benchmarks")
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpu", required=True)
     p.add_argument("--tree", required=True)
@@ -47,7 +47,7 @@ def main():
     p.add_argument("--peers", nargs="+", required=True, help="peers.py's files, relative to --logs")
     p.add_argument("--peers-out", required=True)
     p.add_argument("--peers-note", required=True)
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     bench = load(args.logs, args.bench, args.gpu, args.tree)
     bench["context"]["cce_merged"] = args.bench_note

@@ -39,8 +39,9 @@
 #   gpu_suite_rest LOG UNTIL    the suite's tests that a cut gpu_suite (its ctest_gpu.log: LOG) did not finish, cut
 #                               at UNTIL s: suite_rest.txt names them, ctest_rest.log; "suite rest: none" when all finished
 #   save_probe_inputs SHAPE...  the inputs that python/op_overhead_probe.py and bench/peers.py read, by stage 01's
-#                               --save from /tmp/build (realistic data, seed 1234): lm32k in /tmp/lm-gen/lm32k, gemma2
-#                               in /tmp/cce-inputs/gemma2; save_<shape>.log each
+#                               --save from /tmp/build (seed 1234; realistic data, gemma2_flat random): lm32k in
+#                               /tmp/lm-gen/lm32k, gemma2, gemma2_flat, llama3 and gpt2 in /tmp/cce-inputs/<shape>;
+#                               save_<shape>.log each
 
 call_start() {
   R=$OUT/$1; mkdir -p $R
@@ -170,16 +171,20 @@ gpu_suite() {
 }
 
 save_probe_inputs() {
-  local shape dims dir
+  local shape dims dir data
   for shape in "$@"; do
+    data=realistic
     case $shape in
       lm32k) dims="--n 8192 --d 768 --v 32000" dir=/tmp/lm-gen/lm32k ;;
       gemma2) dims="--n 8192 --d 2304 --v 256000" dir=/tmp/cce-inputs/gemma2 ;;
-      *) echo "save_probe_inputs: no shape $shape (lm32k, gemma2)"; return 1 ;;
+      gemma2_flat) dims="--n 8192 --d 2304 --v 256000" dir=/tmp/cce-inputs/gemma2_flat data=random ;;
+      llama3) dims="--n 8192 --d 4096 --v 128256" dir=/tmp/cce-inputs/llama3 ;;
+      gpt2) dims="--n 20480 --d 768 --v 50257" dir=/tmp/cce-inputs/gpt2 ;;
+      *) echo "save_probe_inputs: no shape $shape (lm32k, gemma2, gemma2_flat, llama3, gpt2)"; return 1 ;;
     esac
     mkdir -p $(dirname $dir)
-    /tmp/build/stages/stage01_materialized $dims --dtype bf16 --data realistic --seed 1234 --save $dir --save-large \
-      --iters 0 > $R/save_$shape.log 2>&1 || echo "save $shape failed"
+    timeout 60 /tmp/build/stages/stage01_materialized $dims --dtype bf16 --data $data --seed 1234 --save $dir \
+      --save-large --iters 0 > $R/save_$shape.log 2>&1 || echo "save $shape failed"
   done
 }
 
