@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Session 64: issue 25's and 26's targets against this session's H100 run, read from the committed files
 (docs/bench_h100_3ae9c50.json, docs/bench_peers_h100_3ae9c50.json, logs/call4b/, logs/call5/). Prints one Markdown
-row per target: what the issue asks, what was measured (median and the repetitions' min-max), met or not.
+row per target: what the issue asks, what was measured (median and the repetitions' min-max), met or not. A report of
+the issue's targets, not a test of a claim: a target not met is printed as such; a file or case missing stops it.
 
     python3 docs/profiles/session64_h100/targets.py     (from the repository root)
 """
