@@ -1,10 +1,12 @@
 """The instructions with the most stall samples in an `ncu --page source --csv --print-source sass` export: the 40
 largest by "Warp Stall Sampling (All Samples)", with their share of all samples, their opcode and, where the export
-has it, the source line. Usage: python3 stall_lines.py EXPORT.csv"""
+has it, the source line. Usage: python3 stall_lines.py EXPORT.csv[.gz]"""
 import csv
+import gzip
 import sys
 
-rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+opener = gzip.open if sys.argv[1].endswith(".gz") else open
+rows = list(csv.reader(opener(sys.argv[1], "rt", errors="replace")))
 header_at = next(i for i, r in enumerate(rows) if any("Warp Stall Sampling (All" in c for c in r))
 header = rows[header_at]
 print("columns:", " | ".join(header[:12]))
