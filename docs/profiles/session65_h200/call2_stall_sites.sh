@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 65, call 2 (CCE_COMMIT=<HEAD> bash <this>): where the forward kernels' warps stall. Stages 03 and 10 built
 # with -lineinfo; at gemma2's shape one launch each of their forward kernel (wgmma_pipeline_kernel) under ncu: every
-# stall reason per issued instruction (smsp__average_warps_issue_stalled_*), and the source lines with the most
-# stall samples (SourceCounters, sources imported).
+# stall reason per issued instruction (smsp__average_warps_issue_stalled_*), and SourceCounters with the sources
+# imported, asked for the lines with the most stall samples: its text output gives none (call 3 exports them).
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start call2

@@ -2,7 +2,7 @@
 # Session 65, call 3 (the machine of call 2, warm; CCE_COMMIT=<HEAD> bash <this>): call 2's text output has no source
 # lines, so one launch of stage 10's forward kernel at gemma2's shape is saved as a report (SourceCounters and
 # WarpStateStats, sources imported) and its SASS page exported; stall_lines.py keeps the 40 instructions with the most
-# stall samples, each with its CUDA line.
+# stall samples, each with its address and SASS (the export holds no CUDA lines).
 T0=$SECONDS
 source docs/profiles/device_steps/steps.sh
 call_start call3

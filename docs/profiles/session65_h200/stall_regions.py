@@ -3,28 +3,19 @@ consumer warps a tile): the consumers' k-slice loop (executed 36 · 64000 · 8 t
 per-tile code (the epilogue and the tile's end, a multiple of 64000 · 8 = 512000 executions), and the rest (the
 producer, the units' begin and end, the prologue). Prints each part's share of the stall samples, which sample every
 resident warp at fixed intervals, issuing or not. Usage: python3 stall_regions.py [EXPORT.csv.gz]"""
-import csv
-import gzip
 import os
 import sys
 
+from stall_lines import number, read_export
+
 path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "logs",
                                                            "call3", "source_sass.csv.gz")
-rows = list(csv.reader(gzip.open(path, "rt", errors="replace")))[1:]
-header = rows[0]
+header, rows = read_export(path)
 samples = header.index("Warp Stall Sampling (All Samples)")
 executed = header.index("Instructions Executed")
-
-
-def number(text):
-    return float((text or "0").replace(",", ""))
-
-
 slice_runs = {36 * 64000 * 8, 35 * 64000 * 8}
 parts = {"k-slice loop": 0.0, "per-tile code": 0.0, "the rest": 0.0}
-for r in rows[1:]:
-    if len(r) <= executed:
-        continue
+for r in rows:
     runs, s = number(r[executed]), number(r[samples])
     if runs in slice_runs:
         parts["k-slice loop"] += s
