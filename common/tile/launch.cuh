@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "common/check.h"
 #include "common/stage.h"
@@ -78,11 +79,20 @@ int resident_blocks_per_sm(TilePath path) {
 }
 
 // E [p.n, p.d] and C [p.v, p.d] given as device pointers: a stage may run
-// the engine on a part of C it gathered itself (stage 08's sorted chunks).
+// the engine on a part of C it gathered itself (stage 08's sorted chunks),
+// or have the pipeline gather it while it runs (`gather`, row_gather.cuh).
 template <template <class> class Epilogue, class Params>
 void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath path, const TileUnits& units,
-                       const Params& params, cudaStream_t stream) {
+                       const Params& params, cudaStream_t stream, const RowGather& gather = RowGather{}) {
   if (units.count() == 0) return;
+  if (gather.active()) {
+    if (path != TilePath::kWgmmaPipeline) throw CudaError("a gather of C's rows runs on the wgmma pipeline only");
+    // row_gather.cuh counts pieces in 32 bits and starts on a C tile.
+    const int64_t pieces = units.ranges * units.tiles_per_range * gather.pieces_per_tile();
+    if (pieces >= (int64_t{1} << 32) || gather.first % WgmmaPipeline::kBN != 0 || gather.rows != p.v || gather.d != p.d)
+      throw CudaError("a gather of C's rows that the pipeline cannot make: " + std::to_string(gather.rows) +
+                      " rows of " + std::to_string(gather.d) + " from " + std::to_string(gather.first));
+  }
   if (path == TilePath::kWgmmaPipeline) {
 #ifdef CCE_HAVE_WGMMA
     static_assert(Epilogue<WgmmaPipelineFragment>::kSharedBytes <= kWgmmaPipelineMaxEpilogueBytes,
@@ -121,14 +131,14 @@ void launch_tile_units(const Problem& p, const void* e, const void* c, TilePath 
       // At most units.grid blocks, as on the single-block path (a test forces a small grid to walk several units).
       const int64_t launched = std::min<int64_t>({clusters, units.pair_count(), std::max<int64_t>(1, units.grid / 2)});
       config.gridDim = dim3(static_cast<unsigned>(2 * launched));
-      CCE_CUDA_CHECK(cudaLaunchKernelEx(&config, pair_kernel, e_map, c_half_map, units, k_tiles, params));
+      CCE_CUDA_CHECK(cudaLaunchKernelEx(&config, pair_kernel, e_map, c_half_map, units, k_tiles, params, gather));
       return;
     }
     auto kernel = wgmma_pipeline_kernel<Epilogue>;
     allow_dynamic_shared_memory(kernel, shared);
     const CUtensorMap c_map = make_bf16_tensor_map(c, p.v, p.d, WgmmaPipeline::kBN);
     kernel<<<static_cast<unsigned>(units.grid), WgmmaPipeline::kThreads, shared, stream>>>(
-        e_map, c_map, units, k_tiles, params);
+        e_map, c_map, units, k_tiles, params, gather);
     CCE_CHECK_LAUNCH();
     return;
 #else

@@ -16,6 +16,9 @@
 //     logits, 128 fp32 values per thread, to the epilogue.
 // kStages = 4 stages (192 KB) let the producer run up to 4 slices ahead.
 // setmaxnreg gives the producer's registers to the consumers (40 vs 232).
+// With a RowGather (row_gather.cuh) the producer's warps 1-3 first copy C's
+// rows into the order the C map reads, and the loading thread waits for each
+// tile's rows before its first load of it.
 //
 // The grid is persistent: one block per multiprocessor walks the units of a
 // TileUnits schedule (units.cuh) in the order u = blockIdx.x, + gridDim.x, ...
@@ -42,6 +45,7 @@
 
 #include <cstdint>
 
+#include "common/tile/row_gather.cuh"
 #include "common/tile/team.cuh"
 #include "common/tile/units.cuh"
 #include "common/tile/wgmma_pipeline_shape.h"
@@ -158,7 +162,7 @@ template <template <class> class Epilogue, bool kPairs = false>
 __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
     wgmma_pipeline_kernel(const __grid_constant__ CUtensorMap e_map, const __grid_constant__ CUtensorMap c_map,
                           TileUnits units, int k_tiles,
-                          typename Epilogue<WgmmaPipelineFragment>::Params params) {
+                          typename Epilogue<WgmmaPipelineFragment>::Params params, RowGather gather) {
 #if defined(CCE_HAVE_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using P = WgmmaPipeline;
   extern __shared__ __align__(1024) unsigned char shared_raw[];
@@ -190,6 +194,14 @@ __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
   const int warpgroup = static_cast<int>(threadIdx.x / 128);
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(P::kProducerRegisters));
+    if (threadIdx.x >= 32) {  // warps 1-3: the gather of C's rows, if any (row_gather.cuh)
+      if (gather.active()) {
+        const int64_t group = units.token_group < units.token_blocks ? units.token_group : units.token_blocks;
+        gather::copy_pieces(gather, units, static_cast<unsigned>(kPairs ? (group + 1) / 2 : group),
+                            static_cast<unsigned>(walk.stride()));
+      }
+      return;
+    }
     if (threadIdx.x != 0) return;
     int stage = 0;
     uint32_t phase = 0;
@@ -198,6 +210,7 @@ __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
       const Unit unit = walk.at(i, &ghost);
       const int row0 = static_cast<int>(unit.token_block * P::kBM);
       for (int64_t t = unit.tile_begin; t < unit.tile_end; ++t) {
+        if (gather.active()) gather::wait_for_tile(gather, t);
         for (int kt = 0; kt < k_tiles; ++kt) {
           // Parity phase ^ 1: on the first pass the stages count as empty.
           sm90::barrier_wait(empty + 8 * stage, phase ^ 1);
@@ -274,7 +287,7 @@ __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
   }
   if constexpr (kPairs) sm90::cluster_sync();  // the partner's last arrivals and copies reach a live block
 #else
-  (void)e_map, (void)c_map, (void)units, (void)k_tiles, (void)params;
+  (void)e_map, (void)c_map, (void)units, (void)k_tiles, (void)params, (void)gather;
   __trap();  // built without sm_90a: the host never launches this path
 #endif
 }

@@ -80,6 +80,7 @@ struct SortedForwardBuffers {
   float2* range_states = nullptr;  // [ranges][N]: (max, sum) of each row over a range
   float2* row_states = nullptr;    // [N]: the running (max, sum) over the chunks
   unsigned char* work = nullptr;   // plan.work_bytes
+  unsigned* gather_counts = nullptr;  // the pipeline's gather of a chunk: its counts (common/tile/row_gather.cuh)
 };
 // The memory model of these buffers (the stage's workspace items), and the
 // buffers themselves once allocated: the one place that names them.

@@ -259,6 +259,12 @@ ChunkPlan plan_chunk(const Problem& p, int64_t rows) {
   return plan;
 }
 
+// Whether the forward's pipeline gathers each chunk itself (row_gather.cuh):
+// on the wgmma pipeline (bf16), whose mean tiles are stage 08's tiles.
+bool gathers_in_pipeline(TilePath path, int64_t tile_cols) {
+  return path == TilePath::kWgmmaPipeline && tile_cols == RowGather::kMeanRows;
+}
+
 int64_t forward_ranges(const Problem& p, int64_t chunk_rows) {
   const int64_t last = p.v % chunk_rows == 0 ? chunk_rows : p.v % chunk_rows;
   return std::max(plan_chunk(p, std::min(chunk_rows, p.v)).units.ranges, plan_chunk(p, last).units.ranges);
@@ -297,6 +303,8 @@ std::vector<MemoryItem> sorted_forward_items(const Problem& p, const SortedForwa
       {"target logit [N]", n * 4},
       {"range (max, sum) [ranges][N]", static_cast<size_t>(plan.ranges) * n * 8},
       {"row (max, sum) [N]", n * 8},
+      // Sized for V: a caller may run the whole vocabulary as one chunk (stage 10's forward into dC).
+      {"gathered pieces per C tile [V / 256 + 1]", RowGather::flag_bytes(p.v)},
   };
   return concat(items, per_token_loss_scratch(p));
 }
@@ -312,6 +320,7 @@ SortedForwardBuffers sorted_forward_buffers(const Scratch& scratch) {
   b.range_states = scratch.get<float2>("range (max, sum) [ranges][N]");
   b.row_states = scratch.get<float2>("row (max, sum) [N]");
   b.work = scratch.get<unsigned char>("work buffer");
+  b.gather_counts = scratch.get<unsigned>("gathered pieces per C tile [V / 256 + 1]");
   return b;
 }
 
@@ -390,10 +399,20 @@ void forward_in_order(const DeviceInputs& in, const SortedForwardPlan& plan, con
                                                                    kept.target_logit);
   CCE_CHECK_LAUNCH();
 
-  // 2. The forward over the sorted vocabulary, a gathered chunk at a time.
+  // 2. The forward over the sorted vocabulary, a gathered chunk at a time:
+  // on the wgmma pipeline its idle producer warps gather the chunk while it
+  // runs (row_gather.cuh), elsewhere gather_rows_kernel first.
   for (int64_t first = 0; first < p.v; first += plan.chunk_rows) {
     const int64_t rows = std::min(plan.chunk_rows, p.v - first);
-    dispatch([&](auto element_type) {
+    const ChunkPlan chunk = plan_chunk(p, rows);
+    if (chunk.units.ranges > plan.ranges) throw CudaError("stage 08: a chunk has more ranges than planned");
+    RowGather gather;
+    if (gathers_in_pipeline(chunk.path, tile_cols)) {
+      gather = RowGather{reinterpret_cast<const __nv_bfloat16*>(in.c.get()), order, first, rows, p.d,
+                         reinterpret_cast<__nv_bfloat16*>(work), static_cast<__nv_bfloat16*>(kept.tile_means),
+                         buffers.gather_counts};
+      CCE_CUDA_CHECK(cudaMemsetAsync(buffers.gather_counts, 0, RowGather::flag_bytes(rows), stream));
+    } else dispatch([&](auto element_type) {
       using T = decltype(element_type);
       // A block per (tile, 64 columns' worth of 16-byte pieces): enough blocks to keep the copy in flight.
       const dim3 grid(static_cast<unsigned>((rows + tile_cols - 1) / tile_cols),
@@ -403,12 +422,10 @@ void forward_in_order(const DeviceInputs& in, const SortedForwardPlan& plan, con
                                                      static_cast<T*>(kept.tile_means));
       CCE_CHECK_LAUNCH();
     });
-    const ChunkPlan chunk = plan_chunk(p, rows);
-    if (chunk.units.ranges > plan.ranges) throw CudaError("stage 08: a chunk has more ranges than planned");
     TileStatsParams params{kept.target_position, p.n, p.v, first, p.softcap, buffers.range_states, kept.target_logit,
                            kept.stats};
     launch_tile_units<TileStatsEpilogue>(chunk_problem(p, rows), in.e.get(), work, chunk.path, chunk.units, params,
-                                         stream);
+                                         stream, gather);
     launch_dependent(merge_chunk_kernel, blocks_for(p.n * kMergeLanes), kThreads, stream, buffers.range_states, p.n,
                      chunk.units.ranges, buffers.row_states);
   }

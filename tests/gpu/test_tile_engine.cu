@@ -9,7 +9,9 @@
 // skipped with the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -176,6 +178,116 @@ std::string gemm_name(const testing::TestParamInfo<GemmParam>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPaths, TileEngineGemm, testing::ValuesIn(gemm_params()), gemm_name);
+
+// The pipeline gathering C's rows while it multiplies (row_gather.cuh): C's
+// rows in a random order from `first` into a poisoned buffer, which the C map
+// reads, and each 128-row tile's mean. The gathered rows must be C's, bit for
+// bit; the means must be the host's (float sums in row order, bf16 ties to
+// even), bit for bit; and the logits must be cuBLAS's over the sorted rows, so
+// that a tile loaded before its rows arrived (the poison: NaN) fails.
+struct GatherCase {
+  std::string name;
+  int64_t n, d, v, first, rows;
+  int64_t ranges = 0, grid = 0;  // 0: the planner's; else forced
+};
+
+class TileEngineGather : public testing::TestWithParam<GatherCase> {};
+
+TEST_P(TileEngineGather, RowsMeansAndLogitsOfTheOrder) {
+  const GatherCase& g = GetParam();
+  Problem full;
+  full.n = g.n, full.d = g.d, full.v = g.v, full.dtype = Dtype::kBFloat16;
+  Problem chunk = full;
+  chunk.v = g.rows;
+  SKIP_WITHOUT_GPU();
+  const std::string why = cannot_run(TilePath::kWgmmaPipeline, chunk);
+  if (!why.empty()) GTEST_SKIP() << why;
+
+  GeneratorOptions gen;
+  gen.mode = DataMode::kRandom;
+  gen.seed = 777 + static_cast<uint64_t>(g.v);
+  const HostInputs host = generate_inputs(full, gen);
+  const DeviceInputs in = DeviceInputs::upload(full, host);
+  std::vector<int> order(static_cast<size_t>(g.v));
+  for (int64_t j = 0; j < g.v; ++j) order[j] = static_cast<int>(j);
+  std::mt19937 rng(static_cast<uint32_t>(g.v));
+  std::shuffle(order.begin(), order.end(), rng);
+  DeviceBuffer<int> order_d(order.size());
+  copy_to_device(order_d.get(), order.data(), order_d.bytes());
+
+  const int64_t mean_tiles = (g.v + RowGather::kMeanRows - 1) / RowGather::kMeanRows;
+  DeviceBuffer<uint16_t> sorted(static_cast<size_t>(g.rows * g.d)), means(static_cast<size_t>(mean_tiles * g.d));
+  poison_device(sorted.get(), sorted.bytes());
+  poison_device(means.get(), means.bytes());
+  DeviceBuffer<unsigned> counts(RowGather::flag_bytes(g.rows) / 4);
+  CCE_CUDA_CHECK(cudaMemset(counts.get(), 0, counts.bytes()));
+  const RowGather gather{reinterpret_cast<const __nv_bfloat16*>(in.c.get()), order_d.get(), g.first, g.rows, g.d,
+                         reinterpret_cast<__nv_bfloat16*>(sorted.get()), reinterpret_cast<__nv_bfloat16*>(means.get()),
+                         counts.get()};
+  const size_t count = static_cast<size_t>(g.n * g.rows);
+  DeviceBuffer<float> got(count), want(count);
+  poison_device(got.get(), got.bytes());
+  UnitPolicy policy;
+  policy.ranges = g.ranges;
+  TileUnits units = plan_tile_units(chunk, TilePath::kWgmmaPipeline, policy);
+  if (g.grid > 0) units.grid = std::min(units.grid, g.grid);
+  launch_tile_units<WriteTileEpilogue>(chunk, in.e.get(), sorted.get(), TilePath::kWgmmaPipeline, units,
+                                       WriteTileParams{got.get(), g.n, g.rows}, nullptr, gather);
+  CCE_CUDA_CHECK(cudaDeviceSynchronize());
+
+  // The rows and the means, bit for bit.
+  std::vector<uint16_t> rows_got(sorted.bytes() / 2), means_got(means.bytes() / 2);
+  copy_to_host(rows_got.data(), sorted.get(), sorted.bytes());
+  copy_to_host(means_got.data(), means.get(), means.bytes());
+  size_t bad_rows = 0, bad_means = 0;
+  for (int64_t r = 0; r < g.rows; ++r)
+    for (int64_t k = 0; k < g.d; ++k)
+      bad_rows += rows_got[r * g.d + k] != float_to_bf16_bits(host.c[order[g.first + r] * g.d + k]);
+  for (int64_t r0 = 0; r0 < g.rows; r0 += RowGather::kMeanRows) {
+    const int64_t rows = std::min<int64_t>(RowGather::kMeanRows, g.rows - r0);
+    for (int64_t k = 0; k < g.d; ++k) {
+      float sum = 0.0f;
+      for (int64_t r = 0; r < rows; ++r)  // the value the device holds: C rounded to bf16
+        sum += bf16_bits_to_float(float_to_bf16_bits(host.c[order[g.first + r0 + r] * g.d + k]));
+      bad_means += means_got[((g.first + r0) / RowGather::kMeanRows) * g.d + k] !=
+                   float_to_bf16_bits(sum / static_cast<float>(rows));
+    }
+  }
+  EXPECT_EQ(bad_rows, 0u) << "of " << g.rows * g.d << " gathered values";
+  EXPECT_EQ(bad_means, 0u) << "of the means' values";
+
+  // The logits over the sorted rows, against cuBLAS on the host's sorted C.
+  HostInputs sorted_host = host;
+  sorted_host.v = g.rows;
+  sorted_host.c.assign(static_cast<size_t>(g.rows * g.d), 0.0f);
+  for (int64_t r = 0; r < g.rows; ++r)
+    std::copy_n(host.c.begin() + order[g.first + r] * g.d, g.d, sorted_host.c.begin() + r * g.d);
+  sorted_host.targets.assign(static_cast<size_t>(g.n), 0);
+  s01::gemm_logits(DeviceInputs::upload(chunk, sorted_host), want.get(), nullptr);
+  std::vector<float> a(count), b(count);
+  copy_to_host(a.data(), got.get(), got.bytes());
+  copy_to_host(b.data(), want.get(), want.bytes());
+  double scale = 0;
+  for (float x : b) scale = std::max(scale, static_cast<double>(std::fabs(x)));
+  size_t bad = 0;
+  for (size_t i = 0; i < count; ++i)
+    bad += !(std::fabs(static_cast<double>(a[i]) - b[i]) <= 1e-5 * scale + 1e-4 * std::fabs(b[i]));
+  std::printf("gather of %lld rows from %lld on %s: %lld units on %lld blocks\n", static_cast<long long>(g.rows),
+              static_cast<long long>(g.first), chunk.describe().c_str(), static_cast<long long>(units.count()),
+              static_cast<long long>(units.grid));
+  EXPECT_EQ(bad, 0u) << bad << " of " << count << " logits off";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pipeline, TileEngineGather,
+    testing::Values(GatherCase{"whole_256x256x1024", 256, 256, 1024, 0, 1024},
+                    // one token block: the single-block kernel; D = 264: a second, partial segment of columns
+                    GatherCase{"single_block_100x264x3001", 100, 264, 3001, 0, 3001},
+                    // clusters of two with a ghost, several units per block and tiles per unit
+                    GatherCase{"many_units_300x200x5000", 300, 200, 5000, 0, 5000, 4, 7},
+                    // a chunk from sorted position 512, its last mean tile partial
+                    GatherCase{"chunk_300x136x5000", 300, 136, 5000, 512, 2001}),
+    [](const testing::TestParamInfo<GatherCase>& info) { return info.param.name; });
 
 // The block-level wgmma tiles address a thread's rows in 32-bit counts of 16-byte chunks (tile_wgmma.cuh): a problem
 // whose rows · D / 8 reaches 2^32 must not get them, one just below must get the path a small problem gets.
