@@ -7,9 +7,10 @@
 // thread of the producer warpgroup issues loads; its warps 1-3 are free. With
 // a RowGather they make the copy while the consumers multiply: they take
 // pieces (128 sorted rows × 256 columns: a mean tile's rows over one segment
-// of D) from a counter, in the order in which the units will first read the
-// tiles, and count each finished piece into its 256-row tile's `ready`. The
-// producer waits for a tile's count before its first load of that tile.
+// of D) from a counter, in the order in which the units first read the tiles
+// (TileUnits::tile_in_first_read_order), and count each finished piece into
+// its 256-row C tile's `ready`. The producer waits for a tile's count before
+// its first load of that tile.
 // The copy and the mean are those of stage 08's gather_rows_kernel, sums in
 // row order: the same bits.
 #pragma once
@@ -48,28 +49,6 @@ struct RowGather {
 
 namespace gather {
 
-// The C tiles in the order the walk first reads them. Units numbered i are
-// started in wave i / stride; the first group of token blocks reaches range r
-// at index r * per_range (per_range: the group's units, or its pairs, per
-// range), so range r first runs in wave r * per_range / stride, tile by tile.
-// Slot q of the order: the ranges that start in one wave, their first tiles,
-// then their second tiles, ...; wave after wave. -1: past the last slot.
-__device__ inline int tile_in_first_read_order(unsigned q, unsigned ranges, unsigned tiles_per_range,
-                                               unsigned per_range, unsigned stride) {
-  unsigned r_lo = 0;
-  for (unsigned wave = 0; r_lo < ranges; ++wave) {
-    unsigned r_hi = ((wave + 1) * stride + per_range - 1) / per_range;
-    if (r_hi > ranges) r_hi = ranges;
-    if (r_hi > r_lo) {
-      const unsigned width = r_hi - r_lo, count = width * tiles_per_range;
-      if (q < count) return static_cast<int>((r_lo + q % width) * tiles_per_range + q / width);
-      q -= count;
-      r_lo = r_hi;
-    }
-  }
-  return -1;
-}
-
 // C's rows are read once here: first out of L2, which keeps the tiles the consumers read.
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t policy;
@@ -92,8 +71,7 @@ __device__ inline void copy_pieces(const RowGather& g, const TileUnits& units, u
   const int lane = static_cast<int>(threadIdx.x % 32);
   const unsigned segments = static_cast<unsigned>(g.segments()), per_tile = 2 * segments;
   const unsigned tiles = static_cast<unsigned>(g.c_tiles());
-  const unsigned ranges = static_cast<unsigned>(units.ranges), per_range_tiles = static_cast<unsigned>(units.tiles_per_range);
-  const unsigned total = ranges * per_range_tiles * per_tile;
+  const unsigned total = static_cast<unsigned>(units.ranges * units.tiles_per_range) * per_tile;
   unsigned* next = g.ready + tiles;
   const uint64_t policy = evict_first_policy();
   for (;;) {
@@ -101,7 +79,7 @@ __device__ inline void copy_pieces(const RowGather& g, const TileUnits& units, u
     if (lane == 0) j = atomicAdd(next, 1u);
     j = __shfl_sync(0xffffffffu, j, 0);
     if (j >= total) return;
-    const int tile = tile_in_first_read_order(j / per_tile, ranges, per_range_tiles, per_range, stride);
+    const int tile = units.tile_in_first_read_order(j / per_tile, per_range, stride);
     if (tile < 0 || static_cast<unsigned>(tile) >= tiles) continue;  // a slot past the last range's end
     const unsigned within = j % per_tile;
     const int64_t r0 = static_cast<int64_t>(tile) * WgmmaPipeline::kBN + (within / segments) * RowGather::kMeanRows;

@@ -58,6 +58,35 @@ struct TileUnits {
     return unit_of(g.first + (*ghost ? block - 1 : block), g.in_group / half);
   }
 
+  // The vocabulary tiles in the order a walk first reads them (row_gather.cuh
+  // gathers them in this order). A walk of `stride` blocks (or clusters, with
+  // pairs) starts index i in wave i / stride; the first group of token blocks
+  // reaches range r at index r · first_reads_per_range(pairs), so range r first
+  // runs in wave r · per_range / stride, tile by tile. Slot q: the ranges that
+  // start in one wave, their first tiles, then their second tiles, ...; wave
+  // after wave. A slot past the last range's end gives a tile ≥ vocab_tiles;
+  // -1 past the last slot (ranges · tiles_per_range of them). 32-bit: the
+  // pipeline's producer warps run it in 40 registers.
+  __host__ __device__ unsigned first_reads_per_range(bool pairs) const {
+    const int64_t group = token_group < token_blocks ? token_group : token_blocks;
+    return static_cast<unsigned>(pairs ? (group + 1) / 2 : group);
+  }
+  __host__ __device__ int tile_in_first_read_order(unsigned q, unsigned per_range, unsigned stride) const {
+    const unsigned all_ranges = static_cast<unsigned>(ranges), per = static_cast<unsigned>(tiles_per_range);
+    unsigned r_lo = 0;
+    for (unsigned wave = 0; r_lo < all_ranges; ++wave) {
+      unsigned r_hi = ((wave + 1) * stride + per_range - 1) / per_range;
+      if (r_hi > all_ranges) r_hi = all_ranges;
+      if (r_hi > r_lo) {
+        const unsigned width = r_hi - r_lo, count = width * per;
+        if (q < count) return static_cast<int>((r_lo + q % width) * per + q / width);
+        q -= count;
+        r_lo = r_hi;
+      }
+    }
+    return -1;
+  }
+
   // Where index i of a walk that gives each group of token blocks per_group
   // indices falls: the group's first token block, its size (the last group
   // may be smaller) and i's place inside the group.

@@ -195,11 +195,8 @@ __global__ void __launch_bounds__(WgmmaPipeline::kThreads, 1)
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(P::kProducerRegisters));
     if (threadIdx.x >= 32) {  // warps 1-3: the gather of C's rows, if any (row_gather.cuh)
-      if (gather.active()) {
-        const int64_t group = units.token_group < units.token_blocks ? units.token_group : units.token_blocks;
-        gather::copy_pieces(gather, units, static_cast<unsigned>(kPairs ? (group + 1) / 2 : group),
-                            static_cast<unsigned>(walk.stride()));
-      }
+      if (gather.active())
+        gather::copy_pieces(gather, units, units.first_reads_per_range(kPairs), static_cast<unsigned>(walk.stride()));
       return;
     }
     if (threadIdx.x != 0) return;
