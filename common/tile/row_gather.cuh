@@ -19,10 +19,31 @@
 
 #include <cstdint>
 
+#include "common/device_math.cuh"
 #include "common/tile/units.cuh"
 #include "common/tile/wgmma_pipeline_shape.h"
 
 namespace cce {
+
+// The mean of a tile's rows over 16 bytes of columns: each column summed in
+// row order in float, rounded once. Stage 08's gather_rows_kernel and the
+// pipeline's copy both use it, so their means are the same bits.
+template <typename T>
+struct RowMean16 {
+  static constexpr int kColumns = 16 / sizeof(T);
+  float sum[kColumns] = {};
+  __device__ __forceinline__ void add(const uint4& row) {
+    const T* parts = reinterpret_cast<const T*>(&row);
+#pragma unroll
+    for (int k = 0; k < kColumns; ++k) sum[k] += to_float(parts[k]);
+  }
+  __device__ __forceinline__ uint4 mean(int rows) const {
+    T result[kColumns];
+#pragma unroll
+    for (int k = 0; k < kColumns; ++k) result[k] = from_float<T>(sum[k] / static_cast<float>(rows));
+    return *reinterpret_cast<const uint4*>(result);
+  }
+};
 
 struct RowGather {
   const __nv_bfloat16* source = nullptr;  // C [*, d] in the caller's order
@@ -39,12 +60,13 @@ struct RowGather {
   static constexpr int kBatch = 4;                          // rows whose loads a lane keeps in flight
 
   __host__ __device__ bool active() const { return rows > 0; }
-  __host__ __device__ int64_t c_tiles() const { return (rows + WgmmaPipeline::kBN - 1) / WgmmaPipeline::kBN; }
+  __host__ __device__ static int64_t c_tiles_of(int64_t rows) {
+    return (rows + WgmmaPipeline::kBN - 1) / WgmmaPipeline::kBN;
+  }
+  __host__ __device__ int64_t c_tiles() const { return c_tiles_of(rows); }
   __host__ __device__ int64_t segments() const { return (d + kSegmentCols - 1) / kSegmentCols; }
   __host__ __device__ int64_t pieces_per_tile() const { return 2 * segments(); }
-  static size_t flag_bytes(int64_t rows) {
-    return 4 * static_cast<size_t>((rows + WgmmaPipeline::kBN - 1) / WgmmaPipeline::kBN + 1);
-  }
+  static size_t flag_bytes(int64_t rows) { return 4 * static_cast<size_t>(c_tiles_of(rows) + 1); }
 };
 
 namespace gather {
@@ -63,13 +85,12 @@ __device__ __forceinline__ uint4 load_streaming(const void* p, uint64_t policy) 
   return v;
 }
 
-// One warp's share of the gather: pieces until none is left. Sums as
-// gather_rows_kernel's: each column in row order, in float.
+// One warp's share of the gather: pieces until none is left.
 __device__ inline void copy_pieces(const RowGather& g, const TileUnits& units, unsigned per_range, unsigned stride) {
   // 32-bit indices: a launch has fewer than 2^32 pieces (checked on the host), and the producer's
   // 40 registers hold them without 64-bit divisions.
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const unsigned segments = static_cast<unsigned>(g.segments()), per_tile = 2 * segments;
+  const unsigned segments = static_cast<unsigned>(g.segments()), per_tile = static_cast<unsigned>(g.pieces_per_tile());
   const unsigned tiles = static_cast<unsigned>(g.c_tiles());
   const unsigned total = static_cast<unsigned>(units.ranges * units.tiles_per_range) * per_tile;
   unsigned* next = g.ready + tiles;
@@ -88,7 +109,7 @@ __device__ inline void copy_pieces(const RowGather& g, const TileUnits& units, u
       const int count = static_cast<int>(g.rows - r0 < RowGather::kMeanRows ? g.rows - r0 : RowGather::kMeanRows);
       const int* order = g.order + g.first + r0;
       __nv_bfloat16* out = g.out + r0 * g.d + col;
-      float sum[8] = {};
+      RowMean16<__nv_bfloat16> mean;
       for (int r = 0; r < count; r += RowGather::kBatch) {
         uint4 value[RowGather::kBatch];
 #pragma unroll
@@ -98,16 +119,10 @@ __device__ inline void copy_pieces(const RowGather& g, const TileUnits& units, u
         for (int u = 0; u < RowGather::kBatch; ++u) {
           if (r + u >= count) break;
           *reinterpret_cast<uint4*>(out + static_cast<int64_t>(r + u) * g.d) = value[u];
-          const __nv_bfloat16* parts = reinterpret_cast<const __nv_bfloat16*>(&value[u]);
-#pragma unroll
-          for (int k = 0; k < 8; ++k) sum[k] += __bfloat162float(parts[k]);
+          mean.add(value[u]);
         }
       }
-      __nv_bfloat16 mean[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) mean[k] = __float2bfloat16(sum[k] / static_cast<float>(count));
-      *reinterpret_cast<uint4*>(g.means + ((g.first + r0) / RowGather::kMeanRows) * g.d + col) =
-          *reinterpret_cast<const uint4*>(mean);
+      *reinterpret_cast<uint4*>(g.means + ((g.first + r0) / RowGather::kMeanRows) * g.d + col) = mean.mean(count);
     }
     // This lane's stores before the copies (the async proxy) that read them, then one count per piece.
     asm volatile("fence.proxy.async.global;\n" ::: "memory");

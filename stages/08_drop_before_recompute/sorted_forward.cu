@@ -160,12 +160,11 @@ __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restric
   __shared__ int source[kGatherMaxRows];  // the tile's rows of C, read once per block
   for (int r = threadIdx.x; r < count; r += blockDim.x) source[r] = order[first + r0 + r];
   __syncthreads();
-  constexpr int kPerVector = 16 / sizeof(T);
   if ((d * sizeof(T)) % 16 == 0) {
-    const int64_t vectors = d / kPerVector;
+    const int64_t vectors = d / RowMean16<T>::kColumns;
     for (int64_t x = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; x < vectors;
          x += static_cast<int64_t>(gridDim.y) * blockDim.x) {
-      float sum[kPerVector] = {};
+      RowMean16<T> sum;
       // Loads of a batch of rows first, then their stores and sums in row
       // order (the mean's sum keeps one order: bitwise the same as row by row).
       for (int r = 0; r < count; r += kGatherBatch) {
@@ -177,15 +176,10 @@ __global__ void gather_rows_kernel(const T* __restrict__ c, const int* __restric
         for (int u = 0; u < kGatherBatch; ++u) {
           if (r + u >= count) break;
           reinterpret_cast<uint4*>(out + (r0 + r + u) * d)[x] = value[u];
-          const T* parts = reinterpret_cast<const T*>(&value[u]);
-#pragma unroll
-          for (int k = 0; k < kPerVector; ++k) sum[k] += to_float(parts[k]);
+          sum.add(value[u]);
         }
       }
-      T result[kPerVector];
-#pragma unroll
-      for (int k = 0; k < kPerVector; ++k) result[k] = from_float<T>(sum[k] / static_cast<float>(count));
-      reinterpret_cast<uint4*>(mean)[x] = *reinterpret_cast<const uint4*>(result);
+      reinterpret_cast<uint4*>(mean)[x] = sum.mean(count);
     }
   } else {
     for (int64_t k = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; k < d;
